@@ -1,0 +1,81 @@
+"""The named SQL of cronjobs: ``queries.sql`` (one statement per name), the canonical
+``schema.sql`` and the numbered ``migrations/``. This is the only place SQL text lives."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import LiteralString
+
+_NAME = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+_MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+def _read(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def _trusted(text: str) -> LiteralString:
+    """SQL text read from this package's own files, never from input: a literal in all but
+    name, so psycopg may run it as a query."""
+    return text  # type: ignore[return-value, unused-ignore]
+
+
+def parse_queries(text: str) -> dict[str, LiteralString]:
+    """Split a ``-- name: x`` annotated file into {name: statement}."""
+    parts = _NAME.split(text)
+    queries: dict[str, LiteralString] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        statement = body.strip()
+        if name in queries:
+            raise ValueError(f"query {name!r} is defined twice")
+        if not statement:
+            raise ValueError(f"query {name!r} is empty")
+        queries[name] = _trusted(statement)
+    return queries
+
+
+@cache
+def queries() -> dict[str, LiteralString]:
+    return parse_queries(_read("queries.sql"))
+
+
+def query(name: str) -> LiteralString:
+    try:
+        return queries()[name]
+    except KeyError:
+        raise KeyError(f"no SQL query named {name!r} in queries.sql") from None
+
+
+@cache
+def schema() -> LiteralString:
+    """The canonical current schema (``schema.sql``)."""
+    return _trusted(_read("schema.sql"))
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: LiteralString
+
+
+@cache
+def migrations() -> tuple[Migration, ...]:
+    """The numbered migrations, in order, checked to be 1..N without gaps."""
+    found = []
+    for entry in resources.files(__package__).joinpath("migrations").iterdir():
+        match = _MIGRATION.match(entry.name)
+        if match:
+            sql = _trusted(entry.read_text(encoding="utf-8"))
+            found.append(Migration(int(match.group(1)), match.group(2), sql))
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError("migrations must be numbered 0001, 0002, ... without gaps")
+    return tuple(found)
+
+
+def current_version() -> int:
+    return migrations()[-1].version

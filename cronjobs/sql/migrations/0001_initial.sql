@@ -1,0 +1,198 @@
+-- Migration 1: the initial schema (frozen; later changes go in new numbered files).
+
+CREATE TABLE cronjobs_migrations (
+    version     integer PRIMARY KEY,
+    name        text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- One row per job. A removed job keeps its row (removed_at set) so its history stays readable;
+-- its name can then be defined again as a new job.
+CREATE TABLE job_definitions (
+    id                    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name                  text NOT NULL
+        CONSTRAINT job_definitions_name_check
+        CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'),
+    schedule              text NOT NULL
+        CONSTRAINT job_definitions_schedule_check
+        CHECK (length(schedule) BETWEEN 1 AND 200),
+    timezone              text NOT NULL DEFAULT 'UTC'
+        CONSTRAINT job_definitions_timezone_check
+        CHECK (length(timezone) BETWEEN 1 AND 64),
+    -- what to run: a registered Python handler, or a shell command run with /bin/sh -c
+    kind                  text NOT NULL
+        CONSTRAINT job_definitions_kind_check CHECK (kind IN ('handler', 'command')),
+    handler               text,
+    command               text,
+    payload               jsonb NOT NULL DEFAULT '{}'::jsonb
+        CONSTRAINT job_definitions_payload_check CHECK (jsonb_typeof(payload) = 'object'),
+    -- policies
+    catchup               text NOT NULL DEFAULT 'latest'
+        CONSTRAINT job_definitions_catchup_check CHECK (catchup IN ('latest', 'all', 'none')),
+    catchup_limit         integer NOT NULL DEFAULT 100
+        CONSTRAINT job_definitions_catchup_limit_check CHECK (catchup_limit BETWEEN 1 AND 10000),
+    starting_deadline     interval
+        CONSTRAINT job_definitions_starting_deadline_check
+        CHECK (starting_deadline > interval '0'),
+    overlap               text NOT NULL DEFAULT 'skip'
+        CONSTRAINT job_definitions_overlap_check
+        CHECK (overlap IN ('skip', 'queue', 'allow', 'replace')),
+    max_attempts          integer NOT NULL DEFAULT 3
+        CONSTRAINT job_definitions_max_attempts_check CHECK (max_attempts BETWEEN 1 AND 100),
+    backoff               interval NOT NULL DEFAULT interval '30 seconds'
+        CONSTRAINT job_definitions_backoff_check CHECK (backoff >= interval '0'),
+    backoff_max           interval NOT NULL DEFAULT interval '1 hour'
+        CONSTRAINT job_definitions_backoff_max_check CHECK (backoff_max >= backoff),
+    timeout               interval DEFAULT interval '1 hour'
+        CONSTRAINT job_definitions_timeout_check CHECK (timeout > interval '0'),
+    lease                 interval NOT NULL DEFAULT interval '60 seconds'
+        CONSTRAINT job_definitions_lease_check
+        CHECK (lease BETWEEN interval '10 seconds' AND interval '1 hour'),
+    -- alerts (run on failure / when a run becomes dead) and automatic pausing
+    alert_command         text,
+    alert_on_failure      boolean NOT NULL DEFAULT false,
+    pause_after_failures  integer
+        CONSTRAINT job_definitions_pause_after_failures_check CHECK (pause_after_failures >= 1),
+    consecutive_failures  integer NOT NULL DEFAULT 0,
+    -- state
+    paused_at             timestamptz,
+    paused_until          timestamptz,
+    pause_note            text,
+    invalid_reason        text,
+    removed_at            timestamptz,
+    -- materialisation: every slot <= cursor_at has been decided (run or recorded skip);
+    -- next_due_at is the first slot after the cursor (NULL when the definition cannot be
+    -- evaluated), so a tick finds due definitions through an index, whatever the total.
+    cursor_at             timestamptz NOT NULL,
+    next_due_at           timestamptz,
+    created_at            timestamptz NOT NULL DEFAULT now(),
+    updated_at            timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT job_definitions_target_check CHECK (
+        (kind = 'handler' AND handler IS NOT NULL AND command IS NULL)
+        OR (kind = 'command' AND command IS NOT NULL AND handler IS NULL)
+    ),
+    CONSTRAINT job_definitions_paused_until_check
+        CHECK (paused_until IS NULL OR paused_at IS NOT NULL)
+);
+
+CREATE UNIQUE INDEX job_definitions_name_key
+    ON job_definitions (name) WHERE removed_at IS NULL;
+CREATE INDEX job_definitions_due_idx
+    ON job_definitions (next_due_at) WHERE removed_at IS NULL;
+
+-- Each tick leaves a record: who, when, and what it did.
+CREATE TABLE job_ticks (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    worker        text NOT NULL,
+    tick_at       timestamptz NOT NULL,
+    started_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    finished_at   timestamptz,
+    status        text NOT NULL DEFAULT 'running'
+        CONSTRAINT job_ticks_status_check
+        CHECK (status IN ('running', 'finished', 'failed', 'interrupted')),
+    materialised  integer NOT NULL DEFAULT 0,
+    skipped       integer NOT NULL DEFAULT 0,
+    reclaimed     integer NOT NULL DEFAULT 0,
+    claimed       integer NOT NULL DEFAULT 0,
+    succeeded     integer NOT NULL DEFAULT 0,
+    failed        integer NOT NULL DEFAULT 0,
+    error         text
+);
+
+CREATE INDEX job_ticks_started_idx ON job_ticks (started_at);
+
+-- One row per run of a job. A scheduled slot becomes a run through one
+-- INSERT ... ON CONFLICT DO NOTHING on job_runs_slot_key: the run row is the marker.
+CREATE TABLE job_runs (
+    id                   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    definition_id        bigint NOT NULL REFERENCES job_definitions (id),
+    scheduled_for        timestamptz NOT NULL,
+    trigger              text NOT NULL
+        CONSTRAINT job_runs_trigger_check
+        CHECK (trigger IN ('schedule', 'manual', 'retry', 'backfill')),
+    -- queued: waits for eligible_at; running: a worker holds its lease;
+    -- failed: the last attempt failed and a retry waits for eligible_at;
+    -- succeeded, dead (attempts exhausted), cancelled: final.
+    status               text NOT NULL DEFAULT 'queued'
+        CONSTRAINT job_runs_status_check
+        CHECK (status IN ('queued', 'running', 'failed', 'succeeded', 'dead', 'cancelled')),
+    payload              jsonb
+        CONSTRAINT job_runs_payload_check
+        CHECK (payload IS NULL OR jsonb_typeof(payload) = 'object'),
+    attempt              integer NOT NULL DEFAULT 0
+        CONSTRAINT job_runs_attempt_check CHECK (attempt >= 0),
+    max_attempts         integer NOT NULL
+        CONSTRAINT job_runs_max_attempts_check CHECK (max_attempts >= 1),
+    eligible_at          timestamptz NOT NULL,
+    lease_owner          text,
+    lease_token          uuid,
+    lease_expires_at     timestamptz,
+    heartbeat_at         timestamptz,
+    cancel_requested_at  timestamptz,
+    started_at           timestamptz,
+    finished_at          timestamptz,
+    exit_code            integer,
+    error                text,
+    output_tail          text,
+    result               jsonb,
+    tick_id              bigint REFERENCES job_ticks (id) ON DELETE SET NULL,
+    created_at           timestamptz NOT NULL DEFAULT now(),
+    updated_at           timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT job_runs_lease_check CHECK (
+        (status = 'running') = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)
+    )
+);
+
+CREATE UNIQUE INDEX job_runs_slot_key
+    ON job_runs (definition_id, scheduled_for) WHERE trigger IN ('schedule', 'backfill');
+-- what is due: only waiting runs are indexed, however many finished runs the table holds
+CREATE INDEX job_runs_due_idx
+    ON job_runs (eligible_at) WHERE status IN ('queued', 'failed');
+-- what is expired: only running runs
+CREATE INDEX job_runs_lease_idx
+    ON job_runs (lease_expires_at) WHERE status = 'running';
+-- unfinished runs of one job (overlap policy)
+CREATE INDEX job_runs_active_idx
+    ON job_runs (definition_id) WHERE status IN ('queued', 'running', 'failed');
+-- history of one job, newest first
+CREATE INDEX job_runs_history_idx ON job_runs (definition_id, id DESC);
+CREATE INDEX job_runs_finished_idx ON job_runs (finished_at) WHERE finished_at IS NOT NULL;
+
+-- Every attempt of a run, kept for history: worker, times, outcome, output.
+CREATE TABLE job_attempts (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_id       bigint NOT NULL REFERENCES job_runs (id) ON DELETE CASCADE,
+    attempt      integer NOT NULL CONSTRAINT job_attempts_attempt_check CHECK (attempt >= 1),
+    worker       text NOT NULL,
+    lease_token  uuid NOT NULL,
+    started_at   timestamptz NOT NULL,
+    finished_at  timestamptz,
+    outcome      text NOT NULL DEFAULT 'running'
+        CONSTRAINT job_attempts_outcome_check
+        CHECK (outcome IN ('running', 'succeeded', 'failed', 'timed_out', 'lost',
+                           'interrupted', 'cancelled')),
+    exit_code    integer,
+    error        text,
+    output_tail  text,
+    CONSTRAINT job_attempts_run_attempt_key UNIQUE (run_id, attempt)
+);
+
+-- Slots that were decided but not run, with the reason. A range of consecutive slots with
+-- the same reason may be one row (first_slot .. last_slot, slot_count).
+CREATE TABLE job_skips (
+    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    definition_id  bigint NOT NULL REFERENCES job_definitions (id),
+    first_slot     timestamptz NOT NULL,
+    last_slot      timestamptz NOT NULL,
+    slot_count     integer NOT NULL CONSTRAINT job_skips_slot_count_check CHECK (slot_count >= 1),
+    reason         text NOT NULL
+        CONSTRAINT job_skips_reason_check
+        CHECK (reason IN ('missed_deadline', 'coalesced', 'catchup_none', 'catchup_limit',
+                          'overlap', 'paused', 'invalid')),
+    detail         text,
+    tick_id        bigint REFERENCES job_ticks (id) ON DELETE SET NULL,
+    decided_at     timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT job_skips_range_check CHECK (first_slot <= last_slot)
+);
+
+CREATE INDEX job_skips_definition_idx ON job_skips (definition_id, last_slot);
