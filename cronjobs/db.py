@@ -1,0 +1,146 @@
+"""Connecting: the configured server or the embedded default, with bounded retries for
+transient failures (tenacity lives here and nowhere else for connecting)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from cronjobs.config import DatabaseTarget, mask_conninfo, scrub
+from cronjobs.errors import DatabaseUnavailable
+from cronjobs.migrate import check_schema, migrate
+from cronjobs.store import Store
+
+log = logging.getLogger(__name__)
+
+# Failures that waiting will not fix: report them at once.
+_PERMANENT = (
+    "password authentication failed",
+    "authentication failed",
+    "no pg_hba.conf entry",
+    "does not exist",
+    "permission denied",
+    "invalid",
+    "unsupported",
+    "no password supplied",
+)
+
+
+@dataclass(frozen=True)
+class Connected:
+    """An open store and where it leads (safe to print)."""
+
+    store: Store
+    where: str
+    embedded: bool
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def connect(
+    conninfo: str,
+    *,
+    retry_for: float = 10.0,
+    application_name: str = "cronjobs",
+    on_retry: Callable[[str], None] | None = None,
+) -> psycopg.Connection[Any]:
+    """Open an autocommit connection, retrying transient failures for up to ``retry_for``
+    seconds with exponential backoff and jitter."""
+    attempts = 0
+
+    def attempt() -> psycopg.Connection[Any]:
+        nonlocal attempts
+        attempts += 1
+        return psycopg.connect(
+            conninfo,
+            autocommit=True,
+            prepare_threshold=None,
+            application_name=application_name,
+            connect_timeout=int(os.environ.get("PGCONNECT_TIMEOUT", "5")),
+        )
+
+    def before_sleep(state: Any) -> None:
+        if on_retry is not None and state.outcome is not None:
+            on_retry(_first_line(state.outcome.exception()))
+
+    retrying = Retrying(
+        stop=stop_after_delay(max(retry_for, 0.0)),
+        wait=wait_random_exponential(multiplier=0.2, max=2.0),
+        retry=retry_if_exception(_transient),
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    try:
+        return retrying(attempt)
+    except (psycopg.Error, RetryError) as exc:
+        tries = f" (gave up after {attempts} attempts)" if attempts > 1 else ""
+        raise DatabaseUnavailable(
+            f"cannot connect to the database at {mask_conninfo(conninfo)}: "
+            f"{_first_line(exc)}{tries}"
+        ) from None
+
+
+def _transient(exc: BaseException) -> bool:
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    text = str(exc).lower()
+    return not any(marker in text for marker in _PERMANENT)
+
+
+def _first_line(exc: BaseException | None) -> str:
+    if exc is None:
+        return "unknown error"
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    # libpq prefixes: 'connection to server at "h" (addr), port p failed: reason'
+    if "failed: " in text:
+        text = text.split("failed: ", 1)[1] or text
+    return scrub(text)
+
+
+def open_store(
+    target: DatabaseTarget,
+    *,
+    retry_for: float = 10.0,
+    announce: Callable[[str], None] | None = None,
+    check: bool = True,
+) -> Connected:
+    """Connect to ``target``. The embedded default is started (and migrated) on demand;
+    any other database must already be at the current schema when ``check`` is set."""
+    if target.conninfo is None:
+        from cronjobs import embedded
+
+        server = embedded.ensure_running()
+        where = server.describe()
+        if announce is not None:
+            announce(
+                f"using embedded PostgreSQL at {where}; "
+                "set CRONJOBS_DATABASE_URL to use your own server"
+            )
+        store = Store(connect(server.conninfo, retry_for=retry_for))
+        if check:
+            migrate(store)
+        return Connected(store, where, embedded=True)
+    store = Store(connect(target.conninfo, retry_for=retry_for))
+    if check:
+        try:
+            check_schema(store)
+        except Exception:
+            store.close()
+            raise
+    return Connected(store, target.display, embedded=False)

@@ -1,0 +1,64 @@
+"""The one exception tree of cronjobs.
+
+Every error a user can cause derives from :class:`UsageError` (exit code 2); every
+error the world causes (an unreachable database, an internal failure) derives from
+:class:`CronjobsError` directly (exit code 1). psycopg errors are translated into
+this tree at the store/db boundary, so nothing above it catches psycopg types.
+
+An exception raised without a message takes its message from its class docstring.
+"""
+
+from __future__ import annotations
+
+
+class CronjobsError(Exception):
+    """cronjobs failed."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str | None = None) -> None:
+        if message is None:
+            message = (self.__doc__ or type(self).__name__).strip().splitlines()[0]
+        super().__init__(message)
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class UsageError(CronjobsError):
+    """Invalid input."""
+
+    exit_code = 2
+
+
+class ScheduleError(UsageError):
+    """Invalid schedule."""
+
+
+class InvalidDefinition(UsageError):
+    """Invalid job definition."""
+
+
+class JobNotFound(UsageError):
+    """No such job."""
+
+
+class ConfigurationError(UsageError):
+    """cronjobs is not configured correctly."""
+
+
+class EmbeddedUnavailable(ConfigurationError):
+    """No database configured and the embedded PostgreSQL is not installed."""
+
+
+class SchemaNotReady(ConfigurationError):
+    """The database schema is missing or out of date; run `cronjobs migrate`."""
+
+
+class DatabaseUnavailable(CronjobsError):
+    """Could not reach the database."""
+
+
+class EmbeddedServerError(CronjobsError):
+    """The embedded PostgreSQL server could not be started."""

@@ -1,0 +1,179 @@
+"""Frozen rows and the enums that mirror the schema's CHECK constraints."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Kind(StrEnum):
+    HANDLER = "handler"
+    COMMAND = "command"
+
+
+class Catchup(StrEnum):
+    LATEST = "latest"
+    ALL = "all"
+    NONE = "none"
+
+
+class Overlap(StrEnum):
+    SKIP = "skip"
+    QUEUE = "queue"
+    ALLOW = "allow"
+    REPLACE = "replace"
+
+
+class Trigger(StrEnum):
+    SCHEDULE = "schedule"
+    MANUAL = "manual"
+    RETRY = "retry"
+    BACKFILL = "backfill"
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    FAILED = "failed"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+class AttemptOutcome(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    LOST = "lost"
+    INTERRUPTED = "interrupted"
+    CANCELLED = "cancelled"
+
+
+class SkipReason(StrEnum):
+    MISSED_DEADLINE = "missed_deadline"
+    COALESCED = "coalesced"
+    CATCHUP_NONE = "catchup_none"
+    CATCHUP_LIMIT = "catchup_limit"
+    OVERLAP = "overlap"
+    PAUSED = "paused"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True)
+class DefinitionSpec:
+    """What `cronjobs define` asks for: the whole desired definition of one job."""
+
+    name: str
+    schedule: str
+    timezone: str = "UTC"
+    kind: Kind = Kind.HANDLER
+    handler: str | None = None
+    command: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    catchup: Catchup = Catchup.LATEST
+    catchup_limit: int = 100
+    starting_deadline: dt.timedelta | None = None
+    overlap: Overlap = Overlap.SKIP
+    max_attempts: int = 3
+    backoff: dt.timedelta = dt.timedelta(seconds=30)
+    backoff_max: dt.timedelta = dt.timedelta(hours=1)
+    timeout: dt.timedelta | None = dt.timedelta(hours=1)
+    lease: dt.timedelta = dt.timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A row of job_definitions."""
+
+    id: int
+    name: str
+    schedule: str
+    timezone: str
+    kind: str
+    handler: str | None
+    command: str | None
+    payload: dict[str, Any]
+    catchup: str
+    catchup_limit: int
+    starting_deadline: dt.timedelta | None
+    overlap: str
+    max_attempts: int
+    backoff: dt.timedelta
+    backoff_max: dt.timedelta
+    timeout: dt.timedelta | None
+    lease: dt.timedelta
+    alert_command: str | None
+    alert_on_failure: bool
+    pause_after_failures: int | None
+    consecutive_failures: int
+    paused_at: dt.datetime | None
+    paused_until: dt.datetime | None
+    pause_note: str | None
+    invalid_reason: str | None
+    removed_at: dt.datetime | None
+    cursor_at: dt.datetime
+    next_due_at: dt.datetime | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_at is not None
+
+    @property
+    def target(self) -> str:
+        """What the job runs, as shown to users."""
+        if self.kind == Kind.COMMAND:
+            return f"command: {self.command}"
+        return f"handler: {self.handler}"
+
+    @property
+    def state(self) -> str:
+        if self.removed_at is not None:
+            return "removed"
+        if self.invalid_reason is not None:
+            return "invalid"
+        if self.paused_at is not None:
+            return "paused"
+        return "active"
+
+
+@dataclass(frozen=True)
+class Run:
+    """A row of job_runs."""
+
+    id: int
+    definition_id: int
+    scheduled_for: dt.datetime
+    trigger: str
+    status: str
+    payload: dict[str, Any] | None
+    attempt: int
+    max_attempts: int
+    eligible_at: dt.datetime
+    lease_owner: str | None
+    lease_token: Any
+    lease_expires_at: dt.datetime | None
+    heartbeat_at: dt.datetime | None
+    cancel_requested_at: dt.datetime | None
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    exit_code: int | None
+    error: str | None
+    output_tail: str | None
+    result: Any
+    tick_id: int | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class DefinitionSummary:
+    """A definition with its latest run, as `cronjobs list` shows it."""
+
+    definition: Definition
+    last_run_status: str | None
+    last_run_at: dt.datetime | None

@@ -1,0 +1,633 @@
+"""Cron expressions and time zones: when a job's slots fall.
+
+cronjobs reads schedules the way **Debian's cron** does (Vixie cron with Debian's
+daylight-saving patch), evaluated on the wall clock of the job's IANA time zone.
+
+Syntax
+------
+Five fields, ``minute hour day-of-month month day-of-week``:
+
+* minute 0-59, hour 0-23, day-of-month 1-31, month 1-12 or ``jan``-``dec``,
+  day-of-week 0-7 or ``sun``-``sat`` (0 and 7 are both Sunday); names are
+  case-insensitive;
+* each field is ``*``, a value, a range ``a-b``, a step ``*/n``, ``a-b/n`` or ``a/n``
+  (``a/n`` means ``a-max/n``), or a comma-separated list of those;
+* when both day fields are restricted (neither starts with ``*``) a day matches if
+  *either* matches: ``0 0 1 * mon`` runs on the 1st and on every Monday. When one of
+  them starts with ``*`` both must match, so ``0 0 */2 * mon`` runs on Mondays that
+  fall on an odd day of the month (Debian checks for a leading ``*``, not for "every");
+* macros ``@yearly`` ``@annually`` ``@monthly`` ``@weekly`` ``@daily`` ``@midnight``
+  ``@hourly`` stand for ``0 0 1 1 *``, ``0 0 1 1 *``, ``0 0 1 * *``, ``0 0 * * 0``,
+  ``0 0 * * *``, ``0 0 * * *`` and ``0 * * * *``;
+* Jenkins-style ``H`` (a whole field: ``H``, ``H/15``, ``H(0-29)``, ``H(0-29)/10``)
+  stands for a value derived from the job's name, so that jobs written ``H * * * *``
+  spread over the hour while each one keeps the same minute (croniter's hash of the
+  name and the field, so the fields vary independently). A bare ``H`` in the
+  day-of-month field picks from 1-28, so such a job runs every month. For the rules
+  below ``H`` counts as a fixed value (it does not start with ``*``).
+
+There are no seconds or year fields (the tick runs once a minute), no ``@reboot``, and
+no ``L``, ``W``, ``#`` or ``?``: Debian's cron has none of them. A schedule that can
+never fire (``0 0 30 2 *``) is rejected.
+
+Daylight-saving time
+--------------------
+Like Debian's cron, a job is either a *wildcard* job, whose minute or hour field starts
+with ``*`` (``* 2 * * *``, ``*/15 * * * *``, ``0 * * * *``, ``0 */2 * * *``,
+``@hourly``), or a *fixed-time* job: every other job (``30 2 * * *``, ``0 1-3 * * *``,
+``0-59 0-23 * * *``, ``0,* 2 * * *``, ``@daily``). Only the leading character counts,
+as in Debian.
+
+* A **wildcard** job follows the clock. Its slots are the instants at which the zone's
+  wall clock shows a matching minute. When the clocks fall back it runs in both
+  copies of the repeated hour: ``0 * * * *`` in Europe/Berlin runs at 02:00 CEST and
+  again at 02:00 CET on the last Sunday of October. When they spring forward nothing
+  is invented for the skipped hour: on the last Sunday of March it runs at 01:00 CET
+  and then at 03:00 CEST, not at 02:00.
+* A **fixed-time** job runs once for each matching wall-clock time, on the first
+  occurrence when that time happens twice: ``30 2 * * *`` in Europe/Berlin runs once on
+  the fall-back night, at 02:30 CEST (00:30 UTC), not again at 02:30 CET. A matching
+  time that the clock skips runs right after the gap, at the first instant of the new
+  offset: ``30 2 * * *`` runs at 03:00 CEST (01:00 UTC) on the spring-forward day.
+  Several skipped times collapse into that one run (``0,30 2 * * *`` runs once at
+  03:00), and a slot at the end of the gap is that same run, not a second one
+  (``0 2,3 * * *`` runs once, at 03:00 CEST).
+* Debian's cron catches up only after jumps shorter than three hours, taking longer ones
+  for a reset clock. cronjobs knows a gap comes from the zone's rules, so it treats every
+  gap alike: when Pacific/Apia skipped 30 December 2011, a ``0 12 * * *`` job ran once,
+  at the first instant of 31 December.
+
+Every function takes and returns aware datetimes; slots come back in UTC, strictly
+increasing, each instant at most once. Naive datetimes are a programming error
+(``ValueError``).
+
+This is the only module of cronjobs that imports croniter (used to expand ``H``).
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import functools
+import itertools
+import re
+import zoneinfo
+from bisect import bisect_left
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from croniter import croniter  # type: ignore[import-untyped, unused-ignore]
+
+from cronjobs.errors import ScheduleError
+
+__all__ = ["MACROS", "MAX_LENGTH", "Schedule", "check_timezone", "parse"]
+
+MAX_LENGTH = 200
+"""The longest expression accepted, in characters."""
+
+_UTC = dt.UTC
+_MINUTE = dt.timedelta(minutes=1)
+_ZERO = dt.timedelta(0)
+
+_FIELDS_HELP = "5 fields (minute hour day-of-month month day-of-week)"
+
+MACROS: dict[str, str] = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+_MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun",
+                "jul", "aug", "sep", "oct", "nov", "dec")
+_DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_MONTH_LONG = ("", "January", "February", "March", "April", "May", "June", "July",
+               "August", "September", "October", "November", "December")
+# Days in each month, leap years included (February 29 exists).
+_MAX_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+@dataclass(frozen=True)
+class _Field:
+    index: int
+    name: str
+    low: int
+    high: int
+    names: tuple[str, ...] = ()
+    name_base: int = 0  # the value of names[0]
+
+    def describe_range(self) -> str:
+        text = f"{self.low}-{self.high}"
+        if self.names:
+            text += f" or {self.names[0]}-{self.names[-1]}"
+        return text
+
+
+_MINUTE_F = _Field(0, "minute", 0, 59)
+_HOUR_F = _Field(1, "hour", 0, 23)
+_DOM_F = _Field(2, "day-of-month", 1, 31)
+_MONTH_F = _Field(3, "month", 1, 12, _MONTH_NAMES, 1)
+_DOW_F = _Field(4, "day-of-week", 0, 7, _DAY_NAMES, 0)
+_ALL_FIELDS = (_MINUTE_F, _HOUR_F, _DOM_F, _MONTH_F, _DOW_F)
+
+_H_RE = re.compile(r"^H(?:\((\d+)-(\d+)\))?(?:/(\d+))?$", re.IGNORECASE | re.ASCII)
+_WHITESPACE = re.compile(r"[ \t\r\n\f\v]+")
+
+
+class _FieldError(Exception):
+    """A problem with one field; turned into a ScheduleError naming the expression."""
+
+
+# -- parsing ----------------------------------------------------------------------------
+
+
+def _number(f: _Field, text: str, whole: str) -> int:
+    if text.isascii() and text.isdigit():
+        value = int(text)
+    elif f.names and text.lower() in f.names:
+        return f.names.index(text.lower()) + f.name_base
+    else:
+        kind = "a number"
+        if f.names:
+            kind += f" or a name ({f.names[0]}-{f.names[-1]})"
+        piece = "" if text == whole else f" ('{text}')"
+        if text == "":
+            raise _FieldError(f"{f.name} field '{whole}' is malformed: a value is missing")
+        raise _FieldError(f"{f.name} field '{whole}' is not {kind}{piece}")
+    if not f.low <= value <= f.high:
+        if text == whole:
+            raise _FieldError(f"{f.name} field '{whole}' is out of range {f.describe_range()}")
+        raise _FieldError(
+            f"{f.name} field '{whole}': {value} is out of range {f.describe_range()}"
+        )
+    return value
+
+
+def _unsupported(f: _Field, whole: str) -> None:
+    upper = whole.upper()
+    if "#" in whole:
+        raise _FieldError(
+            f"{f.name} field '{whole}': '#' (nth weekday of the month) is not supported; "
+            "Debian's cron has no such syntax"
+        )
+    if "?" in whole:
+        raise _FieldError(f"{f.name} field '{whole}': '?' is not supported; use '*'")
+    if re.fullmatch(r"[0-9]*[LW]|L[0-9]*|LW|[0-9]+L", upper):
+        raise _FieldError(
+            f"{f.name} field '{whole}': 'L' and 'W' (last day, nearest weekday) are not "
+            "supported; Debian's cron has no such syntax"
+        )
+    if re.search(r"(^|[,/(-])H", upper):
+        raise _FieldError(
+            f"{f.name} field '{whole}': H must be the whole field "
+            "(H, H/15, H(0-29) or H(0-29)/10)"
+        )
+
+
+def _parse_field(f: _Field, whole: str) -> frozenset[int]:
+    """The values of one standard (non-H) field; day-of-week 7 is folded into 0."""
+    _unsupported(f, whole)
+    values: set[int] = set()
+    for item in whole.split(","):
+        if item == "":
+            raise _FieldError(f"{f.name} field '{whole}' has an empty list item")
+        base, slash, step_text = item.partition("/")
+        step = 1
+        if slash:
+            if not (step_text.isascii() and step_text.isdigit()):
+                raise _FieldError(
+                    f"{f.name} field '{whole}': step '{step_text}' is not a whole number"
+                )
+            step = int(step_text)
+            if step == 0:
+                raise _FieldError(f"{f.name} field '{whole}': a step must be 1 or more, not 0")
+        if base == "*":
+            low, high = f.low, f.high
+        elif "-" in base:
+            first, _, last = base.partition("-")
+            if first == "" or last == "" or "-" in last:
+                raise _FieldError(f"{f.name} field '{whole}' has a malformed range '{base}'")
+            low, high = _number(f, first, whole), _number(f, last, whole)
+            if high < low:
+                fix = (f"{first}-7" if f is _DOW_F and high == 0
+                       else f"{first}-{f.high},{f.low}-{last}")
+                raise _FieldError(
+                    f"{f.name} field '{whole}': range '{base}' is backwards; cron ranges do "
+                    f"not wrap around (write '{fix}' instead)"
+                )
+        else:
+            low = _number(f, base, whole)
+            # 'a/n' means 'a-max/n'; a lone 'a' is just a
+            high = f.high if slash else low
+        values.update(range(low, high + 1, step))
+    if f is _DOW_F and 7 in values:
+        values.discard(7)
+        values.add(0)
+    return frozenset(values)
+
+
+def _parse_hash(f: _Field, whole: str, hash_key: str) -> frozenset[int]:
+    """Expand a Jenkins-style H field with croniter, keyed on the job name."""
+    match = _H_RE.match(whole)
+    if match is None:
+        if "," in whole:
+            raise _FieldError(
+                f"{f.name} field '{whole}': H must be the whole field "
+                "(H, H/15, H(0-29) or H(0-29)/10)"
+            )
+        raise _FieldError(
+            f"{f.name} field '{whole}' is not a valid H form: use H, H/15, H(0-29) or "
+            "H(0-29)/10 (with numbers)"
+        )
+    begin, end, step = match.groups()
+    if begin is not None and end is not None:
+        low, high = int(begin), int(end)
+        for bound in (low, high):
+            if not f.low <= bound <= f.high:
+                raise _FieldError(
+                    f"{f.name} field '{whole}': {bound} is out of range {f.low}-{f.high}"
+                )
+        if low >= high:
+            raise _FieldError(
+                f"{f.name} field '{whole}': the H range must go up, e.g. H(0-29)"
+            )
+    if step is not None and int(step) == 0:
+        raise _FieldError(f"{f.name} field '{whole}': a step must be 1 or more, not 0")
+    text = whole.upper()
+    if f is _DOM_F and text == "H":
+        # Keep "monthly" jobs monthly: never the 29th-31st, which some months lack.
+        text = "H(1-28)"
+    probe = ["*"] * 5
+    probe[f.index] = text
+    # croniter hashes every field of one key with the same CRC (shifted by the field's
+    # position), so minute and hour come out correlated: "H H * * *" would only reach
+    # 240 of the 1440 times of day. A key per field makes them independent.
+    key = f"{hash_key}\x1f{f.name}".encode()
+    try:
+        expanded: Any = croniter.expand(" ".join(probe), hash_id=key)
+    except (ValueError, TypeError) as exc:  # pragma: no cover - validated above
+        raise _FieldError(f"{f.name} field '{whole}' is not valid: {exc}") from exc
+    raw = expanded[0][f.index]
+    if raw == ["*"]:
+        return frozenset(range(f.low, (6 if f is _DOW_F else f.high) + 1))
+    return frozenset(0 if (f is _DOW_F and int(v) == 7) else int(v) for v in raw)
+
+
+def _mask(values: frozenset[int]) -> int:
+    bits = 0
+    for value in values:
+        bits |= 1 << value
+    return bits
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """A compiled expression: matching on naive wall-clock minutes."""
+
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
+    dom_mask: int  # bit d set: day-of-month d matches
+    month_mask: int  # bit m set: month m matches
+    dow_mask: int  # bit w set: day-of-week w matches (0 = Sunday)
+    day_and: bool  # True: both day fields must match; False: either
+    wildcard: bool  # Debian: the minute or hour field starts with '*'
+
+    def first_match(self, y: int, mo: int, d: int, h: int, mi: int) -> dt.datetime | None:
+        """The first matching wall-clock minute at or after y-mo-d h:mi (naive).
+
+        ``mi`` may be 60 and ``h`` 24, meaning "the next hour/day". None past year 9999.
+        """
+        minutes, hours = self.minutes, self.hours
+        n_minutes, n_hours = len(minutes), len(hours)
+        dom_mask, dow_mask, day_and = self.dom_mask, self.dow_mask, self.day_and
+        while y <= 9999:
+            if self.month_mask >> mo & 1:
+                n_days = calendar.monthrange(y, mo)[1]
+                if d <= n_days:
+                    wd = (dt.date(y, mo, d).weekday() + 1) % 7  # cron numbering, 0 = Sunday
+                    while d <= n_days:
+                        dom_ok = dom_mask >> d & 1
+                        dow_ok = dow_mask >> wd & 1
+                        if (dom_ok and dow_ok) if day_and else (dom_ok or dow_ok):
+                            i = bisect_left(hours, h)
+                            if i < n_hours:
+                                if hours[i] == h:
+                                    j = bisect_left(minutes, mi)
+                                    if j < n_minutes:
+                                        return dt.datetime(y, mo, d, h, minutes[j])
+                                    i += 1
+                                if i < n_hours:
+                                    return dt.datetime(y, mo, d, hours[i], minutes[0])
+                        d += 1
+                        wd = (wd + 1) % 7
+                        h = mi = 0
+            mo += 1
+            d = 1
+            h = mi = 0
+            if mo == 13:
+                mo = 1
+                y += 1
+        return None
+
+
+def _never_fires(spec: _Spec) -> str | None:
+    """Why the days can never match, or None. Exact: every valid date falls on every
+    weekday in some year, and with OR semantics every month has every weekday."""
+    if not spec.day_and:
+        return None
+    months = [m for m in range(1, 13) if spec.month_mask >> m & 1]
+    days = [d for d in range(1, 32) if spec.dom_mask >> d & 1]
+    if any(d <= _MAX_DAYS[m] for m in months for d in days):
+        return None
+    month_text = _join([_MONTH_LONG[m] for m in months])
+    day_text = ("day " if len(days) == 1 else "days ") + _join([str(d) for d in days], "or")
+    return f"{month_text} {'has' if len(months) == 1 else 'have'} no {day_text}"
+
+
+def _join(items: list[str], word: str = "and") -> str:
+    if len(items) <= 2:
+        return f" {word} ".join(items)
+    return ", ".join(items[:-1]) + f" {word} " + items[-1]
+
+
+@functools.lru_cache(maxsize=8192)
+def _compile(expression: str, hash_key: str) -> _Spec:
+    """Validate and compile a normalised expression (raises ScheduleError)."""
+    if expression.startswith("@"):
+        expression = _macro(expression)
+    parts = expression.split(" ")
+    values: list[frozenset[int]] = []
+    try:
+        for f, text in zip(_ALL_FIELDS, parts, strict=True):
+            if text[:1] in ("H", "h"):
+                values.append(_parse_hash(f, text, hash_key))
+            else:
+                values.append(_parse_field(f, text))
+    except _FieldError as exc:
+        raise ScheduleError(f"invalid schedule '{expression}': {exc}") from None
+    minutes, hours, doms, months, dows = values
+    spec = _Spec(
+        minutes=tuple(sorted(minutes)),
+        hours=tuple(sorted(hours)),
+        dom_mask=_mask(doms),
+        month_mask=_mask(months),
+        dow_mask=_mask(dows),
+        day_and=parts[2].startswith("*") or parts[4].startswith("*"),
+        wildcard=parts[0].startswith("*") or parts[1].startswith("*"),
+    )
+    reason = _never_fires(spec)
+    if reason is not None:
+        raise ScheduleError(f"invalid schedule '{expression}': it never fires: {reason}")
+    return spec
+
+
+def _macro(expression: str) -> str:
+    if " " in expression:
+        raise ScheduleError(
+            f"invalid schedule '{expression}': a macro such as @daily must be the whole "
+            "schedule"
+        )
+    name = expression.lower()
+    if name == "@reboot":
+        raise ScheduleError(
+            f"invalid schedule '{expression}': @reboot is not supported: cronjobs runs jobs on "
+            "a clock from a tick that runs every minute, so there is no reboot to run "
+            "at; use a time such as '@hourly' or '*/5 * * * *'"
+        )
+    try:
+        return MACROS[name]
+    except KeyError:
+        raise ScheduleError(
+            f"invalid schedule '{expression}': unknown macro; use a 5-field expression or "
+            f"one of {', '.join(MACROS)}"
+        ) from None
+
+
+def _normalise(expression: object) -> str:
+    if not isinstance(expression, str):
+        raise ScheduleError(
+            f"invalid schedule {expression!r}: expected a string such as '30 3 * * *', "
+            f"not {type(expression).__name__}"
+        )
+    if len(expression) > MAX_LENGTH:
+        raise ScheduleError(
+            f"invalid schedule: it is {len(expression)} characters long; at most "
+            f"{MAX_LENGTH} are allowed"
+        )
+    text = _WHITESPACE.sub(" ", expression).strip(" ")
+    if not text:
+        raise ScheduleError(
+            f"invalid schedule: it is empty; expected {_FIELDS_HELP} such as '30 3 * * *', "
+            "or a macro such as '@daily'"
+        )
+    if not text.isprintable():
+        raise ScheduleError(
+            f"invalid schedule {text!r}: it contains control characters"
+        )
+    if text.startswith("@"):
+        return text
+    count = text.count(" ") + 1
+    if count in (6, 7):
+        raise ScheduleError(
+            f"'{text}' has {count} fields: cronjobs schedules have {_FIELDS_HELP} because the "
+            "tick runs once a minute; sub-minute or seconds/year fields are not supported"
+        )
+    if count != 5:
+        raise ScheduleError(
+            f"'{text}' has {count} field{'s' if count != 1 else ''}: cronjobs schedules have "
+            f"{_FIELDS_HELP}, e.g. '30 3 * * *', or are a macro such as '@daily'"
+        )
+    return text
+
+
+def parse(expression: str, timezone: str = "UTC", *, hash_key: str = "") -> Schedule:
+    """Validate ``expression`` in ``timezone``; raise ScheduleError saying what is wrong.
+
+    ``hash_key`` (the job's name) is what ``H`` fields are derived from.
+    """
+    text = _normalise(expression)
+    if not isinstance(hash_key, str):
+        raise TypeError(f"hash_key must be a str, not {type(hash_key).__name__}")
+    return Schedule(text, timezone, hash_key)
+
+
+def check_timezone(name: str) -> zoneinfo.ZoneInfo:
+    """The zone called ``name``, or ScheduleError if there is no such IANA zone."""
+    if isinstance(name, str) and name.strip() == name and name:
+        try:
+            return _zone(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+    raise ScheduleError(
+        f"unknown time zone {name!r}: use an IANA name such as 'Europe/Berlin' or 'UTC'"
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _zone(name: str) -> zoneinfo.ZoneInfo:
+    if name.lower() in ("localtime", "posixrules", "factory") or name.startswith("/"):
+        raise ValueError(name)
+    return zoneinfo.ZoneInfo(name)
+
+
+# -- evaluation ---------------------------------------------------------------------------
+
+_SINGLE, _REPEATED, _SKIPPED = 0, 1, 2
+
+
+def _classify(
+    wall: dt.datetime, zone: dt.tzinfo
+) -> tuple[int, dt.datetime, dt.datetime]:
+    """How the naive wall time ``wall`` exists in ``zone``.
+
+    Returns (kind, a, b) with naive UTC values: for _SINGLE a == b is the instant; for
+    _REPEATED a < b are the first and second occurrence; for _SKIPPED the wall time does
+    not exist (a > b are what the offsets before and after the gap would give).
+    """
+    before = wall.replace(tzinfo=zone).utcoffset() or _ZERO
+    after = wall.replace(tzinfo=zone, fold=1).utcoffset() or _ZERO
+    first = wall - before
+    if before == after:
+        return _SINGLE, first, first
+    second = wall - after
+    return (_REPEATED if before > after else _SKIPPED), first, second
+
+
+def _gap_end(wall: dt.datetime, zone: dt.tzinfo, length: dt.timedelta) -> dt.datetime:
+    """The first instant after the gap containing the skipped wall time ``wall``: the
+    instant of the first existing wall-clock minute after it (naive UTC)."""
+    low, high = 0, -(-length // _MINUTE)  # minutes after `wall`: skipped / exists
+    while high - low > 1:
+        middle = (low + high) // 2
+        if _classify(wall + middle * _MINUTE, zone)[0] == _SKIPPED:
+            low = middle
+        else:
+            high = middle
+    return _classify(wall + high * _MINUTE, zone)[1]
+
+
+def _aware(instant: dt.datetime, what: str = "instant") -> dt.datetime:
+    if not isinstance(instant, dt.datetime):
+        raise TypeError(f"{what} must be a datetime, not {type(instant).__name__}")
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise ValueError(f"{what} must be an aware datetime, got naive {instant.isoformat()}")
+    return instant
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A validated cron expression read on the wall clock of an IANA time zone."""
+
+    expression: str  # as written (stripped, whitespace collapsed)
+    timezone: str  # IANA name
+    hash_key: str = ""
+    _spec: _Spec = field(init=False, repr=False, compare=False, hash=False)
+    _zone: zoneinfo.ZoneInfo = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        text = _normalise(self.expression)
+        # H is the only thing the key changes: share one compiled spec otherwise.
+        key = self.hash_key if "h" in text.lower() and text[0] != "@" else ""
+        object.__setattr__(self, "expression", text)
+        object.__setattr__(self, "_spec", _compile(text, key))
+        object.__setattr__(self, "_zone", check_timezone(self.timezone))
+
+    @property
+    def zone(self) -> zoneinfo.ZoneInfo:
+        return self._zone
+
+    @property
+    def is_wildcard(self) -> bool:
+        """True when the minute or hour field starts with '*' (Debian's DST rule)."""
+        return self._spec.wildcard
+
+    def local(self, instant: dt.datetime) -> dt.datetime:
+        """``instant`` on this schedule's wall clock."""
+        return _aware(instant).astimezone(self._zone)
+
+    def next_after(self, instant: dt.datetime) -> dt.datetime:
+        """The first slot strictly after ``instant``, as an aware UTC datetime."""
+        for slot in self.iter_after(instant):
+            return slot
+        raise ScheduleError(
+            f"schedule '{self.expression}' has no slot after {instant.isoformat()}"
+        )
+
+    def between(self, after: dt.datetime, until: dt.datetime) -> Iterator[dt.datetime]:
+        """The slots s with after < s <= until, ascending, as aware UTC datetimes."""
+        limit = _aware(until, "until")
+        return itertools.takewhile(lambda slot: slot <= limit, self.iter_after(after))
+
+    def iter_after(self, instant: dt.datetime) -> Iterator[dt.datetime]:
+        """Successive slots strictly after ``instant``, as aware UTC datetimes."""
+        after = _aware(instant).astimezone(_UTC).replace(tzinfo=None)
+        if self._spec.wildcard:
+            return self._iter_wildcard(after)
+        return self._iter_fixed(after)
+
+    # Both generators work on naive UTC instants and naive wall times.
+
+    def _start(self, after: dt.datetime, back: bool) -> dt.datetime:
+        """The wall-clock minute to start matching from."""
+        wall = after.replace(tzinfo=_UTC).astimezone(self._zone).replace(tzinfo=None)
+        if back:
+            kind, first, second = _classify(wall, self._zone)
+            if kind == _REPEATED:
+                # `after` is in a repeated hour: the second copy of earlier wall times
+                # in it may still be ahead of `after`.
+                wall -= second - first
+        if wall.second or wall.microsecond:
+            wall = wall.replace(second=0, microsecond=0) + _MINUTE
+        return wall
+
+    def _walls(self, start: dt.datetime) -> Iterator[dt.datetime]:
+        """Matching wall-clock minutes from ``start`` on (inclusive), naive."""
+        first_match = self._spec.first_match
+        wall = first_match(start.year, start.month, start.day, start.hour, start.minute)
+        while wall is not None:
+            yield wall
+            wall = first_match(wall.year, wall.month, wall.day, wall.hour, wall.minute + 1)
+
+    def _iter_fixed(self, after: dt.datetime) -> Iterator[dt.datetime]:
+        zone = self._zone
+        last = after
+        for wall in self._walls(self._start(after, back=False)):
+            kind, first, second = _classify(wall, zone)
+            if kind == _SKIPPED:
+                first = _gap_end(wall, zone, first - second)
+            if first > last:  # skipped times collapse into one run after the gap
+                last = first
+                yield first.replace(tzinfo=_UTC)
+
+    def _iter_wildcard(self, after: dt.datetime) -> Iterator[dt.datetime]:
+        zone = self._zone
+        walls = self._walls(self._start(after, back=True))
+        wall = next(walls, None)
+        while wall is not None:
+            kind, first, second = _classify(wall, zone)
+            if kind == _SINGLE:
+                if first > after:
+                    yield first.replace(tzinfo=_UTC)
+                wall = next(walls, None)
+            elif kind == _SKIPPED:
+                wall = next(walls, None)
+            else:
+                # A repeated stretch: every matching minute in it once on the first
+                # copy of the clock, then once more on the second copy.
+                end = wall + (second - first)
+                firsts, seconds = [first], [second]
+                wall = next(walls, None)
+                while wall is not None and wall < end:
+                    kind, first, second = _classify(wall, zone)
+                    if kind != _REPEATED:
+                        break
+                    firsts.append(first)
+                    seconds.append(second)
+                    wall = next(walls, None)
+                for instant in firsts + seconds:
+                    if instant > after:
+                        yield instant.replace(tzinfo=_UTC)
