@@ -1,0 +1,3 @@
+from cronjobs.cli import main
+
+main()

@@ -1,0 +1,408 @@
+"""The ``cronjobs`` command line. Each command parses its input, calls one library
+function and renders the result: no SQL and no clock here.
+
+Exit codes: 0 success; 1 the world failed (database unreachable, internal error);
+2 bad input or configuration (nothing was written).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from cronjobs import __version__
+from cronjobs.config import DatabaseTarget, resolve_database
+from cronjobs.errors import CronjobsError, UsageError
+
+T = TypeVar("T")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+DURATION_HELP = "a duration such as 90s, 5m, 2h, 1d or 1h30m"
+
+
+@dataclass
+class App:
+    """What every command shares: where the database is, and the user's modules."""
+
+    target: DatabaseTarget
+    apps: tuple[str, ...]
+    connect_timeout: float
+    verbose: int
+    _connected: Any = field(default=None)
+
+    def store(self) -> Any:
+        """Connect on first use (announcing the embedded default once, on stderr)."""
+        if self._connected is None:
+            from cronjobs.db import open_store
+
+            self._connected = open_store(
+                self.target,
+                retry_for=self.connect_timeout,
+                announce=lambda text: click.echo(text, err=True),
+            )
+            click.get_current_context().call_on_close(self._connected.store.close)
+        return self._connected.store
+
+    def handlers(self) -> set[str] | None:
+        """Registered handler names, or None when no --app module is configured."""
+        if not self.apps:
+            return None
+        from cronjobs.registry import load_apps
+
+        return set(load_apps(self.apps))
+
+
+pass_app = click.make_pass_decorator(App)
+
+
+def emit(data: Any, text: str, as_json: bool) -> None:
+    from cronjobs.render import to_json
+
+    click.echo(to_json(data) if as_json else text)
+
+
+def json_option(func: Callable[..., T]) -> Callable[..., T]:
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print a JSON document (stable shape, see the README).")(func)
+
+
+def _split_apps(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(m.strip() for v in values for m in v.split(",") if m.strip())
+
+
+def parse_instant(value: str, *, option: str, zone: dt.tzinfo = dt.UTC) -> dt.datetime:
+    """ISO-8601; without an offset the time is read in ``zone`` (UTC unless --tz says)."""
+    try:
+        parsed = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise UsageError(
+            f"invalid {option} {value!r}: use ISO-8601, such as 2026-03-29T02:30:00+01:00 "
+            "or 2026-03-29T01:30:00Z"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=zone)
+    return parsed.astimezone(dt.UTC)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100,
+                               "auto_envvar_prefix": "CRONJOBS"})
+@click.option("--database-url", metavar="URL", allow_from_autoenv=False,
+              help="PostgreSQL URL or conninfo. Default: $CRONJOBS_DATABASE_URL, then "
+                   "$DATABASE_URL, then libpq's PG* variables (if PGHOST or PGDATABASE is set), "
+                   "then the embedded server.")
+@click.option("--app", "apps", metavar="MODULE", multiple=True, envvar="CRONJOBS_APP",
+              help="Python module(s) registering handlers with @cronjobs.job "
+                   "(repeatable or comma-separated; env CRONJOBS_APP).")
+@click.option("--connect-timeout", default="10s", show_default=True, metavar="DURATION",
+              envvar="CRONJOBS_CONNECT_TIMEOUT",
+              help="How long to keep retrying a database that cannot be reached.")
+@click.option("-v", "--verbose", count=True, help="Log more (repeat for debug).")
+@click.version_option(__version__, "--version", prog_name="cronjobs")
+@click.pass_context
+def main_group(ctx: click.Context, database_url: str | None, apps: tuple[str, ...],
+               connect_timeout: str, verbose: int) -> None:
+    """Scheduled jobs kept in PostgreSQL, run by `cronjobs tick` from cron or Kubernetes.
+
+    \b
+    Quick start:
+      cronjobs define nightly_cleanup "0 3 * * *"        # a @cronjobs.job handler
+      cronjobs define backup "0 2 * * *" --command "pg_dump mydb > /backups/db.sql"
+      cronjobs list
+      cronjobs next backup --count 3
+
+    Without a configured database, an embedded PostgreSQL is started in
+    $CRONJOBS_HOME (default: your user data directory) and left running.
+    """
+    from cronjobs.durations import parse_duration
+
+    _configure_logging(verbose)
+    ctx.obj = App(
+        target=resolve_database(database_url),
+        apps=_split_apps(apps),
+        connect_timeout=parse_duration(connect_timeout, option="--connect-timeout")
+        .total_seconds(),
+        verbose=verbose,
+    )
+
+
+def _configure_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+# -- schema -----------------------------------------------------------------------------------
+
+@main_group.command()
+@json_option
+@pass_app
+def migrate(app: App, as_json: bool) -> None:
+    """Create or upgrade the cronjobs schema (idempotent; safe from many pods at once)."""
+    from cronjobs.db import open_store
+    from cronjobs.migrate import migrate as run_migrate
+
+    connected = open_store(app.target, retry_for=app.connect_timeout,
+                           announce=lambda text: click.echo(text, err=True), check=False)
+    try:
+        report = run_migrate(connected.store)
+    finally:
+        connected.store.close()
+    text = (f"migrated {connected.where} from version {report.from_version} to "
+            f"{report.to_version}" if report.changed
+            else f"{connected.where} is up to date (schema version {report.to_version})")
+    emit({"from_version": report.from_version, "to_version": report.to_version,
+          "applied": list(report.applied)}, text, as_json)
+
+
+# -- definitions --------------------------------------------------------------------------------
+
+@main_group.command()
+@click.argument("name")
+@click.argument("schedule")
+@click.option("--tz", default="UTC", show_default=True, metavar="ZONE",
+              help="IANA time zone the schedule is read in, e.g. Europe/Berlin.")
+@click.option("--command", metavar="SHELL", help="Run this with /bin/sh -c, as cron does.")
+@click.option("--handler", metavar="NAME",
+              help="Run the @cronjobs.job handler of this name (default: the job's NAME).")
+@click.option("--payload", default="{}", show_default=True, metavar="JSON",
+              help="A JSON object handed to the job.")
+@click.option("--catchup", type=click.Choice(["latest", "all", "none"]), default="latest",
+              show_default=True,
+              help="Missed slots: run the latest one, all of them (up to --catchup-limit), "
+                   "or none.")
+@click.option("--catchup-limit", type=click.IntRange(1, 10000), default=100, show_default=True,
+              help="With --catchup all: the most missed slots run at once.")
+@click.option("--starting-deadline", default="none", show_default=True, metavar="DURATION",
+              help=f"A slot later than this is missed, not run ({DURATION_HELP}, or none).")
+@click.option("--overlap", type=click.Choice(["skip", "queue", "allow", "replace"]),
+              default="skip", show_default=True,
+              help="When the previous run is still running: skip the new slot, queue one, "
+                   "allow both, or replace the running one.")
+@click.option("--max-attempts", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="Attempts per run, including the first.")
+@click.option("--backoff", default="30s", show_default=True, metavar="DURATION",
+              help="Delay before the first retry; doubles each time, with jitter, up to 1h "
+                   "(or this value, if longer).")
+@click.option("--timeout", default="1h", show_default=True, metavar="DURATION",
+              help=f"Kill an attempt that runs longer ({DURATION_HELP}, up to 7d, or none).")
+@click.option("--lease", default="60s", show_default=True, metavar="DURATION",
+              help="How long a silent worker keeps a run before another takes it over "
+                   "(10s to 1h; heartbeats renew it).")
+@json_option
+@pass_app
+def define(app: App, name: str, schedule: str, tz: str, command: str | None,
+           handler: str | None, payload: str, catchup: str, catchup_limit: int,
+           starting_deadline: str, overlap: str, max_attempts: int, backoff: str, timeout: str,
+           lease: str, as_json: bool) -> None:
+    """Create or update job NAME to run on cron SCHEDULE (idempotent).
+
+    SCHEDULE has 5 fields (minute hour day-of-month month day-of-week), or a macro
+    (@hourly, @daily, @weekly, @monthly, @yearly); H spreads a field by the job's name,
+    e.g. "H 3 * * *". A define states the whole job: options left out take their defaults.
+    A changed schedule or zone continues from now.
+
+    \b
+    Examples:
+      cronjobs define nightly_cleanup "0 3 * * *" --tz Europe/Berlin
+      cronjobs define backup "0 2 * * *" --command "pg_dump mydb > /backups/db.sql"
+      cronjobs define report "@daily" --handler build_report --payload '{"days": 7}'
+    """
+    from cronjobs.definitions import define as run_define
+    from cronjobs.render import define_json, define_text
+    from cronjobs.spec import build_spec
+
+    spec = build_spec(
+        name=name, schedule=schedule, tz=tz, command=command, handler=handler, payload=payload,
+        catchup=catchup, catchup_limit=catchup_limit, starting_deadline=starting_deadline,
+        overlap=overlap, max_attempts=max_attempts, backoff=backoff, timeout=timeout,
+        lease=lease,
+    )
+    known = app.handlers() if spec.handler is not None else None
+    result = run_define(app.store(), spec, known_handlers=known)
+    emit(define_json(result), define_text(result), as_json)
+
+
+@main_group.command(name="list")
+@json_option
+@pass_app
+def list_command(app: App, as_json: bool) -> None:
+    """List every job with its state, next fire time and last run."""
+    from cronjobs.definitions import list_jobs
+    from cronjobs.render import list_json, list_text
+
+    listings = list_jobs(app.store())
+    emit(list_json(listings), list_text(listings), as_json)
+
+
+@main_group.command()
+@click.argument("name")
+@json_option
+@pass_app
+def describe(app: App, name: str, as_json: bool) -> None:
+    """Everything about job NAME: settings, next 5 fire times (UTC and local), last runs."""
+    from cronjobs.definitions import describe as run_describe
+    from cronjobs.render import describe_json, describe_text
+
+    description = run_describe(app.store(), name)
+    emit(describe_json(description), describe_text(description), as_json)
+
+
+@main_group.command()
+@click.argument("name")
+@click.option("--until", metavar="ISO-8601", help="Resume by itself at this instant.")
+@click.option("--note", metavar="TEXT", help="Why it is paused (shown by describe).")
+@json_option
+@pass_app
+def pause(app: App, name: str, until: str | None, note: str | None, as_json: bool) -> None:
+    """Pause job NAME: its slots are recorded as paused instead of run."""
+    from cronjobs.definitions import pause as run_pause
+    from cronjobs.render import definition_json, short
+
+    until_at = parse_instant(until, option="--until") if until is not None else None
+    definition = run_pause(app.store(), name, until=until_at, note=note)
+    extra = f" until {short(definition.paused_until)}" if definition.paused_until else ""
+    emit(definition_json(definition), f"paused job {name!r}{extra}", as_json)
+
+
+@main_group.command()
+@click.argument("name")
+@json_option
+@pass_app
+def resume(app: App, name: str, as_json: bool) -> None:
+    """Resume job NAME from now; slots missed while paused are not replayed."""
+    from cronjobs.definitions import resume as run_resume
+    from cronjobs.render import definition_json, short
+
+    definition = run_resume(app.store(), name)
+    emit(definition_json(definition),
+         f"resumed job {name!r}; next run {short(definition.next_due_at)}", as_json)
+
+
+@main_group.command()
+@click.argument("name")
+@json_option
+@pass_app
+def remove(app: App, name: str, as_json: bool) -> None:
+    """Remove job NAME. Its run history stays readable; waiting runs are cancelled."""
+    from cronjobs.definitions import remove as run_remove
+    from cronjobs.render import definition_json
+
+    definition, cancelled = run_remove(app.store(), name)
+    emit({"job": definition_json(definition), "cancelled_runs": cancelled},
+         f"removed job {name!r} ({cancelled} waiting run(s) cancelled)", as_json)
+
+
+@main_group.command(name="next")
+@click.argument("job_or_schedule", metavar="NAME|SCHEDULE")
+@click.option("--tz", metavar="ZONE",
+              help="Zone of a bare SCHEDULE (default UTC); for a NAME, the zone to show "
+                   "local times in (default: the job's).")
+@click.option("--from", "start", metavar="ISO-8601",
+              help="Start after this instant (default: now; a time without an offset is read "
+                   "in --tz).")
+@click.option("--count", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="How many fire times.")
+@json_option
+@pass_app
+def next_command(app: App, job_or_schedule: str, tz: str | None, start: str | None, count: int,
+                 as_json: bool) -> None:
+    """Print the next fire times of job NAME or of a cron SCHEDULE, in UTC and local time.
+
+    Uses the same code the tick uses. A bare SCHEDULE is previewed against this machine's
+    clock and needs no database; a NAME uses the database's clock.
+
+    \b
+    Examples:
+      cronjobs next "30 2 * * *" --tz Europe/Berlin --from 2026-10-24 --count 3
+      cronjobs next nightly_cleanup --count 10 --json
+    """
+    from cronjobs import definitions
+    from cronjobs.render import preview_json, preview_text
+    from cronjobs.schedule import check_timezone
+
+    zone = check_timezone(tz) if tz is not None else dt.UTC
+    begin = parse_instant(start, option="--from", zone=zone) if start is not None else None
+    if _looks_like_schedule(job_or_schedule):
+        result = definitions.preview(job_or_schedule, timezone=tz or "UTC", start=begin,
+                                     count=count)
+    else:
+        result = definitions.preview_job(app.store(), job_or_schedule, timezone=tz,
+                                         start=begin, count=count)
+    emit(preview_json(result), preview_text(result), as_json)
+
+
+def _looks_like_schedule(value: str) -> bool:
+    return value.strip().startswith("@") or len(value.split()) > 1
+
+
+# -- embedded server ------------------------------------------------------------------------------
+
+@main_group.group()
+def embedded() -> None:
+    """See or stop the embedded PostgreSQL server (the default database)."""
+
+
+@embedded.command(name="status")
+@json_option
+def embedded_status(as_json: bool) -> None:
+    """Show where the embedded server lives and whether it is running."""
+    from cronjobs import embedded as server
+    from cronjobs.render import table
+
+    st = server.status()
+    data = {"home": str(st.home), "data_dir": str(st.data_dir), "initialised": st.initialised,
+            "running": st.running, "pid": st.pid,
+            "socket_dir": str(st.socket_dir) if st.socket_dir else None, "port": st.port,
+            "server_version": st.server_version, "log_file": str(st.log_file)}
+    text = table(["KEY", "VALUE"], [(k, "-" if v is None else v) for k, v in data.items()])
+    emit(data, text, as_json)
+
+
+@embedded.command(name="stop")
+def embedded_stop() -> None:
+    """Stop the embedded server (the next command starts it again)."""
+    from cronjobs import embedded as server
+
+    was_running = server.stop()
+    click.echo("stopped the embedded PostgreSQL server" if was_running
+               else "the embedded PostgreSQL server was not running")
+
+
+# -- entry point ----------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    """Run the CLI; turn cronjobs errors into one clear line and a documented exit code."""
+    try:
+        main_group.main(args=argv, prog_name="cronjobs", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(EXIT_FAILURE)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except CronjobsError as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        from cronjobs.config import scrub
+
+        if logging.getLogger().isEnabledFor(logging.INFO):
+            logging.getLogger("cronjobs").exception("internal error")
+        click.echo(f"internal error: {scrub(f'{type(exc).__name__}: {exc}')} "
+                   "(run with -v for a traceback)", err=True)
+        sys.exit(EXIT_FAILURE)
+    sys.exit(EXIT_OK)

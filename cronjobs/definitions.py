@@ -1,0 +1,246 @@
+"""Job definitions: define, list, describe, pause, resume, remove, and schedule previews.
+
+Each function validates everything first and writes nothing when input is bad; writes
+happen in one short transaction, at the database's clock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from cronjobs import schedule as schedules
+from cronjobs.errors import JobNotFound, ScheduleError, UsageError
+from cronjobs.models import (
+    Definition,
+    DefinitionSpec,
+    DefinitionSummary,
+    Kind,
+    Run,
+    SkipReason,
+)
+from cronjobs.store import Store
+from cronjobs.validation import MAX_COMMAND_CHARS, MAX_NOTE_CHARS, check_name, check_text
+
+MAX_PREVIEW = 1000
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One fire time, in UTC and on the schedule's wall clock."""
+
+    utc: dt.datetime
+    local: dt.datetime
+
+
+@dataclass(frozen=True)
+class DefineResult:
+    definition: Definition
+    outcome: str  # "created", "updated" or "unchanged"
+    next_slots: tuple[Slot, ...]
+
+
+@dataclass(frozen=True)
+class Listing:
+    summary: DefinitionSummary
+    problem: str | None  # why its schedule cannot be evaluated, if it cannot
+
+    @property
+    def definition(self) -> Definition:
+        return self.summary.definition
+
+
+@dataclass(frozen=True)
+class Description:
+    definition: Definition
+    next_slots: tuple[Slot, ...]
+    problem: str | None
+    recent_runs: tuple[Run, ...]
+
+
+@dataclass(frozen=True)
+class Preview:
+    expression: str
+    timezone: str
+    job: str | None
+    start: dt.datetime
+    slots: tuple[Slot, ...]
+
+
+def validate_spec(spec: DefinitionSpec, *, known_handlers: Collection[str] | None) -> None:
+    """Raise a UsageError naming the first problem with ``spec``."""
+    check_name(spec.name)
+    schedules.parse(spec.schedule, spec.timezone, hash_key=spec.name)
+    if spec.kind == Kind.COMMAND:
+        if spec.command is None or not spec.command.strip():
+            raise UsageError("invalid --command: empty")
+        check_text(spec.command, what="--command", limit=MAX_COMMAND_CHARS)
+    else:
+        handler = spec.handler or ""
+        check_name(handler, what="handler name")
+        if known_handlers is not None and handler not in known_handlers:
+            known = ", ".join(sorted(known_handlers)) or "none"
+            raise UsageError(
+                f"no handler named {handler!r} is registered by the --app modules "
+                f"(registered: {known})"
+            )
+    if spec.backoff > spec.backoff_max:
+        raise UsageError("invalid --backoff: longer than the backoff cap")
+
+
+def define(
+    store: Store, spec: DefinitionSpec, *, known_handlers: Collection[str] | None = None,
+    preview: int = 5,
+) -> DefineResult:
+    """Create or update a job (idempotent). A new schedule or zone continues from now."""
+    validate_spec(spec, known_handlers=known_handlers)
+    sched = schedules.parse(spec.schedule, spec.timezone, hash_key=spec.name)
+    with store.transaction():
+        now = store.now()
+        next_due = sched.next_after(now)
+        stored = store.upsert_definition(spec, now=now, next_due_at=next_due)
+        if stored is None:
+            definition = _locked(store, spec.name)
+            outcome = "unchanged"
+        else:
+            definition, created = stored
+            outcome = "created" if created else "updated"
+    return DefineResult(definition, outcome, _slots(sched, now, preview))
+
+
+def list_jobs(store: Store) -> list[Listing]:
+    """Every job; one whose stored schedule cannot be evaluated is reported, not fatal."""
+    return [Listing(s, _problem(s.definition)) for s in store.list_definitions()]
+
+
+def describe(store: Store, name: str, *, count: int = 5, runs: int = 10) -> Description:
+    definition = get(store, name)
+    now = store.now()
+    problem = _problem(definition)
+    slots: tuple[Slot, ...] = ()
+    if problem is None:
+        sched = schedules.parse(definition.schedule, definition.timezone, hash_key=name)
+        slots = _slots(sched, max(now, definition.cursor_at), count)
+    return Description(definition, slots, problem, tuple(store.recent_runs(definition.id, runs)))
+
+
+def get(store: Store, name: str) -> Definition:
+    check_name(name)
+    definition = store.definition_by_name(name)
+    if definition is None:
+        raise JobNotFound(f"no job named {name!r} (see `cronjobs list`)")
+    return definition
+
+
+def pause(
+    store: Store, name: str, *, until: dt.datetime | None = None, note: str | None = None
+) -> Definition:
+    """Pause a job: its slots are recorded as paused, not run, until it is resumed
+    (or until ``until``)."""
+    check_name(name)
+    if note is not None:
+        check_text(note, what="--note", limit=MAX_NOTE_CHARS)
+    with store.transaction():
+        definition = _locked(store, name)
+        now = store.now()
+        if until is not None and until <= now:
+            raise UsageError(f"invalid --until {until.isoformat()}: it is already past")
+        return store.pause_definition(definition.id, now=now, until=until, note=note)
+
+
+def resume(store: Store, name: str) -> Definition:
+    """Resume a paused job from now; the slots it missed while paused are recorded as
+    paused, never replayed."""
+    check_name(name)
+    with store.transaction():
+        definition = _locked(store, name)
+        now = store.now()
+        if definition.paused_at is None:
+            return definition
+        next_due: dt.datetime | None = None
+        if _problem(definition) is None:
+            sched = schedules.parse(definition.schedule, definition.timezone, hash_key=name)
+            missed = list(sched.between(definition.cursor_at, now))
+            if missed:
+                store.record_skip(
+                    definition.id, first_slot=missed[0], last_slot=missed[-1],
+                    slot_count=len(missed), reason=SkipReason.PAUSED,
+                    detail=definition.pause_note, now=now,
+                )
+            next_due = sched.next_after(max(now, definition.cursor_at))
+        return store.resume_definition(definition.id, now=now, next_due_at=next_due)
+
+
+def remove(store: Store, name: str) -> tuple[Definition, int]:
+    """Remove a job. Its history stays readable; its waiting runs are cancelled and its
+    running runs are asked to stop. Returns the definition and the cancelled count."""
+    check_name(name)
+    with store.transaction():
+        definition = _locked(store, name)
+        return store.remove_definition(definition.id, now=store.now())
+
+
+def preview(
+    expression: str,
+    *,
+    timezone: str = "UTC",
+    start: dt.datetime | None = None,
+    count: int = 5,
+    job: str = "",
+) -> Preview:
+    """The next ``count`` fire times of a bare expression after ``start`` (default: this
+    machine's clock, since no database is involved)."""
+    if not 1 <= count <= MAX_PREVIEW:
+        raise UsageError(f"invalid --count {count}: must be between 1 and {MAX_PREVIEW}")
+    sched = schedules.parse(expression, timezone, hash_key=job)
+    begin = start if start is not None else dt.datetime.now(dt.UTC)
+    return Preview(sched.expression, sched.timezone, job or None, begin,
+                   _slots(sched, begin, count))
+
+
+def preview_job(
+    store: Store, name: str, *, timezone: str | None = None, start: dt.datetime | None = None,
+    count: int = 5,
+) -> Preview:
+    """The next fire times of a defined job, after ``start`` (default: the database's now),
+    computed exactly as the tick computes them."""
+    definition = get(store, name)
+    problem = _problem(definition)
+    if problem is not None:
+        raise ScheduleError(f"job {name!r} cannot be evaluated: {problem}")
+    begin = start if start is not None else store.now()
+    result = preview(definition.schedule, timezone=definition.timezone, start=begin,
+                     count=count, job=name)
+    if timezone is None:
+        return result
+    zone = schedules.check_timezone(timezone)
+    shown = tuple(Slot(s.utc, s.utc.astimezone(zone)) for s in result.slots)
+    return Preview(result.expression, timezone, name, begin, shown)
+
+
+def _locked(store: Store, name: str) -> Definition:
+    definition = store.definition_by_name(name, for_update=True)
+    if definition is None:
+        raise JobNotFound(f"no job named {name!r} (see `cronjobs list`)")
+    return definition
+
+
+def _problem(definition: Definition) -> str | None:
+    """Why a stored definition cannot be evaluated (e.g. broken by a direct SQL write)."""
+    if definition.invalid_reason is not None:
+        return definition.invalid_reason
+    try:
+        sched = schedules.parse(definition.schedule, definition.timezone,
+                                hash_key=definition.name)
+        sched.next_after(definition.cursor_at)
+    except ScheduleError as exc:
+        return exc.message
+    return None
+
+
+def _slots(sched: schedules.Schedule, after: dt.datetime, count: int) -> tuple[Slot, ...]:
+    return tuple(
+        Slot(utc, sched.local(utc)) for utc in itertools.islice(sched.iter_after(after), count)
+    )

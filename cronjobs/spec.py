@@ -1,0 +1,68 @@
+"""Build a DefinitionSpec from the text a user typed (``cronjobs define`` options)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from cronjobs.durations import parse_bounded
+from cronjobs.errors import UsageError
+from cronjobs.models import Catchup, DefinitionSpec, Kind, Overlap
+from cronjobs.schedule import check_timezone
+from cronjobs.validation import check_name, parse_payload
+
+SECOND = dt.timedelta(seconds=1)
+DAY = dt.timedelta(days=1)
+BACKOFF_CAP = dt.timedelta(hours=1)
+NO_VALUE = ("none", "never", "off")
+
+
+def build_spec(
+    *,
+    name: str,
+    schedule: str,
+    tz: str = "UTC",
+    command: str | None = None,
+    handler: str | None = None,
+    payload: str = "{}",
+    catchup: str = "latest",
+    catchup_limit: int = 100,
+    starting_deadline: str = "none",
+    overlap: str = "skip",
+    max_attempts: int = 3,
+    backoff: str = "30s",
+    timeout: str = "1h",
+    lease: str = "60s",
+) -> DefinitionSpec:
+    """Validate every option; the first problem raises a UsageError naming the option."""
+    check_name(name)
+    check_timezone(tz)
+    if command is not None and handler is not None:
+        raise UsageError("--command and --handler cannot be used together: a job runs either "
+                         "a shell command or a Python handler")
+    backoff_value = parse_bounded(backoff, option="--backoff", minimum=SECOND, maximum=DAY)
+    return DefinitionSpec(
+        name=name,
+        schedule=" ".join(schedule.split()),
+        timezone=tz,
+        kind=Kind.COMMAND if command is not None else Kind.HANDLER,
+        handler=None if command is not None else (handler or name),
+        command=command,
+        payload=parse_payload(payload),
+        catchup=Catchup(catchup),
+        catchup_limit=catchup_limit,
+        starting_deadline=_optional(starting_deadline, "--starting-deadline",
+                                    maximum=dt.timedelta(days=366)),
+        overlap=Overlap(overlap),
+        max_attempts=max_attempts,
+        backoff=backoff_value,
+        backoff_max=max(BACKOFF_CAP, backoff_value),
+        timeout=_optional(timeout, "--timeout", maximum=dt.timedelta(days=7)),
+        lease=parse_bounded(lease, option="--lease", minimum=dt.timedelta(seconds=10),
+                            maximum=dt.timedelta(hours=1)),
+    )
+
+
+def _optional(text: str, option: str, *, maximum: dt.timedelta) -> dt.timedelta | None:
+    if text.strip().lower() in NO_VALUE:
+        return None
+    return parse_bounded(text, option=option, minimum=SECOND, maximum=maximum)

