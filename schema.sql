@@ -71,6 +71,7 @@ CREATE TABLE job_definitions (
     -- evaluated), so a tick finds due definitions through an index, whatever the total.
     cursor_at             timestamptz NOT NULL,
     next_due_at           timestamptz,
+    schedule_since        timestamptz NOT NULL DEFAULT now(),
     created_at            timestamptz NOT NULL DEFAULT now(),
     updated_at            timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT job_definitions_target_check CHECK (
@@ -129,6 +130,8 @@ CREATE TABLE job_runs (
         CONSTRAINT job_runs_attempt_check CHECK (attempt >= 0),
     max_attempts         integer NOT NULL
         CONSTRAINT job_runs_max_attempts_check CHECK (max_attempts >= 1),
+    -- false when the job's overlap policy lets this run run beside another (allow, replace)
+    exclusive            boolean NOT NULL DEFAULT true,
     eligible_at          timestamptz NOT NULL,
     lease_owner          text,
     lease_token          uuid,
@@ -151,6 +154,9 @@ CREATE TABLE job_runs (
 
 CREATE UNIQUE INDEX job_runs_slot_key
     ON job_runs (definition_id, scheduled_for) WHERE trigger IN ('schedule', 'backfill');
+-- at most one exclusive run of a job holds a lease at a time, whatever races the claims
+CREATE UNIQUE INDEX job_runs_exclusive_running_key
+    ON job_runs (definition_id) WHERE status = 'running' AND exclusive;
 -- what is due: only waiting runs are indexed, however many finished runs the table holds
 CREATE INDEX job_runs_due_idx
     ON job_runs (eligible_at) WHERE status IN ('queued', 'failed');
@@ -190,11 +196,12 @@ CREATE TABLE job_skips (
     definition_id  bigint NOT NULL REFERENCES job_definitions (id),
     first_slot     timestamptz NOT NULL,
     last_slot      timestamptz NOT NULL,
-    slot_count     integer NOT NULL CONSTRAINT job_skips_slot_count_check CHECK (slot_count >= 1),
+    -- NULL when too many to count cheaply, or when the schedule could not be evaluated
+    slot_count     integer CONSTRAINT job_skips_slot_count_check CHECK (slot_count >= 1),
     reason         text NOT NULL
         CONSTRAINT job_skips_reason_check
         CHECK (reason IN ('missed_deadline', 'coalesced', 'catchup_none', 'catchup_limit',
-                          'overlap', 'paused', 'invalid')),
+                          'overlap', 'paused', 'invalid', 'superseded')),
     detail         text,
     tick_id        bigint REFERENCES job_ticks (id) ON DELETE SET NULL,
     decided_at     timestamptz NOT NULL DEFAULT now(),

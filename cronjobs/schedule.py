@@ -61,23 +61,78 @@ Every function takes and returns aware datetimes; slots come back in UTC, strict
 increasing, each instant at most once. Naive datetimes are a programming error
 (``ValueError``).
 
-This is the only module of cronjobs that imports croniter (used to expand ``H``).
+croniter, and what this module corrects
+---------------------------------------
+croniter is the project's cron parser, and this is the only module that imports it.
+croniter parses each (normalised, see below) expression and iterates it: ``get_next``
+and ``get_prev`` on *naive* wall-clock time give the matching wall-clock minutes, and
+this module maps those wall times to instants with the daylight-saving rules above.
+croniter's own time-zone iteration is not used, because it departs from them: given an
+aware start it runs ``30 2 * * *`` twice on the fall-back night in Europe/Berlin and
+invents a 03:00 run of ``*/30 2 * * *`` for the hour the clock skips.
+
+Where croniter reads an expression differently from Debian's cron, the module corrects
+it before croniter sees it:
+
+1. **Which day rule applies.** croniter ORs the two day fields whenever both are
+   restricted (by default, ``day_or=True``), so it would read ``0 0 */2 * mon`` as "odd days or
+   Mondays". The module passes ``day_or`` from Debian's rule: OR only when neither day
+   field starts with ``*``.
+2. **A day field that lists every day.** croniter turns such a field into ``*`` when the
+   other day field contains a ``*`` anywhere, and then ANDs, so ``0 0 1-31 * 1,*/2``
+   would run on some weekdays only; Debian ORs and runs it every day. With OR and a
+   field that matches every day, croniter gets ``*`` for both day fields.
+3. **A day of the month that none of the months has, under OR** (``0 0 30 2 mon``).
+   croniter gets the answer right but searches 50 years for a 30 February on every step
+   (about a millisecond each); the day-of-month drops out (``*``, AND), leaving the
+   weekday to decide, which is what OR means here.
+4. **Single-value ranges.** croniter reads ``a-a`` as the whole cycle: ``5-5`` as ``*``,
+   ``5-5/3`` as ``*/3``, ``jan-jan`` as every month. Debian reads the one value; the
+   module hands croniter ``a``.
+5. **``a/n`` in day-of-week** stops at 6 (Saturday) in croniter and at 7 (Sunday again)
+   in Debian: ``mon/2`` is Monday, Wednesday, Friday and Sunday. Handed over as
+   ``a-7/n``, which croniter reads as Debian does.
+6. **Macros and ``H``.** Macros are expanded here (given a hash key croniter reads
+   ``@daily`` as a hashed time). ``H`` fields are expanded one field at a time, each
+   with its own key (see above); croniter then iterates the resulting numbers.
+7. **A guard.** When an expression is compiled, croniter's reading of each field is
+   compared with Debian's (computed by the validation here, which also names the field
+   in error messages); any other disagreement, say from another croniter version, is
+   settled by handing croniter that field as the explicit list of its values.
+
+Validation is the module's own and comes first, so that error messages name the field
+(croniter's do not) and anything croniter accepts beyond Debian's syntax (seconds and
+year fields, ``L``, ``W``, ``#``, ``?``, ``R``) is rejected before croniter sees it. It
+also yields Debian's reading of each field, which corrections 2, 3 and 7 and the "never
+fires" check use. croniter parses an expression once per expression and job name
+(cached); each search then steps a copy of that parsed croniter, so ``next_after`` costs
+about one croniter step.
+
+Searching backwards
+-------------------
+``Schedule.latest_at_or_before`` walks back with croniter's ``get_prev``, which gives up
+after 50 years of wall-clock time without a match (croniter's
+``max_years_between_matches``). Every accepted schedule fires at least once every 40
+years (the longest wait is for a 29 February on a given weekday across 2100), so
+``None`` only comes back when there is no slot at all before the instant: near year 1.
 """
 
 from __future__ import annotations
 
-import calendar
+import copy
 import datetime as dt
 import functools
 import itertools
 import re
 import zoneinfo
-from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from croniter import croniter  # type: ignore[import-untyped, unused-ignore]
+from croniter import (  # type: ignore[import-untyped, unused-ignore]
+    CroniterBadDateError,
+    croniter,
+)
 
 from cronjobs.errors import ScheduleError
 
@@ -89,6 +144,10 @@ MAX_LENGTH = 200
 _UTC = dt.UTC
 _MINUTE = dt.timedelta(minutes=1)
 _ZERO = dt.timedelta(0)
+# Where the parsed croniter templates stand; every use moves a copy elsewhere.
+_TEMPLATE_START = dt.datetime(2000, 1, 1)
+# How croniter stops: no match within 50 years, or the calendar ends (year 1 or 9999).
+_CRONITER_END = (CroniterBadDateError, OverflowError, ValueError)
 
 _FIELDS_HELP = "5 fields (minute hour day-of-month month day-of-week)"
 
@@ -188,10 +247,12 @@ def _unsupported(f: _Field, whole: str) -> None:
         )
 
 
-def _parse_field(f: _Field, whole: str) -> frozenset[int]:
-    """The values of one standard (non-H) field; day-of-week 7 is folded into 0."""
+def _parse_field(f: _Field, whole: str) -> tuple[frozenset[int], str]:
+    """One standard (non-H) field: its values as Debian reads them (day-of-week 7 folded
+    into 0), and the text to hand croniter, with corrections 4 and 5 applied."""
     _unsupported(f, whole)
     values: set[int] = set()
+    pieces: list[str] = []
     for item in whole.split(","):
         if item == "":
             raise _FieldError(f"{f.name} field '{whole}' has an empty list item")
@@ -205,6 +266,7 @@ def _parse_field(f: _Field, whole: str) -> frozenset[int]:
             step = int(step_text)
             if step == 0:
                 raise _FieldError(f"{f.name} field '{whole}': a step must be 1 or more, not 0")
+        piece = item
         if base == "*":
             low, high = f.low, f.high
         elif "-" in base:
@@ -223,11 +285,16 @@ def _parse_field(f: _Field, whole: str) -> frozenset[int]:
             low = _number(f, base, whole)
             # 'a/n' means 'a-max/n'; a lone 'a' is just a
             high = f.high if slash else low
+            if slash and f is _DOW_F:
+                piece = f"{base}-{f.high}/{step}"  # correction 5: croniter would stop at 6
+        if low == high:
+            piece = str(low)  # correction 4: croniter reads 'a-a' as the whole cycle
         values.update(range(low, high + 1, step))
+        pieces.append(piece)
     if f is _DOW_F and 7 in values:
         values.discard(7)
         values.add(0)
-    return frozenset(values)
+    return frozenset(values), ",".join(pieces)
 
 
 def _parse_hash(f: _Field, whole: str, hash_key: str) -> frozenset[int]:
@@ -271,81 +338,56 @@ def _parse_hash(f: _Field, whole: str, hash_key: str) -> frozenset[int]:
         expanded: Any = croniter.expand(" ".join(probe), hash_id=key)
     except (ValueError, TypeError) as exc:  # pragma: no cover - validated above
         raise _FieldError(f"{f.name} field '{whole}' is not valid: {exc}") from exc
-    raw = expanded[0][f.index]
-    if raw == ["*"]:
-        return frozenset(range(f.low, (6 if f is _DOW_F else f.high) + 1))
+    return _croniter_values(f, expanded[0][f.index])
+
+
+def _croniter_values(f: _Field, raw: list[Any]) -> frozenset[int]:
+    """The values in one field of croniter's expansion (day-of-week 7 folded into 0); a
+    '*' anywhere in it (``1,*``) lifts the restriction, for croniter as for Debian."""
+    if "*" in raw:
+        return _full(f)
     return frozenset(0 if (f is _DOW_F and int(v) == 7) else int(v) for v in raw)
 
 
-def _mask(values: frozenset[int]) -> int:
-    bits = 0
-    for value in values:
-        bits |= 1 << value
-    return bits
+def _full(f: _Field) -> frozenset[int]:
+    return frozenset(range(f.low, (6 if f is _DOW_F else f.high) + 1))
+
+
+def _listed(values: frozenset[int]) -> str:
+    return ",".join(str(v) for v in sorted(values))
+
+
+def _possible_days(months: frozenset[int], days: frozenset[int]) -> bool:
+    """Whether some month of ``months`` has some day of ``days`` (leap years included)."""
+    return any(d <= _MAX_DAYS[m] for m in months for d in days)
 
 
 @dataclass(frozen=True)
 class _Spec:
-    """A compiled expression: matching on naive wall-clock minutes."""
+    """A compiled expression: what croniter iterates, and Debian's DST class."""
 
-    minutes: tuple[int, ...]
-    hours: tuple[int, ...]
-    dom_mask: int  # bit d set: day-of-month d matches
-    month_mask: int  # bit m set: month m matches
-    dow_mask: int  # bit w set: day-of-week w matches (0 = Sunday)
-    day_and: bool  # True: both day fields must match; False: either
+    cron_expression: str  # numeric, H expanded, corrected: what croniter parses
+    day_or: bool  # what croniter is told: OR the day fields
     wildcard: bool  # Debian: the minute or hour field starts with '*'
+    template: croniter[dt.datetime] = field(repr=False, compare=False)
 
-    def first_match(self, y: int, mo: int, d: int, h: int, mi: int) -> dt.datetime | None:
-        """The first matching wall-clock minute at or after y-mo-d h:mi (naive).
-
-        ``mi`` may be 60 and ``h`` 24, meaning "the next hour/day". None past year 9999.
-        """
-        minutes, hours = self.minutes, self.hours
-        n_minutes, n_hours = len(minutes), len(hours)
-        dom_mask, dow_mask, day_and = self.dom_mask, self.dow_mask, self.day_and
-        while y <= 9999:
-            if self.month_mask >> mo & 1:
-                n_days = calendar.monthrange(y, mo)[1]
-                if d <= n_days:
-                    wd = (dt.date(y, mo, d).weekday() + 1) % 7  # cron numbering, 0 = Sunday
-                    while d <= n_days:
-                        dom_ok = dom_mask >> d & 1
-                        dow_ok = dow_mask >> wd & 1
-                        if (dom_ok and dow_ok) if day_and else (dom_ok or dow_ok):
-                            i = bisect_left(hours, h)
-                            if i < n_hours:
-                                if hours[i] == h:
-                                    j = bisect_left(minutes, mi)
-                                    if j < n_minutes:
-                                        return dt.datetime(y, mo, d, h, minutes[j])
-                                    i += 1
-                                if i < n_hours:
-                                    return dt.datetime(y, mo, d, hours[i], minutes[0])
-                        d += 1
-                        wd = (wd + 1) % 7
-                        h = mi = 0
-            mo += 1
-            d = 1
-            h = mi = 0
-            if mo == 13:
-                mo = 1
-                y += 1
-        return None
+    def cursor(self, wall: dt.datetime) -> croniter[dt.datetime]:
+        """A croniter positioned at the naive wall time ``wall``. A copy of the parsed
+        template: croniter is stateful, and parsing again would cost more than the step."""
+        cron = copy.copy(self.template)
+        cron.set_current(wall)
+        return cron
 
 
-def _never_fires(spec: _Spec) -> str | None:
-    """Why the days can never match, or None. Exact: every valid date falls on every
-    weekday in some year, and with OR semantics every month has every weekday."""
-    if not spec.day_and:
-        return None
-    months = [m for m in range(1, 13) if spec.month_mask >> m & 1]
-    days = [d for d in range(1, 32) if spec.dom_mask >> d & 1]
-    if any(d <= _MAX_DAYS[m] for m in months for d in days):
-        return None
-    month_text = _join([_MONTH_LONG[m] for m in months])
-    day_text = ("day " if len(days) == 1 else "days ") + _join([str(d) for d in days], "or")
-    return f"{month_text} {'has' if len(months) == 1 else 'have'} no {day_text}"
+def _never_fires(months: frozenset[int], days: frozenset[int]) -> str:
+    """Why an AND of these days and months never matches. Exact: every valid date falls on
+    every weekday in some year."""
+    month_list = sorted(months)
+    day_list = sorted(days)
+    month_text = _join([_MONTH_LONG[m] for m in month_list])
+    day_text = ("day " if len(day_list) == 1 else "days ") + _join(
+        [str(d) for d in day_list], "or")
+    return f"{month_text} {'has' if len(month_list) == 1 else 'have'} no {day_text}"
 
 
 def _join(items: list[str], word: str = "and") -> str:
@@ -354,35 +396,70 @@ def _join(items: list[str], word: str = "and") -> str:
     return ", ".join(items[:-1]) + f" {word} " + items[-1]
 
 
+def _template(texts: list[str], day_or: bool) -> croniter[dt.datetime]:
+    return croniter(" ".join(texts), _TEMPLATE_START, ret_type=dt.datetime, day_or=day_or)
+
+
+def _agreeing(
+    texts: list[str], values: list[frozenset[int]], day_or: bool
+) -> tuple[list[str], croniter[dt.datetime]]:
+    """Correction 7: croniter's reading of each field checked against Debian's; a field it
+    reads differently is handed over as the explicit list of its values."""
+    template = _template(texts, day_or)
+    read = [_croniter_values(f, raw) for f, raw in zip(_ALL_FIELDS, template.expanded,
+                                                       strict=True)]
+    if read == values:
+        return texts, template
+    texts = [text if got == want else _listed(want)
+             for text, got, want in zip(texts, read, values, strict=True)]
+    return texts, _template(texts, day_or)
+
+
 @functools.lru_cache(maxsize=8192)
 def _compile(expression: str, hash_key: str) -> _Spec:
     """Validate and compile a normalised expression (raises ScheduleError)."""
     if expression.startswith("@"):
-        expression = _macro(expression)
+        expression = _macro(expression)  # correction 6: croniter may hash macros
     parts = expression.split(" ")
     values: list[frozenset[int]] = []
+    texts: list[str] = []
     try:
         for f, text in zip(_ALL_FIELDS, parts, strict=True):
             if text[:1] in ("H", "h"):
-                values.append(_parse_hash(f, text, hash_key))
+                hashed = _parse_hash(f, text, hash_key)
+                values.append(hashed)
+                texts.append(_listed(hashed))
             else:
-                values.append(_parse_field(f, text))
+                parsed, cron_text = _parse_field(f, text)
+                values.append(parsed)
+                texts.append(cron_text)
     except _FieldError as exc:
         raise ScheduleError(f"invalid schedule '{expression}': {exc}") from None
-    minutes, hours, doms, months, dows = values
-    spec = _Spec(
-        minutes=tuple(sorted(minutes)),
-        hours=tuple(sorted(hours)),
-        dom_mask=_mask(doms),
-        month_mask=_mask(months),
-        dow_mask=_mask(dows),
-        day_and=parts[2].startswith("*") or parts[4].startswith("*"),
-        wildcard=parts[0].startswith("*") or parts[1].startswith("*"),
-    )
-    reason = _never_fires(spec)
-    if reason is not None:
+    months, doms, dows = values[3], values[2], values[4]
+    # Debian: the day fields are ORed only when neither starts with '*' (correction 1).
+    day_or = not (parts[2].startswith("*") or parts[4].startswith("*"))
+    if not day_or and not _possible_days(months, doms):
+        reason = _never_fires(months, doms)
         raise ScheduleError(f"invalid schedule '{expression}': it never fires: {reason}")
-    return spec
+    if day_or and (doms == _full(_DOM_F) or dows == _full(_DOW_F)):
+        # Correction 2: every day matches. croniter would turn the full field into '*'
+        # and then AND.
+        texts[2] = texts[4] = "*"
+        values[2], values[4] = _full(_DOM_F), _full(_DOW_F)
+        day_or = False
+    elif day_or and not _possible_days(months, doms):
+        # Correction 3: only the weekday can match. croniter would search 50 years for the
+        # day of the month on every step.
+        texts[2] = "*"
+        values[2] = _full(_DOM_F)
+        day_or = False
+    texts, template = _agreeing(texts, values, day_or)
+    return _Spec(
+        cron_expression=" ".join(texts),
+        day_or=day_or,
+        wildcard=parts[0].startswith("*") or parts[1].startswith("*"),
+        template=template,
+    )
 
 
 def _macro(expression: str) -> str:
@@ -488,7 +565,7 @@ def _classify(
     _REPEATED a < b are the first and second occurrence; for _SKIPPED the wall time does
     not exist (a > b are what the offsets before and after the gap would give).
     """
-    before = wall.replace(tzinfo=zone).utcoffset() or _ZERO
+    before = wall.replace(tzinfo=zone, fold=0).utcoffset() or _ZERO
     after = wall.replace(tzinfo=zone, fold=1).utcoffset() or _ZERO
     first = wall - before
     if before == after:
@@ -562,6 +639,48 @@ class Schedule:
         limit = _aware(until, "until")
         return itertools.takewhile(lambda slot: slot <= limit, self.iter_after(after))
 
+    def latest_at_or_before(self, instant: dt.datetime) -> dt.datetime | None:
+        """The last slot s with s <= ``instant``, as an aware UTC datetime; None when there
+        is none within the 50 years croniter searches back (in practice: none at all).
+
+        croniter's ``get_prev`` walks the matching wall times back from the clock at
+        ``instant``; the first one with a slot not after ``instant`` gives the answer."""
+        until = _aware(instant).astimezone(_UTC).replace(tzinfo=None)
+        zone, wildcard = self._zone, self._spec.wildcard
+        found: dt.datetime | None = None
+        try:
+            local = until.replace(tzinfo=_UTC).astimezone(zone)
+            limit = local.replace(tzinfo=None, fold=0)
+            if local.fold:
+                # `instant` is in the second copy of a repeated hour: the first copy of
+                # the rest of that hour is already past.
+                _, first, second = _classify(limit, zone)
+                limit += second - first
+            for wall in self._walls(limit.replace(second=0, microsecond=0), backward=True):
+                kind, first, second = _classify(wall, zone)
+                if kind == _SKIPPED:
+                    if wildcard:
+                        continue  # nothing runs at a wall time the clock skips
+                    first = second = _gap_end(wall, zone, first - second)
+                if wildcard and second <= until:  # a repeated time's second copy
+                    found = second
+                elif first <= until:
+                    found = first
+                if found is not None:
+                    break
+        except OverflowError:  # the wall clock ran into year 1
+            return None
+        if found is None:
+            return None
+        if wildcard and found != second:
+            # The first copy of a repeated wall time: the second copy of an earlier one in
+            # the same stretch may be later, and not after `instant` either.
+            for slot in self._iter_wildcard(found):
+                if slot.replace(tzinfo=None) > until:
+                    break
+                found = slot.replace(tzinfo=None)
+        return found.replace(tzinfo=_UTC)
+
     def iter_after(self, instant: dt.datetime) -> Iterator[dt.datetime]:
         """Successive slots strictly after ``instant``, as aware UTC datetimes."""
         after = _aware(instant).astimezone(_UTC).replace(tzinfo=None)
@@ -582,15 +701,30 @@ class Schedule:
                 wall -= second - first
         if wall.second or wall.microsecond:
             wall = wall.replace(second=0, microsecond=0) + _MINUTE
+        if not back:
+            kind, first, second = _classify(wall - _MINUTE, self._zone)
+            if kind == _SKIPPED:
+                # Just after a gap that ends between two whole minutes (Africa/Monrovia,
+                # 1972): the one run for its skipped times may still be ahead.
+                wall -= _MINUTE + (first - second)
         return wall
 
-    def _walls(self, start: dt.datetime) -> Iterator[dt.datetime]:
-        """Matching wall-clock minutes from ``start`` on (inclusive), naive."""
-        first_match = self._spec.first_match
-        wall = first_match(start.year, start.month, start.day, start.hour, start.minute)
-        while wall is not None:
+    def _walls(self, start: dt.datetime, *, backward: bool = False) -> Iterator[dt.datetime]:
+        """croniter's matching wall-clock minutes (naive) from the minute ``start`` on, or
+        back from it with ``backward``; ``start`` itself included if it matches."""
+        try:
+            # get_next and get_prev are strict: stand one minute outside.
+            cron = self._spec.cursor(start - _MINUTE if not backward else start + _MINUTE)
+        except OverflowError:  # the first or last minute of the calendar
+            return
+        step: Callable[[type[dt.datetime]], dt.datetime] = (
+            cron.get_prev if backward else cron.get_next)
+        while True:
+            try:
+                wall = step(dt.datetime)
+            except _CRONITER_END:
+                return
             yield wall
-            wall = first_match(wall.year, wall.month, wall.day, wall.hour, wall.minute + 1)
 
     def _iter_fixed(self, after: dt.datetime) -> Iterator[dt.datetime]:
         zone = self._zone

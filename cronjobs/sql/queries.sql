@@ -24,11 +24,11 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (%(version)s, %(name)s);
 INSERT INTO job_definitions AS d (
     name, schedule, timezone, kind, handler, command, payload, catchup, catchup_limit,
     starting_deadline, overlap, max_attempts, backoff, backoff_max, timeout, lease,
-    cursor_at, next_due_at
+    cursor_at, next_due_at, schedule_since
 ) VALUES (
     %(name)s, %(schedule)s, %(timezone)s, %(kind)s, %(handler)s, %(command)s, %(payload)s,
     %(catchup)s, %(catchup_limit)s, %(starting_deadline)s, %(overlap)s, %(max_attempts)s,
-    %(backoff)s, %(backoff_max)s, %(timeout)s, %(lease)s, %(now)s, %(next_due_at)s
+    %(backoff)s, %(backoff_max)s, %(timeout)s, %(lease)s, %(now)s, %(next_due_at)s, %(now)s
 )
 ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
     schedule = excluded.schedule,
@@ -54,6 +54,9 @@ ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
         WHEN (d.schedule, d.timezone) IS DISTINCT FROM (excluded.schedule, excluded.timezone)
             OR d.invalid_reason IS NOT NULL
         THEN excluded.next_due_at ELSE d.next_due_at END,
+    schedule_since = CASE
+        WHEN (d.schedule, d.timezone) IS DISTINCT FROM (excluded.schedule, excluded.timezone)
+        THEN excluded.schedule_since ELSE d.schedule_since END,
     invalid_reason = NULL,
     updated_at = excluded.updated_at
 WHERE (d.schedule, d.timezone, d.kind, d.handler, d.command, d.payload, d.catchup,
@@ -128,7 +131,208 @@ UPDATE job_runs
 SET status = 'cancelled', finished_at = %(now)s, error = %(reason)s, updated_at = %(now)s
 WHERE definition_id = %(definition_id)s AND status IN ('queued', 'failed');
 
--- name: request_cancel_running_runs
--- A running run is stopped by its holder at its next heartbeat.
+-- name: insert_tick
+INSERT INTO job_ticks (worker, tick_at) VALUES (%(worker)s, %(now)s) RETURNING id;
+
+-- name: finish_tick
+UPDATE job_ticks
+SET finished_at = clock_timestamp(), status = %(status)s, materialised = %(materialised)s,
+    skipped = %(skipped)s, reclaimed = %(reclaimed)s, claimed = %(claimed)s,
+    succeeded = %(succeeded)s, failed = %(failed)s, error = %(error)s
+WHERE id = %(id)s;
+
+-- name: due_definitions
+-- Definitions with a slot due, locked so that concurrent ticks share them instead of
+-- deciding the same ones; the partial index on next_due_at keeps this proportional to
+-- the due definitions, not to all of them.
+SELECT * FROM job_definitions
+WHERE removed_at IS NULL AND next_due_at <= %(now)s
+ORDER BY next_due_at, id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: unscheduled_definitions
+-- Valid definitions with no next slot (e.g. inserted with SQL): the tick schedules them.
+SELECT * FROM job_definitions
+WHERE removed_at IS NULL AND next_due_at IS NULL AND invalid_reason IS NULL
+ORDER BY id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: active_runs
+-- Per definition: runs holding a live lease (leases live on the database's real clock),
+-- and runs waiting to start or to be retried.
+SELECT definition_id,
+       count(*) FILTER (WHERE status = 'running' AND lease_expires_at > clock_timestamp())
+           AS running,
+       count(*) FILTER (WHERE status IN ('queued', 'failed')) AS waiting
+FROM job_runs
+WHERE definition_id = ANY(%(definition_ids)s) AND status IN ('queued', 'running', 'failed')
+GROUP BY definition_id;
+
+-- name: insert_runs
+-- The one place a slot becomes a run: the unique slot key makes it exactly once.
+INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts, exclusive,
+                      eligible_at, tick_id, created_at, updated_at)
+SELECT v.definition_id, v.scheduled_for, v.trigger, v.max_attempts, v.exclusive,
+       v.eligible_at, %(tick_id)s, %(now)s, %(now)s
+FROM unnest(%(definition_ids)s::bigint[], %(slots)s::timestamptz[], %(triggers)s::text[],
+            %(max_attempts)s::integer[], %(exclusive)s::boolean[],
+            %(eligible)s::timestamptz[])
+     AS v (definition_id, scheduled_for, trigger, max_attempts, exclusive, eligible_at)
+ON CONFLICT (definition_id, scheduled_for) WHERE trigger IN ('schedule', 'backfill')
+DO NOTHING
+RETURNING id, definition_id, scheduled_for;
+
+-- name: insert_skips
+INSERT INTO job_skips (definition_id, first_slot, last_slot, slot_count, reason, detail,
+                       tick_id, decided_at)
+SELECT v.definition_id, v.first_slot, v.last_slot, v.slot_count, v.reason, v.detail,
+       %(tick_id)s, %(now)s
+FROM unnest(%(definition_ids)s::bigint[], %(first_slots)s::timestamptz[],
+            %(last_slots)s::timestamptz[], %(slot_counts)s::integer[], %(reasons)s::text[],
+            %(details)s::text[])
+     AS v (definition_id, first_slot, last_slot, slot_count, reason, detail);
+
+-- name: advance_definitions
+-- Every slot up to the new cursor is now decided; same transaction as the runs and skips.
+UPDATE job_definitions AS d
+SET cursor_at = v.cursor_at,
+    next_due_at = v.next_due_at,
+    invalid_reason = v.invalid_reason,
+    paused_at = CASE WHEN v.resumed THEN NULL ELSE d.paused_at END,
+    paused_until = CASE WHEN v.resumed THEN NULL ELSE d.paused_until END,
+    pause_note = CASE WHEN v.resumed THEN NULL ELSE d.pause_note END
+FROM unnest(%(ids)s::bigint[], %(cursors)s::timestamptz[], %(next_dues)s::timestamptz[],
+            %(invalid_reasons)s::text[], %(resumed)s::boolean[])
+     AS v (id, cursor_at, next_due_at, invalid_reason, resumed)
+WHERE d.id = v.id;
+
+-- name: request_cancel_running_of
+-- The replace overlap policy: running runs of these definitions stop at their next heartbeat.
 UPDATE job_runs SET cancel_requested_at = %(now)s, updated_at = %(now)s
-WHERE definition_id = %(definition_id)s AND status = 'running' AND cancel_requested_at IS NULL;
+WHERE definition_id = ANY(%(definition_ids)s) AND status = 'running'
+  AND cancel_requested_at IS NULL;
+
+-- name: runs_between
+SELECT * FROM job_runs
+WHERE definition_id = %(definition_id)s AND scheduled_for BETWEEN %(start)s AND %(end)s
+ORDER BY scheduled_for, id;
+
+-- name: skips_between
+SELECT * FROM job_skips
+WHERE definition_id = %(definition_id)s AND last_slot >= %(start)s AND first_slot <= %(end)s
+ORDER BY first_slot, id;
+
+-- name: definition_history
+-- Every definition (removed ones too) that has carried this name, newest first.
+SELECT * FROM job_definitions WHERE name = %(name)s ORDER BY id DESC;
+
+-- name: reclaim_expired
+-- Runs whose lease expired (their worker died or froze): the attempt is recorded as lost
+-- and the run goes back to the queue at once, or becomes dead when attempts are used up.
+WITH expired AS (
+    SELECT id, attempt, max_attempts, lease_owner, lease_token, heartbeat_at
+    FROM job_runs
+    WHERE status = 'running' AND lease_expires_at < clock_timestamp()
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), runs AS (
+    UPDATE job_runs AS r
+    SET status = CASE WHEN e.attempt >= e.max_attempts THEN 'dead' ELSE 'queued' END,
+        eligible_at = clock_timestamp(),
+        finished_at = CASE WHEN e.attempt >= e.max_attempts THEN clock_timestamp() END,
+        error = 'lease lost: worker ' || e.lease_owner || ' stopped heartbeating (last at '
+                || e.heartbeat_at || ')',
+        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+        updated_at = clock_timestamp()
+    FROM expired AS e
+    WHERE r.id = e.id
+    RETURNING r.id, r.status, r.definition_id, r.error, e.attempt, e.lease_token,
+              e.lease_owner
+), attempts AS (
+    UPDATE job_attempts AS a
+    SET outcome = 'lost', finished_at = clock_timestamp(), error = runs.error
+    FROM runs
+    WHERE a.run_id = runs.id AND a.attempt = runs.attempt AND a.lease_token = runs.lease_token
+)
+SELECT id, status, definition_id, lease_owner, error FROM runs;
+
+-- name: claim_runs
+-- Claim due runs in one short statement that commits at once. An exclusive run (overlap
+-- skip or queue) is claimed only while no other exclusive run of its job is running, at
+-- most one per job per claim; job_runs_exclusive_running_key backs this up.
+WITH candidates AS (
+    SELECT r.id, r.definition_id, r.exclusive, r.eligible_at
+    FROM job_runs AS r
+    WHERE r.status IN ('queued', 'failed')
+      AND r.eligible_at <= coalesce(%(now)s::timestamptz, clock_timestamp())
+      AND NOT (r.exclusive AND EXISTS (
+          SELECT 1 FROM job_runs AS o
+          WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
+    ORDER BY r.eligible_at, r.id
+    LIMIT %(scan)s
+    FOR UPDATE OF r SKIP LOCKED
+), picked AS (
+    SELECT id FROM (
+        SELECT id, exclusive, eligible_at,
+               row_number() OVER (PARTITION BY definition_id, exclusive
+                                  ORDER BY eligible_at, id) AS rank
+        FROM candidates
+    ) AS ranked
+    WHERE NOT exclusive OR rank = 1
+    ORDER BY eligible_at, id
+    LIMIT %(limit)s
+), claimed AS (
+    UPDATE job_runs AS r
+    SET status = 'running', attempt = r.attempt + 1, lease_owner = %(worker)s,
+        lease_token = gen_random_uuid(), lease_expires_at = clock_timestamp() + d.lease,
+        heartbeat_at = clock_timestamp(), started_at = clock_timestamp(), finished_at = NULL,
+        cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = clock_timestamp()
+    FROM picked AS p, job_definitions AS d
+    WHERE r.id = p.id AND d.id = r.definition_id
+    RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
+              r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
+              AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
+              d.backoff_max
+), attempts AS (
+    INSERT INTO job_attempts (run_id, attempt, worker, lease_token, started_at)
+    SELECT id, attempt, lease_owner, lease_token, started_at FROM claimed
+)
+SELECT * FROM claimed;
+
+-- name: heartbeat
+-- Extend the leases this worker still holds; a run missing from the result was lost.
+UPDATE job_runs AS r
+SET heartbeat_at = clock_timestamp(), lease_expires_at = clock_timestamp() + v.lease
+FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(leases)s::interval[])
+     AS v (id, token, lease)
+WHERE r.id = v.id AND r.lease_token = v.token AND r.status = 'running'
+RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel_requested;
+
+-- name: finish_run
+-- Record an attempt's outcome, fenced by the lease token: zero rows means the lease was
+-- lost and nothing is recorded.
+WITH run AS (
+    UPDATE job_runs AS r
+    SET status = %(status)s,
+        eligible_at = CASE WHEN %(status)s IN ('queued', 'failed')
+                           THEN clock_timestamp() + %(retry_in)s ELSE r.eligible_at END,
+        max_attempts = r.max_attempts + %(extra_attempts)s,
+        finished_at = CASE WHEN %(status)s IN ('succeeded', 'dead', 'cancelled')
+                           THEN clock_timestamp() END,
+        exit_code = %(exit_code)s, error = %(error)s, output_tail = %(output_tail)s,
+        result = %(result)s,
+        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+        updated_at = clock_timestamp()
+    WHERE r.id = %(id)s AND r.lease_token = %(token)s AND r.status = 'running'
+    RETURNING r.id, r.attempt
+), attempt AS (
+    UPDATE job_attempts AS a
+    SET outcome = %(outcome)s, finished_at = clock_timestamp(), exit_code = %(exit_code)s,
+        error = %(error)s, output_tail = %(output_tail)s
+    FROM run
+    WHERE a.run_id = run.id AND a.attempt = run.attempt AND a.lease_token = %(token)s
+)
+SELECT id FROM run;

@@ -8,12 +8,21 @@ import itertools
 from zoneinfo import ZoneInfo
 
 import pytest
+from croniter import croniter
 from cronsim import CronSim
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cronjobs.errors import ScheduleError, UsageError
-from cronjobs.schedule import Schedule, check_timezone, parse
+from cronjobs.schedule import (
+    _ALL_FIELDS,
+    Schedule,
+    _agreeing,
+    _full,
+    _parse_field,
+    check_timezone,
+    parse,
+)
 
 UTC = dt.UTC
 
@@ -341,6 +350,142 @@ def test_h_and_plain_expressions_share_nothing_across_names() -> None:
     assert a != b
 
 
+# -- croniter and its corrections ---------------------------------------------------------
+
+# (id, expression, what croniter is handed, hash key, after, expected next slots in UTC).
+# Each row is a place where croniter, given the expression as written, reads it
+# differently from Debian's cron.
+CRONITER_CORRECTIONS = [
+    # 1. croniter ORs restricted day fields; Debian only when neither starts with '*'.
+    ("day-or-by-leading-star", "0 0 */2 * mon", "0 0 */2 * 1", "", "2024-04-25T00:00",
+     ["2024-04-29T00:00", "2024-05-13T00:00", "2024-05-27T00:00"]),
+    # 2. A day field listing every day: croniter makes it '*' and ANDs; Debian ORs.
+    ("full-day-of-month-ors", "0 0 1-31 * 1,*/2", "0 0 * * *", "", "2024-04-30T12:00",
+     ["2024-05-01T00:00", "2024-05-02T00:00", "2024-05-03T00:00"]),
+    ("full-day-of-week-ors", "0 0 1,*/2 * 0-6", "0 0 * * *", "", "2024-04-30T12:00",
+     ["2024-05-01T00:00", "2024-05-02T00:00", "2024-05-03T00:00"]),
+    # 4. A single-value range is that value, not the whole cycle.
+    ("single-value-range", "5-5 * * * *", "5 * * * *", "", "2024-05-01T10:00",
+     ["2024-05-01T10:05", "2024-05-01T11:05"]),
+    ("single-value-range-step", "5-5/3 * * * *", "5 * * * *", "", "2024-05-01T10:00",
+     ["2024-05-01T10:05", "2024-05-01T11:05"]),
+    ("single-month-range", "0 0 1 jan-jan *", "0 0 1 1 *", "", "2024-05-01T00:00",
+     ["2025-01-01T00:00", "2026-01-01T00:00"]),
+    ("single-weekday-range-7", "0 0 * * 7-7", "0 0 * * 7", "", "2024-05-01T00:00",
+     ["2024-05-05T00:00", "2024-05-12T00:00"]),
+    # 5. 'a/n' in day-of-week runs up to 7, Sunday again.
+    ("weekday-step-reaches-sunday", "0 0 * * mon/2", "0 0 * * mon-7/2", "", "2024-05-01T00:00",
+     ["2024-05-03T00:00", "2024-05-05T00:00", "2024-05-06T00:00", "2024-05-08T00:00"]),
+    ("weekday-step-from-7", "0 0 * * 7/2", "0 0 * * 7", "", "2024-05-01T00:00",
+     ["2024-05-05T00:00", "2024-05-12T00:00"]),
+    # 6. Macros are not hashed, whatever the job's name.
+    ("daily-macro-with-a-name", "@daily", "0 0 * * *", "job", "2024-05-01T10:00",
+     ["2024-05-02T00:00", "2024-05-03T00:00"]),
+    ("hourly-macro-with-a-name", "@hourly", "0 * * * *", "job", "2024-05-01T10:00",
+     ["2024-05-01T11:00", "2024-05-01T12:00"]),
+]
+
+
+@pytest.mark.parametrize(("expression", "handed", "hash_key", "after", "expected"),
+                         [row[1:] for row in CRONITER_CORRECTIONS],
+                         ids=[row[0] for row in CRONITER_CORRECTIONS])
+def test_croniter_corrections(expression: str, handed: str, hash_key: str, after: str,
+                              expected: list[str]) -> None:
+    schedule = parse(expression, "UTC", hash_key=hash_key)
+    assert take(schedule, u(after), len(expected)) == [u(e) for e in expected]
+    # Corrected by rewriting, not left to the guard (correction 7).
+    assert schedule._spec.cron_expression == handed
+    # croniter alone departs here. If this fails, croniter changed: the correction may be
+    # dead code now.
+    raw = croniter(expression, u(after).replace(tzinfo=None), ret_type=dt.datetime,
+                   hash_id=hash_key or None)
+    theirs = [raw.get_next(dt.datetime).replace(tzinfo=UTC) for _ in expected]
+    assert theirs != [u(e) for e in expected]
+
+
+def test_a_day_of_the_month_no_month_has_drops_out_under_or() -> None:
+    # Correction 3: croniter would find the same Mondays, searching 50 years for a
+    # 30 February on every step; it is handed the weekday alone.
+    schedule = parse("0 0 30,31 2 mon")
+    assert schedule._spec.cron_expression == "0 0 * 2 1"
+    assert not schedule._spec.day_or
+    assert take(schedule, u("2025-01-01T00:00"), 2) == [u("2025-02-03T00:00"),
+                                                        u("2025-02-10T00:00")]
+    # A day some selected month has stays: the 31st of March, and Mondays in Feb/March.
+    either = parse("0 0 31 feb,mar mon")
+    assert either._spec.day_or
+    assert u("2025-03-31T00:00") in either.between(u("2025-03-20T00:00"), u("2025-04-01T00:00"))
+    assert u("2026-03-31T00:00") in either.between(u("2026-03-20T00:00"), u("2026-04-01T00:00"))
+
+
+def test_croniter_reading_is_checked_field_by_field() -> None:
+    # Correction 7: a field croniter reads differently from Debian goes over as a list.
+    full = [_full(f) for f in _ALL_FIELDS]
+    texts, template = _agreeing(["5-5", "*", "*", "*", "*"], [frozenset({5}), *full[1:]],
+                                day_or=False)
+    assert texts == ["5", "*", "*", "*", "*"]
+    assert template.get_next(dt.datetime, dt.datetime(2024, 1, 1, 10, 0)) == dt.datetime(
+        2024, 1, 1, 10, 5)
+    values = [frozenset({0, 30}), frozenset({2}), *full[2:]]
+    texts, _ = _agreeing(["*/30", "2", "*", "*", "*"], values, day_or=False)
+    assert texts == ["*/30", "2", "*", "*", "*"]  # read right: kept as written
+
+
+def debian_item(index: int, low: int, high: int, step: int) -> frozenset[int]:
+    values = set(range(low, high + 1, step))
+    if index == 4 and 7 in values:
+        values = (values - {7}) | {0}
+    return frozenset(values)
+
+
+def croniter_reading(index: int, text: str) -> frozenset[int]:
+    """croniter's reading of what the validation hands it for ``text`` in field ``index``:
+    corrections 4 and 5 alone, without the guard."""
+    values, handed = _parse_field(_ALL_FIELDS[index], text)
+    fields = ["*"] * 5
+    fields[index] = handed
+    raw = croniter.expand(" ".join(fields))[0][index]
+    if "*" in raw:
+        return frozenset(range(FIELDS[index][0], (6 if index == 4 else FIELDS[index][1]) + 1))
+    read = frozenset(0 if index == 4 and v == 7 else int(v) for v in raw)
+    assert read == values, text  # the validation's own reading
+    return read
+
+
+def test_croniter_reads_every_weekday_and_month_item_as_debian_does() -> None:
+    """Every a, a/n and a-b/n of the small fields, and every single-value range."""
+    for index in (3, 4):
+        low, high = FIELDS[index][0], FIELDS[index][1]
+        for a in range(low, high + 1):
+            forms = [(str(a), a, a, 1)]
+            forms += [(f"{a}/{n}", a, high, n) for n in range(1, high + 2)]
+            for b in range(a, high + 1):
+                forms += [(f"{a}-{b}/{n}", a, b, n) for n in range(1, high - low + 3)]
+            for text, first, last, step in forms:
+                assert croniter_reading(index, text) == debian_item(index, first, last, step)
+    for index, (low, high, _, _) in enumerate(FIELDS[:3]):
+        for a in range(low, high + 1):
+            for suffix in ("", "/1", "/2", "/7"):
+                assert croniter_reading(index, f"{a}-{a}{suffix}") == {a}
+
+
+def test_croniter_own_time_zone_iteration_departs_from_debian() -> None:
+    # Why croniter iterates naive wall-clock time here: given an aware start it runs a
+    # fixed-time job twice on the fall-back night, and invents a run for a skipped hour.
+    berlin = ZoneInfo("Europe/Berlin")
+    fixed = croniter("30 2 * * *", u("2024-10-26T12:00").astimezone(berlin),
+                     ret_type=dt.datetime)
+    theirs = [fixed.get_next(dt.datetime).astimezone(UTC) for _ in range(2)]
+    assert theirs == [u("2024-10-27T00:30"), u("2024-10-27T01:30")]
+    assert take(parse("30 2 * * *", "Europe/Berlin"), u("2024-10-26T12:00"), 2) == [
+        u("2024-10-27T00:30"), u("2024-10-28T01:30")]
+    wild = croniter("*/30 2 * * *", u("2024-03-30T12:00").astimezone(berlin),
+                    ret_type=dt.datetime)
+    assert wild.get_next(dt.datetime).astimezone(UTC) == u("2024-03-31T01:00")
+    assert parse("*/30 2 * * *", "Europe/Berlin").next_after(u("2024-03-30T12:00")) == u(
+        "2024-04-01T00:00")
+
+
 # -- daylight-saving time -----------------------------------------------------------------
 
 # (id, expression, zone, after, expected next slots), all instants in UTC.
@@ -501,6 +646,20 @@ def test_berlin_fall_back_night_runs_a_wildcard_job_in_both_hours() -> None:
     assert spring == []
 
 
+def test_a_gap_ending_between_whole_minutes_keeps_its_run() -> None:
+    # Africa/Monrovia moved from -00:44:30 to UTC at 00:44:30 UTC on 1972-01-07: wall
+    # clock 00:00:00 -> 00:44:30. Midnight was skipped; its run is at the first whole
+    # minute after the gap, 00:45, whichever instant the search starts from.
+    schedule = parse("0 0 * * *", "Africa/Monrovia")
+    night = [u("1972-01-06T00:44:30"), u("1972-01-07T00:45"), u("1972-01-08T00:00")]
+    assert take(schedule, u("1972-01-05T12:00"), 3) == night
+    for start in ["1972-01-07T00:44:29", "1972-01-07T00:44:30", "1972-01-07T00:44:45"]:
+        assert schedule.next_after(u(start)) == u("1972-01-07T00:45")
+    assert schedule.next_after(u("1972-01-07T00:45")) == u("1972-01-08T00:00")
+    assert schedule.latest_at_or_before(u("1972-01-07T00:44:59")) == u("1972-01-06T00:44:30")
+    assert schedule.latest_at_or_before(u("1972-01-07T00:45")) == u("1972-01-07T00:45")
+
+
 # -- between ------------------------------------------------------------------------------
 
 
@@ -529,6 +688,113 @@ def test_between_across_both_transitions_of_a_year() -> None:
         assert all(after < s <= until for s in window)
     assert len(list(parse("30 2 * * *", "Europe/Berlin").between(
         u("2024-01-01T00:00"), u("2025-01-01T00:00")))) == 366
+
+
+# -- latest_at_or_before -----------------------------------------------------------------
+
+
+def test_latest_at_or_before_includes_the_instant() -> None:
+    schedule = parse("0 3 * * *")
+    assert schedule.latest_at_or_before(u("2024-01-02T03:00")) == u("2024-01-02T03:00")
+    tiny = dt.timedelta(microseconds=1)
+    assert schedule.latest_at_or_before(u("2024-01-02T03:00") - tiny) == u("2024-01-01T03:00")
+    assert schedule.latest_at_or_before(u("2024-01-02T03:00") + tiny) == u("2024-01-02T03:00")
+    tokyo = ZoneInfo("Asia/Tokyo")  # 11:59 JST is 02:59 UTC
+    slot = schedule.latest_at_or_before(dt.datetime(2024, 1, 2, 11, 59, tzinfo=tokyo))
+    assert slot == u("2024-01-01T03:00")
+    assert slot is not None
+    assert slot.tzinfo is UTC
+
+
+def test_latest_at_or_before_after_a_long_outage() -> None:
+    # One step back, however many slots there were since.
+    assert parse("*/5 * * * *").latest_at_or_before(u("2024-06-01T12:34:56")) == u(
+        "2024-06-01T12:30")
+    assert parse("0 0 1 * mon").latest_at_or_before(u("2024-06-01T12:00")) == u(
+        "2024-06-01T00:00")
+    assert parse("0 0 1 * mon").latest_at_or_before(u("2024-05-31T12:00")) == u(
+        "2024-05-27T00:00")
+    # The longest wait there is: Sunday 29 February, 2088 then 2128.
+    sundays = parse("0 0 29 2 */7")
+    assert sundays.latest_at_or_before(u("2128-02-28T23:59")) == u("2088-02-29T00:00")
+    assert sundays.latest_at_or_before(u("2128-02-29T00:00")) == u("2128-02-29T00:00")
+    # H: the same slot as going forwards.
+    hashed = parse("H H * * *", "Europe/Berlin", hash_key="billing")
+    slot = hashed.latest_at_or_before(u("2024-03-01T00:00"))
+    assert slot is not None
+    assert hashed.next_after(slot - dt.timedelta(microseconds=1)) == slot
+    assert hashed.next_after(slot) > u("2024-03-01T00:00")
+
+
+def test_latest_at_or_before_is_none_before_the_first_slot() -> None:
+    assert parse("0 12 * * *").latest_at_or_before(u("0001-01-01T06:00")) is None
+    for instant in ["0001-01-01T00:00", "0001-01-01T06:00"]:
+        assert parse("0 12 * * *", "America/New_York").latest_at_or_before(u(instant)) is None
+    assert parse("0 0 1 1 *").latest_at_or_before(u("0001-01-01T00:00")) == u(
+        "0001-01-01T00:00")
+    assert parse("0 0 * * *").latest_at_or_before(u("0001-01-02T00:00")) == u(
+        "0001-01-02T00:00")
+
+
+def test_latest_at_or_before_rejects_naive_datetimes() -> None:
+    with pytest.raises(ValueError, match="naive"):
+        parse("0 3 * * *").latest_at_or_before(dt.datetime(2024, 1, 1))
+
+
+LATEST_DST = [
+    # (id, expression, zone, instant, latest slot at or before it), all in UTC.
+    # Europe/Berlin: 03:00 CEST -> 02:00 CET at 01:00 UTC on 2024-10-27.
+    ("fixed-in-second-copy", "30 2 * * *", "Europe/Berlin", "2024-10-27T01:45",
+     "2024-10-27T00:30"),
+    ("fixed-between-the-copies", "30 2 * * *", "Europe/Berlin", "2024-10-27T01:15",
+     "2024-10-27T00:30"),
+    ("wild-second-copy-reached", "30 * * * *", "Europe/Berlin", "2024-10-27T01:45",
+     "2024-10-27T01:30"),
+    ("wild-second-copy-of-earlier-minute", "0,30 * * * *", "Europe/Berlin",
+     "2024-10-27T01:10", "2024-10-27T01:00"),
+    ("wild-first-copy", "0,30 * * * *", "Europe/Berlin", "2024-10-27T00:45",
+     "2024-10-27T00:30"),
+    ("wild-just-into-second-copy", "1 * * * *", "Europe/Berlin", "2020-10-25T01:00:28",
+     "2020-10-25T00:01"),
+    # 02:00 CET -> 03:00 CEST at 01:00 UTC on 2024-03-31.
+    ("fixed-gap-end", "30 2 * * *", "Europe/Berlin", "2024-03-31T01:00", "2024-03-31T01:00"),
+    ("fixed-before-gap", "30 2 * * *", "Europe/Berlin", "2024-03-31T00:59",
+     "2024-03-30T01:30"),
+    ("wild-gap-not-invented", "*/30 2 * * *", "Europe/Berlin", "2024-03-31T12:00",
+     "2024-03-30T01:30"),
+    # Pacific/Apia skipped 2011-12-30 (10:00 UTC): a fixed job runs once, at the end.
+    ("apia-fixed-skipped-day", "0 12 * * *", "Pacific/Apia", "2011-12-30T21:00",
+     "2011-12-30T10:00"),
+    # Australia/Lord_Howe: 02:00 +11 -> 01:30 +10:30 at 15:00 UTC on 2024-04-06.
+    ("lord-howe-wild-second-copy", "*/15 1 * * *", "Australia/Lord_Howe",
+     "2024-04-06T15:20", "2024-04-06T15:15"),
+    ("lord-howe-fixed-second-copy", "45 1 * * *", "Australia/Lord_Howe",
+     "2024-04-06T15:20", "2024-04-06T14:45"),
+]
+
+
+@pytest.mark.parametrize(("expression", "zone", "instant", "expected"),
+                         [row[1:] for row in LATEST_DST], ids=[row[0] for row in LATEST_DST])
+def test_latest_at_or_before_across_dst(expression: str, zone: str, instant: str,
+                                        expected: str) -> None:
+    schedule = parse(expression, zone)
+    assert schedule.latest_at_or_before(u(instant)) == u(expected)
+    assert schedule.next_after(u(expected)) > u(instant)
+
+
+@pytest.mark.parametrize(("expression", "zone", "after", "expected"),
+                         [row[1:] for row in DST], ids=[row[0] for row in DST])
+def test_latest_at_or_before_walks_the_dst_rows_back(expression: str, zone: str, after: str,
+                                                     expected: list[str]) -> None:
+    schedule = parse(expression, zone)
+    slots = [u(e) for e in expected]
+    tiny = dt.timedelta(microseconds=1)
+    assert [schedule.latest_at_or_before(s) for s in slots] == slots
+    assert [schedule.latest_at_or_before(s - tiny) for s in slots[1:]] == slots[:-1]
+    before = schedule.latest_at_or_before(slots[0] - tiny)
+    assert before is not None
+    assert before <= u(after)
+    assert schedule.next_after(before) == slots[0]
 
 
 # -- property tests -----------------------------------------------------------------------
@@ -751,3 +1017,27 @@ def test_iteration_is_consistent(case: tuple[Schedule, tuple[frozenset[int], ...
     assert list(schedule.between(slots[1], slots[5])) == slots[2:6]
     # The input may be in any zone.
     assert take(schedule, start.astimezone(ZoneInfo("Asia/Kathmandu")), 8) == slots
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.integers(1, 3 * 24 * 60))
+def test_latest_at_or_before_is_the_last_slot_of_a_window(
+        case: tuple[Schedule, tuple[frozenset[int], ...], bool, dt.datetime],
+        window_minutes: int) -> None:
+    """latest_at_or_before(t) is the last of between(t - window, t) when there is one."""
+    schedule, _, _, instant = case
+    latest = schedule.latest_at_or_before(instant)
+    assert latest is not None
+    assert latest <= instant
+    assert latest.tzinfo is UTC
+    # Nothing between it and the instant, and it is a slot.
+    assert schedule.next_after(latest) > instant
+    assert schedule.next_after(latest - dt.timedelta(microseconds=1)) == latest
+    window = list(schedule.between(instant - dt.timedelta(minutes=window_minutes), instant))
+    if window:
+        assert latest == window[-1]
+    else:
+        assert latest <= instant - dt.timedelta(minutes=window_minutes)
+    # The same from the instant in another zone, and from the slot itself.
+    assert schedule.latest_at_or_before(instant.astimezone(ZoneInfo("Asia/Kathmandu"))) == latest
+    assert schedule.latest_at_or_before(latest) == latest
