@@ -18,6 +18,7 @@ from cronjobs.models import (
     DefinitionSpec,
     DefinitionSummary,
     Kind,
+    NewSkip,
     Run,
     SkipReason,
 )
@@ -100,6 +101,12 @@ def define(
     with store.transaction():
         now = store.now()
         next_due = sched.next_after(now)
+        existing = store.definition_by_name(spec.name, for_update=True)
+        if existing is not None and (
+            (existing.schedule, existing.timezone) != (spec.schedule, spec.timezone)
+            or existing.invalid_reason is not None
+        ):
+            store.insert_skips(_undecided(existing, spec, now), now=now, tick_id=None)
         stored = store.upsert_definition(spec, now=now, next_due_at=next_due)
         if stored is None:
             definition = _locked(store, spec.name)
@@ -108,6 +115,32 @@ def define(
             definition, created = stored
             outcome = "created" if created else "updated"
     return DefineResult(definition, outcome, _slots(sched, now, preview))
+
+
+def _undecided(old: Definition, spec: DefinitionSpec, now: dt.datetime) -> list[NewSkip]:
+    """The old schedule's due slots that no tick decided yet, recorded when a new schedule
+    takes over (it continues from now), so that none is dropped silently."""
+    try:
+        sched = schedules.parse(old.schedule, old.timezone, hash_key=old.name)
+        slots = list(itertools.islice(sched.between(old.cursor_at, now), 10_001))
+    except ScheduleError as exc:
+        start = old.next_due_at or old.cursor_at
+        if start > now:
+            return []
+        reason = old.invalid_reason or exc.message
+        return [NewSkip(old.id, start, now, None, SkipReason.INVALID, reason)]
+    if old.invalid_reason is not None:
+        start = old.next_due_at or old.cursor_at
+        if start > now:
+            return []
+        return [NewSkip(old.id, start, now, None, SkipReason.INVALID, old.invalid_reason)]
+    if not slots:
+        return []
+    count = len(slots) if len(slots) <= 10_000 else None
+    detail = (f"the schedule changed from {old.schedule!r} ({old.timezone}) to "
+              f"{spec.schedule!r} ({spec.timezone}) before a tick decided these slots")
+    last = sched.latest_at_or_before(now) or slots[-1]
+    return [NewSkip(old.id, slots[0], last, count, SkipReason.SUPERSEDED, detail)]
 
 
 def list_jobs(store: Store) -> list[Listing]:

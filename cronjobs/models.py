@@ -60,6 +60,7 @@ class SkipReason(StrEnum):
     OVERLAP = "overlap"
     PAUSED = "paused"
     INVALID = "invalid"
+    SUPERSEDED = "superseded"
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ class Definition:
     removed_at: dt.datetime | None
     cursor_at: dt.datetime
     next_due_at: dt.datetime | None
+    schedule_since: dt.datetime
     created_at: dt.datetime
     updated_at: dt.datetime
 
@@ -153,6 +155,7 @@ class Run:
     payload: dict[str, Any] | None
     attempt: int
     max_attempts: int
+    exclusive: bool
     eligible_at: dt.datetime
     lease_owner: str | None
     lease_token: Any
@@ -177,3 +180,77 @@ class DefinitionSummary:
     definition: Definition
     last_run_status: str | None
     last_run_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A row of job_skips: slots decided but not run, and why."""
+
+    id: int
+    definition_id: int
+    first_slot: dt.datetime
+    last_slot: dt.datetime
+    slot_count: int | None
+    reason: str
+    detail: str | None
+    tick_id: int | None
+    decided_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """A run about to be materialised."""
+
+    definition_id: int
+    scheduled_for: dt.datetime
+    trigger: Trigger
+    max_attempts: int
+    eligible_at: dt.datetime
+    exclusive: bool = True
+
+
+@dataclass(frozen=True)
+class NewSkip:
+    """Slots decided not to run: one slot, or a range of them."""
+
+    definition_id: int
+    first_slot: dt.datetime
+    last_slot: dt.datetime
+    slot_count: int | None
+    reason: SkipReason
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class Advance:
+    """A definition's cursor moving forward after its slots were decided."""
+
+    definition_id: int
+    cursor_at: dt.datetime
+    next_due_at: dt.datetime | None
+    invalid_reason: str | None = None
+    resumed: bool = False
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A run this worker just claimed, with what it needs to run it."""
+
+    id: int
+    definition_id: int
+    scheduled_for: dt.datetime
+    trigger: str
+    attempt: int
+    max_attempts: int
+    lease_token: Any
+    lease_owner: str
+    started_at: dt.datetime
+    payload: dict[str, Any]
+    name: str
+    kind: str
+    command: str | None
+    handler: str | None
+    timeout: dt.timedelta | None
+    lease: dt.timedelta
+    backoff: dt.timedelta
+    backoff_max: dt.timedelta

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
 from typing import Any, LiteralString, TypeVar
@@ -20,8 +20,21 @@ from psycopg.types.json import Jsonb
 
 from cronjobs import sql
 from cronjobs.config import scrub
-from cronjobs.errors import CronjobsError, DatabaseUnavailable, InvalidDefinition
-from cronjobs.models import Definition, DefinitionSpec, DefinitionSummary, Run, SkipReason
+from cronjobs.errors import Conflict, CronjobsError, DatabaseUnavailable, InvalidDefinition
+from cronjobs.models import (
+    Advance,
+    AttemptOutcome,
+    Claimed,
+    Definition,
+    DefinitionSpec,
+    DefinitionSummary,
+    NewRun,
+    NewSkip,
+    Run,
+    RunStatus,
+    Skip,
+    SkipReason,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +59,9 @@ class Store:
     # -- plumbing -----------------------------------------------------------------------
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        with _translated(), self.conn.transaction():
+    def transaction(self, *, rollback: bool = False) -> Iterator[None]:
+        """A transaction (a savepoint when nested); ``rollback`` undoes it in any case."""
+        with _translated(), self.conn.transaction(force_rollback=rollback):
             yield
 
     def _rows(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
@@ -186,8 +200,137 @@ class Store:
         cancelled = self._count(
             "cancel_waiting_runs", {"definition_id": definition_id, "now": now, "reason": reason}
         )
-        self._count("request_cancel_running_runs", {"definition_id": definition_id, "now": now})
+        self.request_cancel_running([definition_id], now=now)
         return _build(Definition, row), cancelled
+
+    def request_cancel_running(self, definition_ids: list[int], *, now: dt.datetime) -> int:
+        params = {"definition_ids": definition_ids, "now": now}
+        return self._count("request_cancel_running_of", params)
+
+    # -- ticks and materialisation ------------------------------------------------------
+
+    def insert_tick(self, *, worker: str, now: dt.datetime) -> int:
+        row = _required(self._row("insert_tick", {"worker": worker, "now": now}), "insert_tick")
+        return int(row["id"])
+
+    def finish_tick(self, tick_id: int, *, status: str, counts: Mapping[str, int],
+                    error: str | None = None) -> None:
+        names = ("materialised", "skipped", "reclaimed", "claimed", "succeeded", "failed")
+        params: dict[str, Any] = {name: counts.get(name, 0) for name in names}
+        params |= {"id": tick_id, "status": status, "error": error}
+        self._rows("finish_tick", params)
+
+    def due_definitions(self, *, now: dt.datetime, limit: int) -> list[Definition]:
+        rows = self._rows("due_definitions", {"now": now, "limit": limit})
+        return [_build(Definition, row) for row in rows]
+
+    def unscheduled_definitions(self, *, limit: int) -> list[Definition]:
+        return [_build(Definition, row)
+                for row in self._rows("unscheduled_definitions", {"limit": limit})]
+
+    def active_runs(self, definition_ids: list[int]) -> dict[int, tuple[int, int]]:
+        """{definition_id: (running with a live lease, waiting)}"""
+        rows = self._rows("active_runs", {"definition_ids": definition_ids})
+        return {row["definition_id"]: (row["running"], row["waiting"]) for row in rows}
+
+    def insert_runs(self, runs: Sequence[NewRun], *, now: dt.datetime,
+                    tick_id: int | None) -> list[Row]:
+        """Insert runs; slots that already have one are left alone. Returns the new ones."""
+        if not runs:
+            return []
+        params = {
+            "definition_ids": [r.definition_id for r in runs],
+            "slots": [r.scheduled_for for r in runs],
+            "triggers": [r.trigger.value for r in runs],
+            "max_attempts": [r.max_attempts for r in runs],
+            "exclusive": [r.exclusive for r in runs],
+            "eligible": [r.eligible_at for r in runs],
+            "now": now,
+            "tick_id": tick_id,
+        }
+        return self._rows("insert_runs", params)
+
+    def insert_skips(self, skips: Sequence[NewSkip], *, now: dt.datetime,
+                     tick_id: int | None) -> None:
+        if not skips:
+            return
+        self._rows("insert_skips", {
+            "definition_ids": [s.definition_id for s in skips],
+            "first_slots": [s.first_slot for s in skips],
+            "last_slots": [s.last_slot for s in skips],
+            "slot_counts": [s.slot_count for s in skips],
+            "reasons": [s.reason.value for s in skips],
+            "details": [s.detail for s in skips],
+            "now": now,
+            "tick_id": tick_id,
+        })
+
+    def advance_definitions(self, advances: Sequence[Advance]) -> None:
+        if not advances:
+            return
+        self._rows("advance_definitions", {
+            "ids": [a.definition_id for a in advances],
+            "cursors": [a.cursor_at for a in advances],
+            "next_dues": [a.next_due_at for a in advances],
+            "invalid_reasons": [a.invalid_reason for a in advances],
+            "resumed": [a.resumed for a in advances],
+        })
+
+    def runs_between(self, definition_id: int, start: dt.datetime, end: dt.datetime
+                     ) -> list[Run]:
+        params = {"definition_id": definition_id, "start": start, "end": end}
+        return [_build(Run, row) for row in self._rows("runs_between", params)]
+
+    def skips_between(self, definition_id: int, start: dt.datetime, end: dt.datetime
+                      ) -> list[Skip]:
+        params = {"definition_id": definition_id, "start": start, "end": end}
+        return [_build(Skip, row) for row in self._rows("skips_between", params)]
+
+    # -- execution ----------------------------------------------------------------------
+
+    def reclaim_expired(self, *, limit: int = 1000) -> list[Row]:
+        """Runs whose lease expired go back to the queue (or die); their attempt is lost."""
+        return self._rows("reclaim_expired", {"limit": limit})
+
+    def claim_runs(self, *, now: dt.datetime | None, worker: str, limit: int,
+                   tick_id: int | None) -> list[Claimed]:
+        params = {"now": now, "worker": worker, "limit": limit, "scan": max(limit * 4, 20),
+                  "tick_id": tick_id}
+        try:
+            rows = self._rows("claim_runs", params)
+        except Conflict:
+            # Another worker claimed an exclusive run of the same job at the same moment;
+            # the unique index refused the second one. Nothing was claimed: try again later.
+            return []
+        return [_build(Claimed, row) for row in rows]
+
+    def heartbeat(self, leases: Sequence[tuple[int, Any, dt.timedelta]]) -> dict[int, bool]:
+        """Extend leases; returns {run_id: cancel_requested} for the leases still held."""
+        if not leases:
+            return {}
+        rows = self._rows("heartbeat", {
+            "ids": [run_id for run_id, _, _ in leases],
+            "tokens": [token for _, token, _ in leases],
+            "leases": [lease for _, _, lease in leases],
+        })
+        return {row["id"]: bool(row["cancel_requested"]) for row in rows}
+
+    def finish_run(self, run_id: int, token: Any, *, status: RunStatus,
+                   outcome: AttemptOutcome, exit_code: int | None, error: str | None,
+                   output_tail: str | None, result: Any, retry_in: dt.timedelta | None = None,
+                   extra_attempts: int = 0) -> bool:
+        """Record an attempt's outcome if this worker still holds the lease."""
+        rows = self._rows("finish_run", {
+            "id": run_id, "token": token, "status": status.value, "outcome": outcome.value,
+            "exit_code": exit_code, "error": error, "output_tail": output_tail,
+            "result": Jsonb(result) if result is not None else None,
+            "retry_in": retry_in or dt.timedelta(0), "extra_attempts": extra_attempts,
+        })
+        return bool(rows)
+
+    def definition_history(self, name: str) -> list[Definition]:
+        return [_build(Definition, row)
+                for row in self._rows("definition_history", {"name": name})]
 
 
 def _required(row: Row | None, query: str) -> Row:
@@ -203,6 +346,8 @@ def _translated() -> Iterator[None]:
         yield
     except CronjobsError:
         raise
+    except pgerrors.UniqueViolation as exc:
+        raise Conflict(f"conflict: {_first_line(exc)}") from exc
     except pgerrors.IntegrityError as exc:
         raise InvalidDefinition(f"rejected by the database: {_first_line(exc)}") from exc
     except psycopg.OperationalError as exc:

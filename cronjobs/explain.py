@@ -1,0 +1,127 @@
+"""``cronjobs explain``: for every slot of a range, did it run, and if not, why."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from dataclasses import dataclass
+
+from cronjobs import schedule as schedules
+from cronjobs.errors import JobNotFound, ScheduleError, UsageError
+from cronjobs.models import Definition, Run, Skip
+from cronjobs.store import Store
+from cronjobs.validation import check_name
+
+TICK = dt.timedelta(microseconds=1)
+MAX_SLOTS = 2000
+
+REASONS = {
+    "missed_deadline": "missed its starting deadline",
+    "coalesced": "coalesced by catch-up: a later missed slot ran instead",
+    "catchup_none": "late, and catch-up is 'none'",
+    "catchup_limit": "beyond the catch-up limit",
+    "overlap": "skipped by the overlap policy: the previous run had not finished",
+    "paused": "the job was paused",
+    "invalid": "the definition could not be evaluated",
+    "superseded": "the schedule was changed before a tick decided this slot",
+}
+
+
+@dataclass(frozen=True)
+class Explained:
+    """One slot (or range of slots) and what became of it."""
+
+    first_slot: dt.datetime
+    last_slot: dt.datetime
+    slot_count: int | None
+    outcome: str  # "ran" (a run exists), "skipped", "pending", "not-a-slot"
+    reason: str | None
+    detail: str | None
+    run: Run | None = None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    job: str
+    definition: Definition
+    start: dt.datetime
+    end: dt.datetime
+    rows: tuple[Explained, ...]
+
+
+def explain(store: Store, name: str, *, start: dt.datetime | None = None,
+            end: dt.datetime | None = None) -> Explanation:
+    """Answer, for every slot of [start, end] (default: the last 24 hours), whether it ran
+    and, if not, why. Runs and skip records in the range that are not slots of the current
+    schedule (an older schedule, manual runs) are listed too."""
+    check_name(name)
+    history = store.definition_history(name)
+    if not history:
+        raise JobNotFound(f"no job named {name!r} (see `cronjobs list`)")
+    definition = history[0]
+    now = store.now()
+    end = end if end is not None else now
+    start = start if start is not None else end - dt.timedelta(days=1)
+    if start > end:
+        raise UsageError("invalid range: --from is after --to")
+    runs: list[Run] = []
+    skips: list[Skip] = []
+    for d in history:
+        runs += store.runs_between(d.id, start, end)
+        skips += store.skips_between(d.id, start, end)
+    slots = _slots(definition, start, end)
+    rows: list[Explained] = []
+    matched_runs: set[int] = set()
+    matched_skips: set[int] = set()
+    for slot in slots:
+        run = next((r for r in runs if r.scheduled_for == slot and r.trigger in
+                    ("schedule", "backfill")), None) or next(
+            (r for r in runs if r.scheduled_for == slot), None)
+        if run is not None:
+            matched_runs.add(run.id)
+            rows.append(Explained(slot, slot, 1, "ran", None, None, run))
+            continue
+        skip = next((s for s in skips if s.first_slot <= slot <= s.last_slot), None)
+        if skip is not None:
+            matched_skips.add(skip.id)
+            rows.append(Explained(slot, slot, 1, "skipped", skip.reason, skip.detail))
+        elif definition.removed_at is not None and slot > definition.cursor_at:
+            rows.append(Explained(slot, slot, 1, "not-a-slot", None,
+                                  f"the job was removed at {definition.removed_at.isoformat()}"))
+        elif slot > definition.cursor_at:
+            rows.append(Explained(slot, slot, 1, "pending", None,
+                                  "not decided yet: the next tick decides it"))
+        elif slot <= definition.created_at:
+            rows.append(Explained(slot, slot, 1, "not-a-slot", None,
+                                  "before the job was defined"))
+        elif slot <= definition.schedule_since:
+            rows.append(Explained(slot, slot, 1, "not-a-slot", None,
+                                  "before the current schedule took effect "
+                                  f"({definition.schedule_since.isoformat()})"))
+        else:
+            rows.append(Explained(slot, slot, 1, "unknown", None, "no record of this slot"))
+    for run in runs:
+        if run.id not in matched_runs:
+            rows.append(Explained(run.scheduled_for, run.scheduled_for, 1, "ran", None,
+                                  f"{run.trigger} run", run))
+    for skip in skips:
+        if skip.id not in matched_skips:
+            rows.append(Explained(skip.first_slot, skip.last_slot, skip.slot_count, "skipped",
+                                  skip.reason, skip.detail))
+    rows.sort(key=lambda r: (r.first_slot, r.last_slot))
+    return Explanation(name, definition, start, end, tuple(rows))
+
+
+def _slots(definition: Definition, start: dt.datetime, end: dt.datetime) -> list[dt.datetime]:
+    if definition.invalid_reason is not None:
+        return []
+    try:
+        sched = schedules.parse(definition.schedule, definition.timezone,
+                                hash_key=definition.name)
+        slots = list(itertools.islice(sched.between(start - TICK, end), MAX_SLOTS + 1))
+    except ScheduleError:
+        return []
+    if len(slots) > MAX_SLOTS:
+        raise UsageError(f"the range holds more than {MAX_SLOTS} slots of {definition.name!r}: "
+                         "narrow it with --from and --to")
+    return slots

@@ -1,0 +1,321 @@
+"""Turning due schedule slots into runs, exactly once, with every decision recorded.
+
+For each due definition the tick decides every slot between the definition's cursor (all
+slots up to it are decided) and the tick's instant: a slot becomes a run, or a skip record
+with its reason. Runs are inserted with one ``INSERT … ON CONFLICT DO NOTHING`` on the slot
+key, and the cursor moves in the same transaction, so a crash leaves either everything or
+nothing, and concurrent or repeated ticks can never decide a slot twice.
+
+``decide`` is pure: a definition, an instant and the job's active runs in, a decision out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from cronjobs import schedule as schedules
+from cronjobs.durations import format_duration
+from cronjobs.errors import ScheduleError, UsageError
+from cronjobs.models import (
+    Advance,
+    Catchup,
+    Definition,
+    NewRun,
+    NewSkip,
+    Overlap,
+    SkipReason,
+    Trigger,
+)
+from cronjobs.store import Store
+
+log = logging.getLogger(__name__)
+
+TICK = dt.timedelta(microseconds=1)
+COUNT_LIMIT = 10_000  # skipped ranges are counted up to this many slots
+NONE_WINDOW = dt.timedelta(minutes=1)  # catch-up "none": on time means within a minute
+BATCH = 500
+BACKFILL_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one definition's due slots."""
+
+    definition_id: int
+    runs: tuple[dt.datetime, ...]
+    skips: tuple[NewSkip, ...]
+    advance: Advance
+    cancel_running: bool = False
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One decision as reported to the user: a run, or skipped slots with a reason."""
+
+    job: str
+    first_slot: dt.datetime
+    last_slot: dt.datetime
+    slot_count: int | None
+    outcome: str  # "run", "exists" (the slot already had a run) or a SkipReason value
+    detail: str | None = None
+
+
+@dataclass
+class MaterialiseReport:
+    definitions: int = 0
+    materialised: int = 0
+    skipped_slots: int = 0
+    invalid: list[str] = field(default_factory=list)
+    decisions: list[Decided] = field(default_factory=list)
+
+
+def decide(d: Definition, now: dt.datetime, *, running: int = 0, waiting: int = 0) -> Decision:
+    """Decide every slot of ``d`` in (cursor, now]. ``running`` counts the job's runs that
+    hold a live lease, ``waiting`` its runs queued or awaiting a retry."""
+    try:
+        sched = schedules.parse(d.schedule, d.timezone, hash_key=d.name)
+        first = sched.next_after(d.cursor_at)
+    except ScheduleError as exc:
+        return _invalid(d, now, exc.message)
+    if now <= d.cursor_at or first > now:
+        # Nothing due (or the clock went backwards): decide nothing twice.
+        return Decision(d.id, (), (), Advance(d.id, d.cursor_at, first))
+
+    latest = _latest(sched, now)
+    skips: list[NewSkip] = []
+    resumed = False
+
+    def skip(a: dt.datetime, b: dt.datetime, reason: SkipReason, detail: str | None) -> None:
+        skips.append(NewSkip(d.id, a, b, _count(sched, a, b), reason, detail))
+
+    if d.paused_at is not None:
+        if d.paused_until is None or d.paused_until > now:
+            skip(first, latest, SkipReason.PAUSED, _pause_detail(d))
+            return Decision(d.id, (), tuple(skips), Advance(d.id, now, sched.next_after(now)))
+        # paused until a moment that has passed: slots until then were paused
+        last_paused = sched.latest_at_or_before(d.paused_until)
+        if last_paused is not None and last_paused >= first:
+            skip(first, last_paused, SkipReason.PAUSED, _pause_detail(d))
+            first = sched.next_after(last_paused)
+        resumed = True
+        if first > now:
+            advance = Advance(d.id, now, sched.next_after(now), resumed=True)
+            return Decision(d.id, (), tuple(skips), advance)
+
+    catchup = Catchup(d.catchup)
+    deadline = d.starting_deadline
+    if deadline is None and catchup == Catchup.NONE:
+        deadline = NONE_WINDOW
+    timely_first = first
+    if deadline is not None:
+        timely_first = max(first, sched.next_after(now - deadline - TICK))
+        if timely_first > first:
+            last_late = min(latest, _before(sched, timely_first))
+            reason = (SkipReason.CATCHUP_NONE if catchup == Catchup.NONE
+                      else SkipReason.MISSED_DEADLINE)
+            skip(first, last_late, reason,
+                 f"later than the starting deadline of {format_duration(deadline)}")
+    chosen: list[dt.datetime] = []
+    if timely_first <= latest:
+        if catchup == Catchup.ALL:
+            chosen = list(_walk_back(sched, latest, timely_first, d.catchup_limit))
+            chosen.reverse()
+            if chosen[0] > timely_first:
+                skip(timely_first, _before(sched, chosen[0]), SkipReason.CATCHUP_LIMIT,
+                     f"catch-up 'all' runs at most {d.catchup_limit} missed slots")
+        else:
+            chosen = [latest]
+            if latest > timely_first:
+                reason = (SkipReason.CATCHUP_NONE if catchup == Catchup.NONE
+                          else SkipReason.COALESCED)
+                detail = ("catch-up 'none' runs only the current slot"
+                          if catchup == Catchup.NONE
+                          else f"catch-up 'latest' ran only {latest.isoformat()}")
+                skip(timely_first, _before(sched, latest), reason, detail)
+
+    runs, overlap_skips, cancel = _apply_overlap(d, chosen, running, waiting)
+    skips.extend(overlap_skips)
+    skips.sort(key=lambda s: s.first_slot)
+    advance = Advance(d.id, now, sched.next_after(now), resumed=resumed)
+    return Decision(d.id, tuple(runs), tuple(skips), advance, cancel_running=cancel)
+
+
+def _apply_overlap(d: Definition, chosen: list[dt.datetime], running: int, waiting: int
+                   ) -> tuple[list[dt.datetime], list[NewSkip], bool]:
+    if not chosen:
+        return [], [], False
+    policy = Overlap(d.overlap)
+    busy = running > 0 or waiting > 0
+    keep = chosen
+    if policy == Overlap.SKIP and busy:
+        keep = []
+    elif policy == Overlap.QUEUE and busy:
+        keep = [] if waiting > 0 else chosen[-1:]
+    dropped = chosen[: len(chosen) - len(keep)]
+    skips = []
+    if dropped:
+        state = (f"{running} run(s) still running" if running
+                 else f"{waiting} run(s) still waiting")
+        detail = f"overlap '{policy.value}': {state}"
+        skips.append(NewSkip(d.id, dropped[0], dropped[-1], len(dropped), SkipReason.OVERLAP,
+                             detail))
+    return keep, skips, policy == Overlap.REPLACE and running > 0
+
+
+def _invalid(d: Definition, now: dt.datetime, reason: str) -> Decision:
+    skips: tuple[NewSkip, ...] = ()
+    start = d.next_due_at or d.cursor_at
+    if start <= now:
+        skips = (NewSkip(d.id, start, max(start, now), None, SkipReason.INVALID, reason),)
+    return Decision(d.id, (), skips, Advance(d.id, max(now, d.cursor_at), None, reason))
+
+
+def _pause_detail(d: Definition) -> str:
+    return "paused" + (f": {d.pause_note}" if d.pause_note else "")
+
+
+def _latest(sched: schedules.Schedule, instant: dt.datetime) -> dt.datetime:
+    latest = sched.latest_at_or_before(instant)
+    if latest is None:  # pragma: no cover - callers checked a slot is due
+        raise ScheduleError("no slot at or before the tick")
+    return latest
+
+
+def _before(sched: schedules.Schedule, slot: dt.datetime) -> dt.datetime:
+    return _latest(sched, slot - TICK)
+
+
+def _walk_back(sched: schedules.Schedule, latest: dt.datetime, floor: dt.datetime,
+               limit: int) -> Iterator[dt.datetime]:
+    slot: dt.datetime | None = latest
+    for _ in range(limit):
+        if slot is None or slot < floor:
+            return
+        yield slot
+        slot = sched.latest_at_or_before(slot - TICK)
+
+
+def _count(sched: schedules.Schedule, first: dt.datetime, last: dt.datetime) -> int | None:
+    slots = itertools.islice(sched.between(first - TICK, last), COUNT_LIMIT + 1)
+    total = sum(1 for _ in slots)
+    return total if total <= COUNT_LIMIT else None
+
+
+def exclusive(d: Definition) -> bool:
+    """Whether the job's runs must not run beside each other (overlap skip or queue)."""
+    return Overlap(d.overlap) in (Overlap.SKIP, Overlap.QUEUE)
+
+
+# -- applying decisions -------------------------------------------------------------------
+
+def materialise(store: Store, now: dt.datetime, *, tick_id: int | None = None,
+                batch: int = BATCH, dry_run: bool = False) -> MaterialiseReport:
+    """Decide every due slot of every due definition, in batches of short transactions.
+    Concurrent ticks take different definitions (SKIP LOCKED). With ``dry_run`` everything
+    is decided in one transaction that is rolled back: nothing is written."""
+    report = MaterialiseReport()
+
+    def one_batch(first: bool) -> int:
+        return _materialise_batch(store, now, tick_id=tick_id, batch=batch,
+                                  include_unscheduled=first, report=report)
+
+    if dry_run:
+        with store.transaction(rollback=True):
+            first = True
+            while one_batch(first) >= batch:
+                first = False
+        return report
+    first = True
+    while True:
+        with store.transaction():
+            found = one_batch(first)
+        first = False
+        if found < batch:
+            return report
+
+
+def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, batch: int,
+                       include_unscheduled: bool, report: MaterialiseReport) -> int:
+    definitions = store.due_definitions(now=now, limit=batch)
+    if include_unscheduled:
+        definitions += store.unscheduled_definitions(limit=batch)
+    if not definitions:
+        return 0
+    by_id = {d.id: d for d in definitions}
+    active = store.active_runs(list(by_id))
+    decisions = [decide(d, now, running=active.get(d.id, (0, 0))[0],
+                        waiting=active.get(d.id, (0, 0))[1]) for d in definitions]
+    new_runs = [NewRun(dec.definition_id, slot, Trigger.SCHEDULE,
+                       by_id[dec.definition_id].max_attempts, slot,
+                       exclusive(by_id[dec.definition_id]))
+                for dec in decisions for slot in dec.runs]
+    created = {(row["definition_id"], row["scheduled_for"])
+               for row in store.insert_runs(new_runs, now=now, tick_id=tick_id)}
+    skips = [s for dec in decisions for s in dec.skips]
+    store.insert_skips(skips, now=now, tick_id=tick_id)
+    store.advance_definitions([dec.advance for dec in decisions])
+    cancel = [dec.definition_id for dec in decisions if dec.cancel_running]
+    if cancel:
+        store.request_cancel_running(cancel, now=now)
+    _report(report, by_id, decisions, created)
+    return len(definitions)
+
+
+def _report(report: MaterialiseReport, by_id: dict[int, Definition],
+            decisions: list[Decision], created: set[tuple[int, dt.datetime]]) -> None:
+    for dec in decisions:
+        name = by_id[dec.definition_id].name
+        report.definitions += 1
+        if dec.advance.invalid_reason is not None:
+            report.invalid.append(name)
+        for slot in dec.runs:
+            made = (dec.definition_id, slot) in created
+            report.materialised += made
+            report.decisions.append(Decided(name, slot, slot, 1, "run" if made else "exists"))
+            log.info("run materialised" if made else "slot already had a run",
+                     extra={"action": "materialise", "job": name, "slot": slot.isoformat()})
+        for s in dec.skips:
+            report.skipped_slots += s.slot_count or 1
+            report.decisions.append(Decided(name, s.first_slot, s.last_slot, s.slot_count,
+                                            s.reason.value, s.detail))
+            log.info("slots skipped", extra={"action": "skip", "job": name,
+                                             "reason": s.reason.value})
+
+
+# -- backfill -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BackfillReport:
+    job: str
+    slots: tuple[dt.datetime, ...]
+    created: int
+
+    @property
+    def existing(self) -> int:
+        return len(self.slots) - self.created
+
+
+def backfill(store: Store, definition: Definition, start: dt.datetime, end: dt.datetime,
+             *, now: dt.datetime | None = None) -> BackfillReport:
+    """Materialise the slots of a past range [start, end] on purpose (trigger ``backfill``).
+    Slots that already have a run keep it: the unique slot key decides."""
+    sched = schedules.parse(definition.schedule, definition.timezone, hash_key=definition.name)
+    if end < start:
+        raise UsageError("invalid range: --to is before --from")
+    with store.transaction():
+        current = now if now is not None else store.now()
+        if end > current:
+            raise UsageError(f"invalid --to {end.isoformat()}: backfill is for the past "
+                             f"(now is {current.isoformat()})")
+        slots = list(itertools.islice(sched.between(start - TICK, end), BACKFILL_LIMIT + 1))
+        if len(slots) > BACKFILL_LIMIT:
+            raise UsageError(f"the range holds more than {BACKFILL_LIMIT} slots: "
+                             "backfill a shorter range at a time")
+        runs = [NewRun(definition.id, s, Trigger.BACKFILL, definition.max_attempts, current,
+                       exclusive(definition)) for s in slots]
+        created = store.insert_runs(runs, now=current, tick_id=None)
+    return BackfillReport(definition.name, tuple(slots), len(created))
