@@ -7,10 +7,11 @@ Exit codes: 0 success; 1 the world failed (database unreachable, internal error)
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
@@ -51,6 +52,14 @@ class App:
             )
             click.get_current_context().call_on_close(self._connected.store.close)
         return self._connected.store
+
+    def reconnect(self) -> Any:
+        """A fresh store on the same database (after a connection was lost)."""
+        from cronjobs.db import connect
+        from cronjobs.store import Store
+
+        self.store()
+        return Store(connect(self._connected.conninfo, retry_for=self.connect_timeout))
 
     def handlers(self) -> set[str] | None:
         """Registered handler names, or None when no --app module is configured."""
@@ -342,6 +351,131 @@ def next_command(app: App, job_or_schedule: str, tz: str | None, start: str | No
 
 def _looks_like_schedule(value: str) -> bool:
     return value.strip().startswith("@") or len(value.split()) > 1
+
+
+# -- the tick ---------------------------------------------------------------------------------
+
+@main_group.command()
+@click.option("--now", "now", metavar="ISO-8601",
+              help="Tick as if the database clock said this (tests, what-if runs). Leases "
+                   "still use the database clock.")
+@click.option("--dry-run", is_flag=True,
+              help="Print what would be materialised; write nothing, run nothing.")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
+              help="Runs executed at the same time by this tick.")
+@click.option("--max-runs", type=click.IntRange(0), default=None,
+              help="Claim at most this many runs (0: only materialise).")
+@click.option("--max-runtime", default="45s", show_default=True, metavar="DURATION",
+              help="Stop claiming after this long, so that ticks started every minute do not "
+                   "pile up; runs already started are finished.")
+@click.option("--grace", default="25s", show_default=True, metavar="DURATION",
+              help="On SIGTERM/SIGINT: how long running jobs get after SIGTERM before they "
+                   "are killed (keep it below Kubernetes' terminationGracePeriodSeconds).")
+@json_option
+@pass_app
+def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: int | None,
+         max_runtime: str, grace: str, as_json: bool) -> None:
+    """Materialise due runs (exactly once per slot), run them, record the results, exit.
+
+    Run it every minute, from cron (`* * * * * cronjobs tick`) or a Kubernetes CronJob, on
+    as many hosts as you like: the database makes sure every slot is decided once and every
+    run is executed by one worker at a time. Execution is at least once: a run whose worker
+    died is retried after its lease expires, so make jobs idempotent on (job, slot).
+
+    One summary line goes to stderr; -v logs every decision; --json prints the full report.
+    Exit code 0 when the tick did its work (failed jobs are recorded, not tick failures).
+    """
+    from cronjobs.db import worker_name
+    from cronjobs.durations import parse_bounded
+    from cronjobs.render import decisions_text, tick_json, tick_summary
+    from cronjobs.tick import TickOptions
+    from cronjobs.tick import tick as run_tick
+
+    at = parse_instant(now, option="--now") if now is not None else None
+    second, day = dt.timedelta(seconds=1), dt.timedelta(days=1)
+    options = TickOptions(
+        now=at, dry_run=dry_run, worker=worker_name(), concurrency=concurrency,
+        max_runs=max_runs,
+        max_runtime=parse_bounded(max_runtime, option="--max-runtime", minimum=second,
+                                  maximum=day).total_seconds(),
+        grace=parse_bounded(grace, option="--grace", minimum=second,
+                            maximum=dt.timedelta(hours=1)).total_seconds(),
+        apps=app.apps,
+    )
+    store = app.store()
+    with _stop_on_signals() as stopped:
+        report = run_tick(store, options, reconnect=app.reconnect, should_stop=stopped)
+    if as_json:
+        emit(tick_json(report), "", True)
+    elif dry_run or app.verbose:
+        click.echo(decisions_text(report))
+    click.echo(tick_summary(report), err=True)
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[Callable[[], bool]]:
+    """SIGTERM and SIGINT ask the tick to stop gracefully instead of killing it."""
+    import signal
+
+    received: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield lambda: bool(received)
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@main_group.command()
+@click.argument("name")
+@click.option("--from", "start", metavar="ISO-8601", help="Start of the range (default: 24h "
+              "before --to).")
+@click.option("--to", "end", metavar="ISO-8601", help="End of the range (default: now).")
+@json_option
+@pass_app
+def explain(app: App, name: str, start: str | None, end: str | None, as_json: bool) -> None:
+    """For every slot of job NAME in a range: did it run, and if not, why.
+
+    \b
+    Example:
+      cronjobs explain nightly_cleanup --from 2026-03-28 --to 2026-03-30
+    """
+    from cronjobs.explain import explain as run_explain
+    from cronjobs.render import explain_json, explain_text
+
+    begin = parse_instant(start, option="--from") if start is not None else None
+    finish = parse_instant(end, option="--to") if end is not None else None
+    result = run_explain(app.store(), name, start=begin, end=finish)
+    emit(explain_json(result), explain_text(result), as_json)
+
+
+@main_group.command()
+@click.argument("name")
+@click.option("--from", "start", metavar="ISO-8601", required=True,
+              help="First instant of the range (inclusive).")
+@click.option("--to", "end", metavar="ISO-8601", required=True,
+              help="Last instant of the range (inclusive, not in the future).")
+@json_option
+@pass_app
+def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
+    """Run the slots of job NAME in a past range, on purpose (trigger `backfill`).
+
+    Slots that already have a run are left alone (one run per slot, always). At most
+    10,000 slots at a time. The overlap policy does not apply: you asked for these runs.
+    """
+    from cronjobs.definitions import get
+    from cronjobs.materialise import backfill as run_backfill
+    from cronjobs.render import backfill_json, backfill_text
+
+    begin = parse_instant(start, option="--from")
+    finish = parse_instant(end, option="--to")
+    store = app.store()
+    result = run_backfill(store, get(store, name), begin, finish)
+    emit(backfill_json(result), backfill_text(result), as_json)
 
 
 # -- embedded server ------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ class Connected:
     store: Store
     where: str
     embedded: bool
+    conninfo: str  # unmasked: for reconnecting, never for printing
 
 
 def worker_name() -> str:
@@ -113,6 +114,12 @@ def _first_line(exc: BaseException | None) -> str:
     return scrub(text)
 
 
+def _current(store: Store) -> bool:
+    from cronjobs import sql
+
+    return store.migrations_table_exists() and store.schema_version() == sql.current_version()
+
+
 def open_store(
     target: DatabaseTarget,
     *,
@@ -133,9 +140,9 @@ def open_store(
                 "set CRONJOBS_DATABASE_URL to use your own server"
             )
         store = Store(connect(server.conninfo, retry_for=retry_for))
-        if check:
+        if check and not _current(store):
             migrate(store)
-        return Connected(store, where, embedded=True)
+        return Connected(store, where, embedded=True, conninfo=server.conninfo)
     store = Store(connect(target.conninfo, retry_for=retry_for))
     if check:
         try:
@@ -143,4 +150,4 @@ def open_store(
         except Exception:
             store.close()
             raise
-    return Connected(store, target.display, embedded=False)
+    return Connected(store, target.display, embedded=False, conninfo=target.conninfo)

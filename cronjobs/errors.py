@@ -56,6 +56,10 @@ class SchemaNotReady(ConfigurationError):
     """The database schema is missing or out of date; run `cronjobs migrate`."""
 
 
+class Conflict(CronjobsError):
+    """A concurrent change got there first (a unique key refused this one)."""
+
+
 class DatabaseUnavailable(CronjobsError):
     """Could not reach the database."""
 

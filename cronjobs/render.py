@@ -12,7 +12,10 @@ from typing import Any
 
 from cronjobs.definitions import DefineResult, Description, Listing, Preview, Slot
 from cronjobs.durations import format_duration
+from cronjobs.explain import REASONS, Explanation
+from cronjobs.materialise import BackfillReport, Decided
 from cronjobs.models import Definition, Run
+from cronjobs.tick import TickReport
 
 
 def to_json(value: Any) -> str:
@@ -219,3 +222,87 @@ def preview_json(p: Preview) -> dict[str, Any]:
 
 def preview_text(p: Preview) -> str:
     return slots_table(p.slots)
+
+
+# -- tick, explain, backfill ---------------------------------------------------------------
+
+def decided_json(d: Decided) -> dict[str, Any]:
+    return {"job": d.job, "first_slot": instant(d.first_slot), "last_slot": instant(d.last_slot),
+            "slot_count": d.slot_count, "outcome": d.outcome, "detail": d.detail}
+
+
+def tick_json(report: TickReport) -> dict[str, Any]:
+    m = report.materialise
+    return {
+        "tick_id": report.tick_id,
+        "now": instant(report.now),
+        "dry_run": report.dry_run,
+        "counts": report.counts(),
+        "invalid": m.invalid,
+        "decisions": [decided_json(d) for d in m.decisions],
+        "runs": [{"run_id": f.run_id, "job": f.job, "attempt": f.attempt,
+                  "outcome": f.outcome, "status": f.status, "error": f.error}
+                 for f in report.execute.finished],
+    }
+
+
+def tick_summary(report: TickReport) -> str:
+    counts = ", ".join(f"{k} {v}" for k, v in report.counts().items())
+    prefix = "dry run (nothing written): " if report.dry_run else "tick: "
+    invalid = f"; invalid definitions: {', '.join(report.materialise.invalid)}" \
+        if report.materialise.invalid else ""
+    return f"{prefix}{counts} at {short(report.now)}{invalid}"
+
+
+def decisions_text(report: TickReport) -> str:
+    rows = [(d.job, _range(d.first_slot, d.last_slot, d.slot_count), d.outcome, d.detail or "")
+            for d in report.materialise.decisions]
+    if not rows:
+        return "nothing due"
+    return table(["JOB", "SLOT(S) (UTC)", "DECISION", "DETAIL"], rows)
+
+
+def _range(first: dt.datetime, last: dt.datetime, count: int | None) -> str:
+    if first == last:
+        return short(first)
+    many = f"{count} slots" if count is not None else "many slots"
+    return f"{short(first)} .. {short(last)} ({many})"
+
+
+def explain_json(e: Explanation) -> dict[str, Any]:
+    return {
+        "job": e.job,
+        "from": instant(e.start),
+        "to": instant(e.end),
+        "slots": [{
+            "first_slot": instant(r.first_slot), "last_slot": instant(r.last_slot),
+            "slot_count": r.slot_count, "outcome": r.outcome, "reason": r.reason,
+            "detail": r.detail, "run": run_json(r.run) if r.run is not None else None,
+        } for r in e.rows],
+    }
+
+
+def explain_text(e: Explanation) -> str:
+    if not e.rows:
+        return (f"no slots of {e.job!r} between {short(e.start)} and {short(e.end)} "
+                f"(schedule {e.definition.schedule!r}, {e.definition.timezone})")
+    rows = []
+    for r in e.rows:
+        if r.run is not None:
+            why = f"run {r.run.id}: {r.run.status} ({r.run.trigger})"
+        elif r.reason is not None:
+            why = REASONS.get(r.reason, r.reason) + (f" ({r.detail})" if r.detail else "")
+        else:
+            why = r.detail or ""
+        rows.append((_range(r.first_slot, r.last_slot, r.slot_count), r.outcome, why))
+    return table(["SLOT(S) (UTC)", "OUTCOME", "WHY"], rows)
+
+
+def backfill_json(b: BackfillReport) -> dict[str, Any]:
+    return {"job": b.job, "slots": [instant(s) for s in b.slots], "created": b.created,
+            "existing": b.existing}
+
+
+def backfill_text(b: BackfillReport) -> str:
+    return (f"backfill of {b.job!r}: {len(b.slots)} slot(s) in range, {b.created} run(s) "
+            f"created, {b.existing} already had a run")

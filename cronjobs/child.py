@@ -1,0 +1,264 @@
+"""The processes the runner starts besides commands; never imported by the tick itself.
+
+``python -m cronjobs.child --result-fd N``
+    Runs one handler attempt. Reads a JSON spec from stdin (``apps``, ``handler``,
+    ``context``, ``result_limit``), imports the ``--app`` modules, calls ``handler(ctx)``
+    and writes one JSON envelope to fd ``N``: ``{"ok": true, "result": ...}`` or
+    ``{"ok": false, "error": "ValueError: bad input"}``. The handler's output (stdout and
+    stderr, tracebacks included) goes to the inherited stdout/stderr, never to fd ``N``.
+    Exit status: 0 when the handler returned, 1 when it raised or could not be found; a
+    handler stopped by SIGTERM dies by SIGTERM (after printing where it was), and whatever
+    the handler itself does (``os._exit(7)``, a crash) shows through unchanged.
+
+``python -I -S .../cronjobs/child.py --watchdog``
+    The watchdog of one tick (see :class:`cronjobs.runner.Watchdog`). Reads lines
+    ``watch PGID`` / ``forget PGID`` / ``close`` from stdin. When stdin ends, with or
+    without ``close``, every process group still watched is killed (SIGKILL) and it exits:
+    an end without ``close`` means the tick died. It imports nothing but the standard
+    library, so it can run isolated (``-I -S``) and starts quickly.
+
+Return values that cannot be stored as JSON (not serialisable, NaN or infinity, NUL
+characters, lone surrogates) are stored as ``{"repr": "..."}``, shortened to fit
+``result_limit``. A JSON result larger than ``result_limit`` bytes is dropped: the attempt
+still succeeds with no result, and a note saying so is written to stderr (so it shows in
+the output tail).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import io
+import json
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Iterable
+from types import FrameType
+from typing import Any
+
+ERROR_CHARS = 1000  # longest error line sent to the tick
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while the handler ran (raised so that ``finally`` blocks run)."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
+
+
+def _one_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    line = line.replace("\x00", "\ufffd")
+    return line if len(line) <= ERROR_CHARS else line[: ERROR_CHARS - 3] + "..."
+
+
+def describe_exception(exc: BaseException) -> str:
+    """The last line of a traceback, on one line: ``ValueError: bad input``."""
+    cls = type(exc)
+    name = cls.__qualname__
+    if cls.__module__ not in ("builtins", "__main__"):
+        name = f"{cls.__module__}.{name}"
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ must not hide the exception
+        message = "<exception str() failed>"
+    return _one_line(f"{name}: {message}" if message.strip() else name)
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not fail a finished handler
+        text = f"<unrepresentable {type(value).__qualname__}>"
+    return text.replace("\x00", "\\x00")
+
+
+def encode_result(value: Any, limit: int) -> tuple[bytes | None, str | None]:
+    """``(json bytes, None)`` for a result that fits ``limit``, else ``(None, note)``."""
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        if "\\u0000" in text:  # PostgreSQL's jsonb cannot hold NUL characters
+            raise ValueError("NUL character")  # noqa: TRY301 - handled just below
+        data = text.encode("utf-8")  # lone surrogates raise UnicodeEncodeError (a ValueError)
+    except (TypeError, ValueError, RecursionError):
+        shown = _safe_repr(value)
+        while True:
+            data = json.dumps({"repr": shown}).encode("ascii")
+            over = len(data) - limit
+            if over <= 0:
+                return data, None
+            if len(shown) <= 3:
+                return None, f"the handler's result does not fit in {limit} bytes"
+            shown = shown[: max(0, len(shown) - over - 3)] + "..."
+    if len(data) > limit:
+        return None, (f"the handler's result was dropped: {len(data)} bytes of JSON "
+                      f"exceed the limit of {limit} bytes")
+    return data, None
+
+
+def _send(channel: int, envelope: bytes) -> None:
+    try:
+        with open(channel, "wb", closefd=True) as stream:
+            stream.write(envelope)
+    except OSError:
+        pass  # the runner stopped listening (it gave up on this process)
+
+
+def _error_envelope(message: str) -> bytes:
+    return json.dumps({"ok": False, "error": message}).encode("ascii")
+
+
+def _prepare_stdio() -> None:
+    """Line-buffer stdout (output survives ``os._exit``) and detach stdin once read."""
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+
+def run_handler(channel: int) -> int:
+    """Run the handler named by the spec on stdin; see the module docstring."""
+    os.set_inheritable(channel, False)  # the handler's own subprocesses must not hold it
+    faulthandler.enable()  # a crash prints the Python stack to stderr, into the output tail
+    spec = json.loads(sys.stdin.buffer.read() or b"{}")
+    _prepare_stdio()
+
+    from cronjobs.context import JobContext  # noqa: PLC0415 - the watchdog mode imports nothing
+    from cronjobs.errors import ConfigurationError  # noqa: PLC0415
+    from cronjobs.registry import load_apps  # noqa: PLC0415
+
+    name = str(spec.get("handler"))
+    limit = int(spec.get("result_limit", 64 * 1024))
+    try:
+        handlers = load_apps(spec.get("apps") or ())
+    except ConfigurationError as exc:
+        traceback.print_exception(exc.__cause__ or exc)
+        _send(channel, _error_envelope(_one_line(exc.message)))
+        return 1
+    handler = handlers.get(name)
+    if handler is None:
+        known = ", ".join(sorted(handlers)) or "none"
+        message = f"handler {name!r} is not registered by --app modules (registered: {known})"
+        print(f"cronjobs: {message}", file=sys.stderr)
+        _send(channel, _error_envelope(_one_line(message)))
+        return 1
+    context = JobContext.from_dict(spec["context"])
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        value = handler(context)
+    except _Terminated as exc:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        frames = traceback.extract_tb(exc.__traceback__)[1:-1]  # the handler's frames only
+        print("cronjobs: the handler got SIGTERM while at:", file=sys.stderr)
+        print("".join(traceback.format_list(frames)), end="", file=sys.stderr)
+        _die_by(signal.SIGTERM)
+        return 128 + signal.SIGTERM
+    except Exception as exc:  # the handler failed: its traceback goes to the output
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        tb = exc.__traceback__
+        traceback.print_exception(type(exc), exc, tb.tb_next if tb is not None else None)
+        _send(channel, _error_envelope(describe_exception(exc)))
+        return 1
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    data, note = encode_result(value, limit)
+    if note is not None:
+        print(f"cronjobs: {note}", file=sys.stderr)
+    _send(channel, b'{"ok":true,"result":' + (data or b"null") + b"}")
+    return 0
+
+
+def _die_by(signum: int) -> None:
+    """Flush and kill this process with ``signum``, so the parent sees the real cause."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os.kill(os.getpid(), signum)
+    time.sleep(1)  # the signal is delivered at once; never reached in practice
+
+
+def _kill_groups(groups: Iterable[int]) -> None:
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def watchdog(fd: int) -> int:
+    """Follow ``watch PGID [DEADLINE]`` / ``renew PGID DEADLINE`` / ``forget PGID`` /
+    ``close`` lines read from ``fd``. DEADLINE is a ``time.monotonic()`` value (the clock
+    is system-wide): a group whose deadline passes is killed, because its lease is about
+    to expire and the tick (frozen, or cut off from the database) did not renew it. At the
+    end of the input, whatever is still watched is killed."""
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)  # only the end of stdin (or SIGKILL) ends it
+    watched: dict[int, float | None] = {}
+    pending = b""
+    while True:
+        deadlines = [d for d in watched.values() if d is not None]
+        wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+        ready, _, _ = select.select([fd], [], [], wait)
+        if ready:
+            data = os.read(fd, 65536)
+            if not data:
+                break
+            pending += data
+            *lines, pending = pending.split(b"\n")
+            if _apply(lines, watched):
+                break
+        now = time.monotonic()
+        expired = [g for g, d in watched.items() if d is not None and d <= now]
+        if expired:
+            _kill_groups(expired)
+            for group in expired:
+                del watched[group]
+    if watched:
+        _kill_groups(watched)
+        time.sleep(0.1)
+        _kill_groups(watched)  # anything forked while the first signal was being sent
+    return 0
+
+
+def _apply(lines: Iterable[bytes], watched: dict[int, float | None]) -> bool:
+    """Apply command lines to ``watched``; True when ``close`` was read."""
+    for line in lines:
+        words = line.split()
+        if words == [b"close"]:
+            return True
+        if len(words) < 2 or not words[1].isdigit() or int(words[1]) <= 1:
+            continue
+        group = int(words[1])
+        deadline = _number(words[2]) if len(words) == 3 else None
+        renewing = words[0] == b"renew" and group in watched and deadline is not None
+        if words[0] == b"watch" or renewing:
+            watched[group] = deadline
+        elif words[0] == b"forget":
+            watched.pop(group, None)
+    return False
+
+
+def _number(word: bytes) -> float | None:
+    try:
+        return float(word)
+    except ValueError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--watchdog"]:
+        return watchdog(sys.stdin.fileno())
+    if len(args) == 2 and args[0] == "--result-fd" and args[1].isdigit():
+        return run_handler(int(args[1]))
+    print("usage: python -m cronjobs.child (--result-fd N | --watchdog)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

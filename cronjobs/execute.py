@@ -1,0 +1,315 @@
+"""The execution half of a tick: reclaim expired leases, claim due runs up to the free
+capacity, run them (``runner``), heartbeat, and record outcomes fenced by the lease token.
+
+No transaction or row lock is held while a job runs: claiming is one statement that
+commits at once, and every later write by this worker names its lease token, so a worker
+that lost its lease (it froze, the database was unreachable) can never overwrite the
+outcome of whoever took the run over. Retries are rows (``eligible_at`` in the future),
+never in-process loops.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cronjobs.context import JobContext
+from cronjobs.errors import DatabaseUnavailable
+from cronjobs.models import AttemptOutcome, Claimed, RunStatus
+from cronjobs.runner import Result, Running, Watchdog, Work, start
+from cronjobs.store import Store
+
+log = logging.getLogger(__name__)
+
+POLL = 0.05  # seconds between checks of running jobs
+RECLAIM_EVERY = 5.0  # seconds between reclaim passes while the tick is busy
+CLAIM_RETRY = 1.0  # seconds between claims that found less work than capacity
+
+
+@dataclass(frozen=True)
+class ExecOptions:
+    worker: str
+    concurrency: int = 4
+    max_runs: int | None = None
+    max_runtime: float = 45.0
+    grace: float = 25.0
+    apps: tuple[str, ...] = ()
+    now: dt.datetime | None = None  # pinned instant for "is it due" (tests); else the DB clock
+    tick_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Finished:
+    run_id: int
+    job: str
+    attempt: int
+    outcome: str
+    status: str | None  # the run's new status; None when the lease was lost
+    error: str | None
+
+
+@dataclass
+class ExecReport:
+    reclaimed: int = 0
+    claimed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    dead: int = 0
+    cancelled: int = 0
+    interrupted: int = 0
+    lost: int = 0
+    finished: list[Finished] = field(default_factory=list)
+
+
+@dataclass
+class _Active:
+    claim: Claimed
+    job: Running
+    last_beat: float  # monotonic time of the last renewed lease
+    stop_requested: AttemptOutcome | None = None
+
+
+def retry_delay(attempt: int, base: dt.timedelta, cap: dt.timedelta,
+                rand: Callable[[], float] = random.random) -> dt.timedelta:
+    """Exponential backoff with jitter: base * 2^(attempt-1), capped, then a random point in
+    its upper half, so that retries of many runs spread out."""
+    ceiling = min(cap.total_seconds(), base.total_seconds() * 2 ** min(attempt - 1, 30))
+    return dt.timedelta(seconds=ceiling / 2 + rand() * ceiling / 2)
+
+
+class Executor:
+    """Runs the execution half of one tick against one store (reconnecting when needed)."""
+
+    def __init__(self, store: Store, options: ExecOptions,
+                 reconnect: Callable[[], Store] | None = None,
+                 should_stop: Callable[[], bool] = lambda: False) -> None:
+        self.store = store
+        self.options = options
+        self.reconnect = reconnect
+        self.should_stop = should_stop
+        self.report = ExecReport()
+        self.active: dict[int, _Active] = {}
+        self.watchdog: Watchdog | None = None
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self) -> ExecReport:
+        started = time.monotonic()
+        self._reclaim()
+        last_reclaim = time.monotonic()
+        if self._capacity_left() == 0:
+            return self.report
+        self.watchdog = Watchdog.start()
+        try:
+            self._loop(started, last_reclaim)
+        finally:
+            self.watchdog.close()
+        return self.report
+
+    def _loop(self, started: float, last_reclaim: float) -> None:
+        claiming = True
+        last_short_claim = -CLAIM_RETRY
+        stopping = False
+        while True:
+            now = time.monotonic()
+            if not stopping and self.should_stop():
+                stopping = True
+                claiming = False
+                self._interrupt_all()
+            if claiming and (now - started >= self.options.max_runtime
+                             or self._capacity_left() == 0):
+                claiming = False
+            free = self.options.concurrency - len(self.active)
+            if claiming and free > 0 and now - last_short_claim >= CLAIM_RETRY:
+                if now - last_reclaim >= RECLAIM_EVERY:
+                    self._reclaim()
+                    last_reclaim = now
+                got = self._claim(min(free, self._capacity_left()))
+                if got < free:
+                    last_short_claim = now
+                    if not self.active:
+                        return  # nothing running and nothing more to claim
+            if not self.active and not claiming:
+                return
+            self._poll_jobs()
+            self._heartbeat()
+            time.sleep(POLL)
+
+    def _capacity_left(self) -> int:
+        if self.options.max_runs is None:
+            return 1 << 30
+        return max(0, self.options.max_runs - self.report.claimed)
+
+    # -- steps --------------------------------------------------------------------------
+
+    def _reclaim(self) -> None:
+        rows = self._db(lambda s: s.reclaim_expired())
+        for row in rows or []:
+            self.report.reclaimed += 1
+            log.warning("lease expired: run %s back to %s", row["id"], row["status"],
+                        extra={"action": "reclaim", "run_id": row["id"],
+                               "worker": row["lease_owner"]})
+
+    def _claim(self, limit: int) -> int:
+        if limit <= 0:
+            return 0
+        claims = self._db(lambda s: s.claim_runs(
+            now=self.options.now, worker=self.options.worker, limit=limit,
+            tick_id=self.options.tick_id)) or []
+        for claim in claims:
+            self.report.claimed += 1
+            self._start(claim)
+        return len(claims)
+
+    def _start(self, claim: Claimed) -> None:
+        context = JobContext(run_id=claim.id, job=claim.name, scheduled_for=claim.scheduled_for,
+                             attempt=claim.attempt, payload=dict(claim.payload or {}))
+        work = Work(context=context, kind=claim.kind, command=claim.command,
+                    handler=claim.handler, apps=self.options.apps,
+                    timeout=claim.timeout.total_seconds() if claim.timeout else None,
+                    kill_grace=min(10.0, self.options.grace))
+        log.info("run claimed", extra={"action": "claim", "run_id": claim.id,
+                                       "job": claim.name, "attempt": claim.attempt})
+        claimed_at = time.monotonic()
+        job = start(work, self.watchdog, _deadline(claimed_at, claim))
+        self.active[claim.id] = _Active(claim, job, claimed_at)
+
+    def _poll_jobs(self) -> None:
+        for run_id, active in list(self.active.items()):
+            result = active.job.poll()
+            if result is not None:
+                del self.active[run_id]
+                self._finish(active, result)
+
+    def _heartbeat(self) -> None:
+        now = time.monotonic()
+        due = [a for a in self.active.values() if a.stop_requested is None
+               and now - a.last_beat >= a.claim.lease.total_seconds() / 3]
+        # (a heartbeat sent at `now` extends the lease from a later database instant, so
+        # `now + lease` is a safe end of the lease for the watchdog)
+        if not due:
+            return
+        leases = [(a.claim.id, a.claim.lease_token, a.claim.lease) for a in due]
+        try:
+            held = self.store.heartbeat(leases)
+        except DatabaseUnavailable as exc:
+            self._reconnect()
+            for a in due:
+                # Stop before the lease runs out, so two copies never overlap.
+                if now - a.last_beat >= a.claim.lease.total_seconds() * 5 / 6:
+                    self._stop(a, AttemptOutcome.LOST,
+                               f"could not renew the lease: {exc.message}")
+            return
+        for a in due:
+            if a.claim.id not in held:
+                self._stop(a, AttemptOutcome.LOST, "lease lost: another worker took the run over")
+            elif held[a.claim.id]:
+                self._stop(a, AttemptOutcome.CANCELLED, "cancelled")
+            else:
+                a.last_beat = now
+                if self.watchdog is not None and a.job.pid:
+                    self.watchdog.renew(a.job.pid, _deadline(now, a.claim))
+
+    def _stop(self, active: _Active, outcome: AttemptOutcome, reason: str) -> None:
+        if active.stop_requested is None:
+            active.stop_requested = outcome
+            active.job.stop(outcome, reason)
+            log.warning("stopping run %s: %s", active.claim.id, reason,
+                        extra={"action": "stop", "run_id": active.claim.id})
+
+    def _interrupt_all(self) -> None:
+        for active in self.active.values():
+            self._stop(active, AttemptOutcome.INTERRUPTED, "interrupted: the tick was stopped")
+
+    def _finish(self, active: _Active, result: Result) -> None:
+        claim = active.claim
+        outcome = result.outcome
+        if outcome == AttemptOutcome.LOST:
+            self.report.lost += 1
+            self.report.finished.append(Finished(claim.id, claim.name, claim.attempt,
+                                                 outcome.value, None, result.error))
+            return  # the lease is gone: whoever holds the run now records its outcome
+        status, retry_in, extra = _next_status(claim, outcome)
+        recorded = self._db(lambda s: s.finish_run(
+            claim.id, claim.lease_token, status=status, outcome=outcome,
+            exit_code=result.exit_code, error=result.error, output_tail=result.output_tail,
+            result=result.result, retry_in=retry_in, extra_attempts=extra),
+            until=active.last_beat + claim.lease.total_seconds())
+        if not recorded:
+            self.report.lost += 1
+            self.report.finished.append(Finished(claim.id, claim.name, claim.attempt,
+                                                 "lost", None, "lease lost before the outcome "
+                                                 "was recorded"))
+            return
+        counter = {RunStatus.SUCCEEDED: "succeeded", RunStatus.FAILED: "failed",
+                   RunStatus.DEAD: "dead", RunStatus.CANCELLED: "cancelled",
+                   RunStatus.QUEUED: "interrupted"}[status]
+        setattr(self.report, counter, getattr(self.report, counter) + 1)
+        if status == RunStatus.DEAD:
+            self.report.failed += 1
+        self.report.finished.append(Finished(claim.id, claim.name, claim.attempt,
+                                             outcome.value, status.value, result.error))
+        log.info("run %s %s", claim.id, status.value,
+                 extra={"action": "finish", "run_id": claim.id, "job": claim.name,
+                        "outcome": outcome.value})
+
+    # -- database access that survives a blip -------------------------------------------
+
+    def _db(self, call: Callable[[Store], Any], *, until: float | None = None) -> Any:
+        """Run ``call``; on a lost connection reconnect and retry until ``until``
+        (monotonic) or for a few seconds. Returns None when it could not be done."""
+        deadline = until if until is not None else time.monotonic() + 5.0
+        delay = 0.2
+        while True:
+            try:
+                return call(self.store)
+            except DatabaseUnavailable as exc:
+                if time.monotonic() + delay >= deadline:
+                    log.warning("database unavailable: %s", exc.message,
+                                extra={"action": "database"})
+                    if until is None:
+                        raise
+                    return None
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                self._reconnect()
+
+    def _reconnect(self) -> None:
+        if self.reconnect is None:
+            return
+        try:
+            fresh = self.reconnect()
+        except DatabaseUnavailable:
+            return
+        try:
+            self.store.close()
+        except Exception:
+            log.debug("closing a broken connection failed")
+        self.store = fresh
+
+
+def _deadline(since: float, claim: Claimed) -> float:
+    """When the watchdog must kill a job whose lease was last renewed at ``since``: just
+    before the lease can expire, so a reclaimed run never overlaps this copy."""
+    lease = claim.lease.total_seconds()
+    return since + lease - min(1.0, lease / 10)
+
+
+def _next_status(claim: Claimed, outcome: AttemptOutcome
+                 ) -> tuple[RunStatus, dt.timedelta | None, int]:
+    """The run's status after an attempt: (status, retry delay, extra attempts granted)."""
+    if outcome == AttemptOutcome.SUCCEEDED:
+        return RunStatus.SUCCEEDED, None, 0
+    if outcome == AttemptOutcome.CANCELLED:
+        return RunStatus.CANCELLED, None, 0
+    if outcome == AttemptOutcome.INTERRUPTED:
+        return RunStatus.QUEUED, dt.timedelta(0), 1  # an interruption uses no attempt
+    if claim.attempt >= claim.max_attempts:
+        return RunStatus.DEAD, None, 0
+    return RunStatus.FAILED, retry_delay(claim.attempt, claim.backoff, claim.backoff_max), 0
+

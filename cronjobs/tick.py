@@ -1,0 +1,92 @@
+"""One tick: materialise due slots, then reclaim, claim, run and finish, then exit.
+
+The tick reads one instant from the database (or takes ``--now``) and passes it to every
+step; nothing below reads a clock of its own. (Leases are the exception by design: they
+measure real elapsed time, on the database's clock.)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cronjobs.execute import ExecOptions, ExecReport, Executor
+from cronjobs.materialise import MaterialiseReport, materialise
+from cronjobs.store import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TickOptions:
+    now: dt.datetime | None = None
+    dry_run: bool = False
+    worker: str = "cronjobs"
+    concurrency: int = 4
+    max_runs: int | None = None
+    max_runtime: float = 45.0
+    grace: float = 25.0
+    apps: tuple[str, ...] = ()
+
+
+@dataclass
+class TickReport:
+    tick_id: int | None
+    now: dt.datetime
+    dry_run: bool
+    materialise: MaterialiseReport = field(default_factory=MaterialiseReport)
+    execute: ExecReport = field(default_factory=ExecReport)
+
+    def counts(self) -> dict[str, int]:
+        e = self.execute
+        return {
+            "materialised": self.materialise.materialised,
+            "skipped": self.materialise.skipped_slots,
+            "reclaimed": e.reclaimed,
+            "claimed": e.claimed,
+            "succeeded": e.succeeded,
+            "failed": e.failed,
+        }
+
+
+def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] | None = None,
+         should_stop: Callable[[], bool] = lambda: False) -> TickReport:
+    """Run one tick and return what it did. Failing jobs are data in the report, not
+    exceptions; only a tick that could not do its work raises."""
+    now = options.now if options.now is not None else store.now()
+    if options.dry_run:
+        report = TickReport(None, now, True)
+        report.materialise = materialise(store, now, dry_run=True)
+        return report
+    tick_id = store.insert_tick(worker=options.worker, now=now)
+    report = TickReport(tick_id, now, False)
+    executor: Executor | None = None
+    try:
+        report.materialise = materialise(store, now, tick_id=tick_id)
+        executor = Executor(store, ExecOptions(
+            worker=options.worker, concurrency=options.concurrency, max_runs=options.max_runs,
+            max_runtime=options.max_runtime, grace=options.grace, apps=options.apps,
+            now=options.now, tick_id=tick_id), reconnect=reconnect, should_stop=should_stop)
+        report.execute = executor.run()
+    except BaseException as exc:
+        if executor is not None:
+            report.execute = executor.report
+            store = executor.store
+        _record(store, report, "failed", f"{type(exc).__name__}: {exc}"[:1000])
+        raise
+    status = "interrupted" if should_stop() else "finished"
+    _record(executor.store, report, status, None)
+    log.info("tick finished", extra={"action": "tick", "tick_id": tick_id, **report.counts()})
+    return report
+
+
+def _record(store: Store, report: TickReport, status: str, error: str | None) -> None:
+    """Leave the tick's record; a tick that cannot reach the database just says so."""
+    if report.tick_id is None:
+        return
+    try:
+        store.finish_tick(report.tick_id, status=status, counts=report.counts(), error=error)
+    except Exception as exc:
+        log.warning("could not record the tick: %s", exc, extra={"action": "tick"})

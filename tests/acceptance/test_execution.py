@@ -1,0 +1,241 @@
+"""Execution with real ticks, real processes and a real PostgreSQL: exactly-once claims,
+crashes, frozen workers, fencing, timeouts, retries, graceful stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from conftest import Invoke, count
+
+
+def _tick(database_url: str, *args: str, env: dict[str, str] | None = None
+          ) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "cronjobs", "--database-url", database_url, "tick", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env if env is not None else os.environ.copy())
+
+
+def _wait_for(predicate: Any, what: str, limit: float = 60.0) -> None:
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.1)
+
+
+def _attempts(db: psycopg.Connection[Any], run_id: int) -> list[tuple[Any, ...]]:
+    return db.execute("SELECT attempt, outcome, worker FROM job_attempts WHERE run_id = %s "
+                      "ORDER BY attempt", (run_id,)).fetchall()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is not alive
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.smoke
+def test_many_concurrent_ticks_run_each_run_exactly_once(cli: Invoke, database_url: str,
+                                                         db: psycopg.Connection[Any],
+                                                         tmp_path: Path) -> None:
+    log = tmp_path / "side-effects.log"
+    assert cli("define", "work", "0 0 1 1 *", "--command",
+               f'echo "$CRONJOBS_RUN_ID" >> {log}', "--overlap", "allow").exit_code == 0
+    result = cli("backfill", "work", "--from", "1990-01-01T00:00:00Z",
+                 "--to", "2025-01-01T00:00:00Z")
+    assert result.exit_code == 0, result.stderr
+    runs = count(db, "job_runs")
+    assert runs == 36
+    ticks = [_tick(database_url, "--concurrency", "3", "--json") for _ in range(8)]
+    outputs = [t.communicate(timeout=120) for t in ticks]
+    assert [t.returncode for t in ticks] == [0] * 8, outputs
+    lines = Counter(log.read_text().split())
+    assert len(lines) == runs
+    assert set(lines.values()) == {1}
+    claimed = sum(json.loads(out)["counts"]["claimed"] for out, _ in outputs)
+    assert claimed == runs
+    assert db.execute("SELECT status, count(*) FROM job_runs GROUP BY 1").fetchall() == [
+        ("succeeded", runs)]
+    assert count(db, "job_attempts") == runs
+
+
+def _define_slow_once(cli: Invoke, tmp_path: Path, name: str = "slow") -> Path:
+    """A job whose first attempt hangs (writing its pid first); later attempts finish."""
+    marker = tmp_path / "done.log"
+    script = (f'echo $$ > {tmp_path}/pid-$CRONJOBS_ATTEMPT; '
+              f'if [ "$CRONJOBS_ATTEMPT" = 1 ]; then sleep 300; fi; '
+              f'echo "$CRONJOBS_RUN_ID $CRONJOBS_ATTEMPT" >> {marker}')
+    result = cli("define", name, "0 0 1 1 *", "--command", script, "--lease", "10s")
+    assert result.exit_code == 0, result.stderr
+    result = cli("backfill", name, "--from", "2020-01-01T00:00:00Z",
+                 "--to", "2020-01-01T00:00:00Z")
+    assert result.exit_code == 0, result.stderr
+    return marker
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_tick_mid_job(cli: Invoke, database_url: str,
+                                  db: psycopg.Connection[Any], tmp_path: Path) -> None:
+    marker = _define_slow_once(cli, tmp_path)
+    first = _tick(database_url)
+    pid_file = tmp_path / "pid-1"
+    _wait_for(pid_file.exists, "the first attempt to start")
+    job_pid = int(pid_file.read_text())
+    first.kill()
+    first.wait()
+    _wait_for(lambda: not _pid_alive(job_pid), "the orphaned job to die", 15)
+    # Until the lease expires nobody else may run it.
+    early = _tick(database_url, "--json")
+    out, err = early.communicate(timeout=60)
+    assert early.returncode == 0, err
+    assert json.loads(out)["counts"]["claimed"] == 0
+    run_id = db.execute("SELECT id FROM job_runs").fetchone()[0]  # type: ignore[index]
+    _wait_for(lambda: db.execute("SELECT lease_expires_at < now() FROM job_runs"
+                                 ).fetchone() == (True,), "the lease to expire", 30)
+    second = _tick(database_url, "--json")
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
+    report = json.loads(out)
+    assert (report["counts"]["reclaimed"], report["counts"]["claimed"]) == (1, 1)
+    assert marker.read_text().split() == [str(run_id), "2"]
+    assert [a[:2] for a in _attempts(db, run_id)] == [(1, "lost"), (2, "succeeded")]
+    assert db.execute("SELECT status FROM job_runs").fetchone() == ("succeeded",)
+
+
+@pytest.mark.slow
+def test_frozen_tick_is_fenced_out(cli: Invoke, database_url: str,
+                                   db: psycopg.Connection[Any], tmp_path: Path) -> None:
+    marker = _define_slow_once(cli, tmp_path)
+    frozen = _tick(database_url, "--json")
+    _wait_for((tmp_path / "pid-1").exists, "the first attempt to start")
+    job_pid = int((tmp_path / "pid-1").read_text())
+    frozen.send_signal(signal.SIGSTOP)
+    try:
+        _wait_for(lambda: db.execute("SELECT lease_expires_at < now() FROM job_runs"
+                                     ).fetchone() == (True,), "the lease to expire", 30)
+        # A worker that cannot renew its lease must not keep its job running.
+        _wait_for(lambda: not _pid_alive(job_pid), "the frozen worker's job to die", 15)
+        other = _tick(database_url, "--json")
+        out, err = other.communicate(timeout=60)
+        assert other.returncode == 0, err
+        assert json.loads(out)["counts"]["succeeded"] == 1
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+    out, err = frozen.communicate(timeout=60)
+    assert frozen.returncode == 0, err
+    report = json.loads(out)
+    assert report["counts"]["succeeded"] == 0
+    assert [r["status"] for r in report["runs"]] == [None]  # it recorded nothing
+    run_id = db.execute("SELECT id FROM job_runs").fetchone()[0]  # type: ignore[index]
+    assert [a[:2] for a in _attempts(db, run_id)] == [(1, "lost"), (2, "succeeded")]
+    assert marker.read_text().split() == [str(run_id), "2"]
+    assert db.execute("SELECT status, attempt FROM job_runs").fetchone() == ("succeeded", 2)
+
+
+@pytest.mark.slow
+def test_sigterm_interrupts_and_requeues(cli: Invoke, database_url: str,
+                                         db: psycopg.Connection[Any], tmp_path: Path) -> None:
+    _define_slow_once(cli, tmp_path)
+    tick = _tick(database_url, "--grace", "2s", "--json")
+    _wait_for((tmp_path / "pid-1").exists, "the first attempt to start")
+    job_pid = int((tmp_path / "pid-1").read_text())
+    tick.send_signal(signal.SIGTERM)
+    _, err = tick.communicate(timeout=60)
+    assert tick.returncode == 0, err
+    assert not _pid_alive(job_pid)
+    run = db.execute("SELECT status, attempt, max_attempts, lease_token FROM job_runs"
+                     ).fetchone()
+    assert run == ("queued", 1, 4, None)
+    run_id = db.execute("SELECT id FROM job_runs").fetchone()[0]  # type: ignore[index]
+    assert [a[:2] for a in _attempts(db, run_id)] == [(1, "interrupted")]
+    assert db.execute("SELECT status FROM job_ticks").fetchone() == ("interrupted",)
+
+
+def test_failures_are_retried_with_backoff_then_dead(cli: Invoke, database_url: str,
+                                                     db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "flaky", "0 0 1 1 *", "--command", "echo oops >&2; exit 3",
+               "--max-attempts", "2", "--backoff", "6s").exit_code == 0
+    assert cli("backfill", "flaky", "--from", "2020-01-01T00:00:00Z", "--to",
+               "2020-01-01T00:00:00Z").exit_code == 0
+    first = _tick(database_url, "--json")
+    out, _ = first.communicate(timeout=60)
+    assert json.loads(out)["counts"]["failed"] == 1
+    status, eligible_later = db.execute(
+        "SELECT status, eligible_at > now() FROM job_runs").fetchone() or ()
+    assert status == "failed" and eligible_later
+    _wait_for(lambda: db.execute("SELECT eligible_at <= now() FROM job_runs").fetchone()
+              == (True,), "the backoff to pass", 15)
+    second = _tick(database_url, "--json")
+    out, _ = second.communicate(timeout=60)
+    assert json.loads(out)["counts"]["failed"] == 1
+    row = db.execute("SELECT status, attempt, exit_code, error, output_tail FROM job_runs"
+                     ).fetchone()
+    assert row == ("dead", 2, 3, "exit code 3", "oops\n")
+
+
+def test_timeout_kills_the_job(cli: Invoke, database_url: str,
+                               db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "hang", "0 0 1 1 *", "--command", "trap '' TERM; sleep 120",
+               "--timeout", "1s", "--max-attempts", "1").exit_code == 0
+    assert cli("backfill", "hang", "--from", "2020-01-01T00:00:00Z", "--to",
+               "2020-01-01T00:00:00Z").exit_code == 0
+    tick = _tick(database_url, "--grace", "1s")
+    _, err = tick.communicate(timeout=60)
+    assert tick.returncode == 0, err
+    status, error = db.execute("SELECT status, error FROM job_runs").fetchone() or ()
+    assert status == "dead"
+    assert error.startswith("timed out after 1s")
+    assert db.execute("SELECT outcome FROM job_attempts").fetchone() == ("timed_out",)
+
+
+def test_cancel_requested_stops_a_running_job(cli: Invoke, database_url: str,
+                                              db: psycopg.Connection[Any],
+                                              tmp_path: Path) -> None:
+    _define_slow_once(cli, tmp_path)
+    tick = _tick(database_url, "--json")
+    _wait_for((tmp_path / "pid-1").exists, "the first attempt to start")
+    db.execute("UPDATE job_runs SET cancel_requested_at = now()")
+    _, err = tick.communicate(timeout=60)
+    assert tick.returncode == 0, err
+    assert db.execute("SELECT status FROM job_runs").fetchone() == ("cancelled",)
+    assert db.execute("SELECT outcome FROM job_attempts").fetchone() == ("cancelled",)
+
+
+def test_handler_runs_with_its_context(cli: Invoke, database_url: str,
+                                       db: psycopg.Connection[Any], tmp_path: Path) -> None:
+    (tmp_path / "myjobs.py").write_text(
+        "import cronjobs\n\n"
+        "@cronjobs.job('report')\n"
+        "def report(ctx):\n"
+        "    print('building', ctx.job, ctx.attempt)\n"
+        "    return {'days': ctx.payload['days'], 'key': ctx.idempotency_key}\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    assert cli("define", "report", "0 0 1 1 *", "--payload", '{"days": 7}').exit_code == 0
+    assert cli("backfill", "report", "--from", "2020-01-01T00:00:00Z", "--to",
+               "2020-01-01T00:00:00Z").exit_code == 0
+    tick = subprocess.run(
+        [sys.executable, "-m", "cronjobs", "--database-url", database_url, "--app", "myjobs",
+         "tick"], capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert tick.returncode == 0, tick.stderr
+    row = db.execute("SELECT status, result, output_tail FROM job_runs").fetchone()
+    assert row == ("succeeded", {"days": 7, "key": "report@2020-01-01T00:00:00+00:00"},
+                   "building report 1\n")
