@@ -192,6 +192,7 @@ def test_failures_are_retried_with_backoff_then_dead(cli: Invoke, database_url: 
     assert row == ("dead", 2, 3, "exit code 3", "oops\n")
 
 
+@pytest.mark.smoke
 def test_timeout_kills_the_job(cli: Invoke, database_url: str,
                                db: psycopg.Connection[Any]) -> None:
     assert cli("define", "hang", "0 0 1 1 *", "--command", "trap '' TERM; sleep 120",
@@ -220,6 +221,7 @@ def test_cancel_requested_stops_a_running_job(cli: Invoke, database_url: str,
     assert db.execute("SELECT outcome FROM job_attempts").fetchone() == ("cancelled",)
 
 
+@pytest.mark.smoke
 def test_handler_runs_with_its_context(cli: Invoke, database_url: str,
                                        db: psycopg.Connection[Any], tmp_path: Path) -> None:
     (tmp_path / "myjobs.py").write_text(
@@ -239,3 +241,68 @@ def test_handler_runs_with_its_context(cli: Invoke, database_url: str,
     row = db.execute("SELECT status, result, output_tail FROM job_runs").fetchone()
     assert row == ("succeeded", {"days": 7, "key": "report@2020-01-01T00:00:00+00:00"},
                    "building report 1\n")
+
+
+@pytest.mark.slow
+def test_database_restart_while_a_job_runs_loses_nothing(tmp_path: Path) -> None:
+    """A server of our own (the embedded one), stopped and started again mid-job."""
+    from cronjobs import embedded
+
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PG", "CRONJOBS_")) and k != "DATABASE_URL"}
+    env["CRONJOBS_HOME"] = str(home)
+    previous = os.environ.get("CRONJOBS_HOME")
+    os.environ["CRONJOBS_HOME"] = str(home)
+    try:
+        def cronjobs(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "cronjobs", *args], env=env,
+                                  capture_output=True, text=True, timeout=120, check=False)
+
+        started = tmp_path / "started"
+        assert cronjobs("define", "steady", "0 0 1 1 *", "--lease", "10s", "--command",
+                        f"touch {started}; sleep 6; echo finished").returncode == 0
+        assert cronjobs("backfill", "steady", "--from", "2020-01-01T00:00:00Z", "--to",
+                        "2020-01-01T00:00:00Z").returncode == 0
+        tick = subprocess.Popen([sys.executable, "-m", "cronjobs", "tick", "--json"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for(started.exists, "the job to start")
+        assert embedded.stop() is True
+        time.sleep(1)
+        server = embedded.ensure_running()
+        out, err = tick.communicate(timeout=120)
+        assert tick.returncode == 0, err
+        with psycopg.connect(server.conninfo) as conn:
+            status, output = conn.execute("SELECT status, output_tail FROM job_runs"
+                                          ).fetchone() or ()
+            attempts = conn.execute("SELECT outcome FROM job_attempts ORDER BY attempt"
+                                    ).fetchall()
+        # The outcome was recorded once the server was back.
+        assert (status, output) == ("succeeded", "finished\n")
+        assert attempts == [("succeeded",)]
+        assert json.loads(out)["counts"]["succeeded"] == 1
+    finally:
+        embedded.stop()
+        if previous is None:
+            os.environ.pop("CRONJOBS_HOME", None)
+        else:
+            os.environ["CRONJOBS_HOME"] = previous
+
+
+@pytest.mark.slow
+def test_a_gigabyte_of_output_keeps_the_tick_small(cli: Invoke, database_url: str,
+                                                   db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "chatty", "0 0 1 1 *", "--command",
+               "head -c 1073741824 /dev/zero | tr '\\0' 'x'; echo; echo last line").exit_code == 0
+    assert cli("backfill", "chatty", "--from", "2020-01-01T00:00:00Z", "--to",
+               "2020-01-01T00:00:00Z").exit_code == 0
+    tick = _tick(database_url)
+    _, status, usage = os.wait4(tick.pid, 0)
+    tick.returncode = os.waitstatus_to_exitcode(status)
+    assert tick.returncode == 0, tick.stderr.read() if tick.stderr else ""
+    peak_mib = usage.ru_maxrss / 1024  # kilobytes on Linux
+    assert peak_mib < 150, peak_mib
+    status_row, tail = db.execute("SELECT status, output_tail FROM job_runs").fetchone() or ()
+    assert status_row == "succeeded"
+    assert tail.endswith("x\nlast line\n")
+    assert len(tail.encode()) <= 64 * 1024

