@@ -144,6 +144,10 @@ CREATE TABLE job_runs (
     error                text,
     output_tail          text,
     result               jsonb,
+    -- `cronjobs retry`: how often an operator sent this run back, and when last
+    retry_count          integer NOT NULL DEFAULT 0,
+    retried_at           timestamptz,
+    retry_of             bigint REFERENCES job_runs (id) ON DELETE SET NULL,
     tick_id              bigint REFERENCES job_ticks (id) ON DELETE SET NULL,
     created_at           timestamptz NOT NULL DEFAULT now(),
     updated_at           timestamptz NOT NULL DEFAULT now(),

@@ -26,6 +26,7 @@ T = TypeVar("T")
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_UNHEALTHY = 3
 
 DURATION_HELP = "a duration such as 90s, 5m, 2h, 1d or 1h30m"
 
@@ -206,12 +207,20 @@ def migrate(app: App, as_json: bool) -> None:
 @click.option("--lease", default="60s", show_default=True, metavar="DURATION",
               help="How long a silent worker keeps a run before another takes it over "
                    "(10s to 1h; heartbeats renew it).")
+@click.option("--alert-command", metavar="SHELL",
+              help="Run this (/bin/sh -c) when a run becomes dead, with the run's details in "
+                   "CRONJOBS_* variables (like systemd's OnFailure=).")
+@click.option("--alert-on-failure", is_flag=True,
+              help="Also run the alert command on every failed attempt.")
+@click.option("--pause-after-failures", type=click.IntRange(1, 1000), metavar="N",
+              help="Pause the job after N failed attempts in a row (with a note saying why).")
 @json_option
 @pass_app
 def define(app: App, name: str, schedule: str, tz: str, command: str | None,
            handler: str | None, payload: str, catchup: str, catchup_limit: int,
            starting_deadline: str, overlap: str, max_attempts: int, backoff: str, timeout: str,
-           lease: str, as_json: bool) -> None:
+           lease: str, alert_command: str | None, alert_on_failure: bool,
+           pause_after_failures: int | None, as_json: bool) -> None:
     """Create or update job NAME to run on cron SCHEDULE (idempotent).
 
     SCHEDULE has 5 fields (minute hour day-of-month month day-of-week), or a macro
@@ -233,7 +242,8 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
         name=name, schedule=schedule, tz=tz, command=command, handler=handler, payload=payload,
         catchup=catchup, catchup_limit=catchup_limit, starting_deadline=starting_deadline,
         overlap=overlap, max_attempts=max_attempts, backoff=backoff, timeout=timeout,
-        lease=lease,
+        lease=lease, alert_command=alert_command, alert_on_failure=alert_on_failure,
+        pause_after_failures=pause_after_failures,
     )
     known = app.handlers() if spec.handler is not None else None
     result = run_define(app.store(), spec, known_handlers=known)
@@ -371,10 +381,17 @@ def _looks_like_schedule(value: str) -> bool:
 @click.option("--grace", default="25s", show_default=True, metavar="DURATION",
               help="On SIGTERM/SIGINT: how long running jobs get after SIGTERM before they "
                    "are killed (keep it below Kubernetes' terminationGracePeriodSeconds).")
+@click.option("--alert-command", metavar="SHELL", envvar="CRONJOBS_ALERT_COMMAND",
+              help="Alert command for jobs that have none of their own (env "
+                   "CRONJOBS_ALERT_COMMAND).")
+@click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
+              help="Prune a little finished history older than this on every tick (env "
+                   "CRONJOBS_RETENTION), e.g. 30d.")
 @json_option
 @pass_app
 def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: int | None,
-         max_runtime: str, grace: str, as_json: bool) -> None:
+         max_runtime: str, grace: str, alert_command: str | None, retention: str | None,
+         as_json: bool) -> None:
     """Materialise due runs (exactly once per slot), run them, record the results, exit.
 
     Run it every minute, from cron (`* * * * * cronjobs tick`) or a Kubernetes CronJob, on
@@ -401,6 +418,9 @@ def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: i
         grace=parse_bounded(grace, option="--grace", minimum=second,
                             maximum=dt.timedelta(hours=1)).total_seconds(),
         apps=app.apps,
+        alert_command=alert_command or None,
+        retention=parse_bounded(retention, option="--retention", minimum=dt.timedelta(hours=1),
+                                maximum=dt.timedelta(days=3650)) if retention else None,
     )
     store = app.store()
     with _stop_on_signals() as stopped:
@@ -478,6 +498,211 @@ def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
     emit(backfill_json(result), backfill_text(result), as_json)
 
 
+# -- operating --------------------------------------------------------------------------------
+
+RUN_ID = click.IntRange(1, 2**63 - 1)
+STATUSES = ["queued", "running", "failed", "succeeded", "dead", "cancelled"]
+
+
+@main_group.command()
+@click.argument("run_id", type=RUN_ID)
+@click.option("--attempts", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="How many more attempts it gets.")
+@click.option("--force", is_flag=True,
+              help="Run a run that succeeded again, as a new run of the same slot.")
+@json_option
+@pass_app
+def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> None:
+    """Send failed, dead or cancelled run RUN_ID back to the queue now, keeping its history.
+
+    The next tick runs it (any host). A queued or running run is refused; a run that
+    succeeded is only run again with --force.
+    """
+    from cronjobs.operations import retry as run_retry
+    from cronjobs.render import run_json
+
+    run = run_retry(app.store(), run_id, attempts=attempts, force=force)
+    text = (f"run {run.id} queued again ({run.max_attempts - run.attempt} more attempt(s))"
+            if run.id == run_id else f"run {run.id} created to run the slot of run {run_id} "
+            "again")
+    emit(run_json(run), text, as_json)
+
+
+@main_group.command()
+@click.argument("name")
+@click.option("--payload", metavar="JSON", help="A JSON object for this run only.")
+@click.option("--force", is_flag=True, help="Ignore the job's overlap policy.")
+@click.option("--run", "run_now", is_flag=True,
+              help="Run it in this process now instead of leaving it to the next tick.")
+@json_option
+@pass_app
+def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool,
+            as_json: bool) -> None:
+    """Run job NAME now, outside its schedule (like `kubectl create job --from=cronjob/…`).
+
+    The job's overlap policy applies unless --force. The run is picked up by the next tick,
+    or run here and now with --run (the exit code is then 0 whatever the job's outcome;
+    see `cronjobs show`).
+    """
+    from cronjobs.operations import trigger as run_trigger
+    from cronjobs.render import run_json
+    from cronjobs.validation import parse_payload
+
+    data = parse_payload(payload) if payload is not None else None
+    store = app.store()
+    run = run_trigger(store, name, payload=data, force=force)
+    if not run_now:
+        emit(run_json(run), f"run {run.id} of {name!r} queued; the next tick runs it",
+             as_json)
+        return
+    from cronjobs.db import worker_name
+    from cronjobs.operations import show
+    from cronjobs.render import show_json, show_text
+    from cronjobs.tick import TickOptions
+    from cronjobs.tick import tick as run_tick
+
+    with _stop_on_signals() as stopped:
+        run_tick(store, TickOptions(worker=worker_name(), apps=app.apps, run_ids=(run.id,),
+                                    max_runs=1),
+                 reconnect=app.reconnect, should_stop=stopped)
+    detail = show(store, run.id)
+    emit(show_json(detail), show_text(detail), as_json)
+
+
+@main_group.command()
+@click.argument("run_id", type=RUN_ID)
+@json_option
+@pass_app
+def cancel(app: App, run_id: int, as_json: bool) -> None:
+    """Cancel run RUN_ID: a waiting run at once; a running run is stopped by its worker at
+    its next heartbeat, wherever it runs."""
+    from cronjobs.operations import cancel as run_cancel
+    from cronjobs.render import run_json
+
+    run = run_cancel(app.store(), run_id)
+    text = (f"run {run.id} cancelled" if run.status == "cancelled"
+            else f"run {run.id} asked to stop; its worker stops it at the next heartbeat")
+    emit(run_json(run), text, as_json)
+
+
+@main_group.command()
+@click.argument("name", required=False)
+@click.option("--status", "statuses", type=click.Choice(STATUSES), multiple=True,
+              help="Only runs in this status (repeatable).")
+@click.option("--since", metavar="ISO-8601|DURATION",
+              help="Only runs created since this instant, or this long ago (e.g. 1d).")
+@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@json_option
+@pass_app
+def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | None, limit: int,
+         as_json: bool) -> None:
+    """List runs, newest first: of job NAME, or of all jobs."""
+    from cronjobs.operations import list_runs
+    from cronjobs.render import runs_list_json, runs_list_text
+
+    store = app.store()
+    start = _since(since, store) if since is not None else None
+    found = list_runs(store, name=name, statuses=statuses, since=start, limit=limit)
+    emit(runs_list_json(found), runs_list_text(found), as_json)
+
+
+def _since(value: str, store: Any) -> dt.datetime:
+    from cronjobs.durations import parse_duration
+
+    text = value.strip()
+    if text[:1].isdigit() and text[-1:].lower() in "smhdw" and "-" not in text:
+        return store.now() - parse_duration(text, option="--since")  # type: ignore[no-any-return]
+    return parse_instant(text, option="--since")
+
+
+@main_group.command()
+@click.argument("run_id", type=RUN_ID)
+@json_option
+@pass_app
+def show(app: App, run_id: int, as_json: bool) -> None:
+    """Everything about run RUN_ID: every attempt (worker, times, duration, outcome, exit
+    code, error, output tail) and the result."""
+    from cronjobs.operations import show as run_show
+    from cronjobs.render import show_json, show_text
+
+    detail = run_show(app.store(), run_id)
+    emit(show_json(detail), show_text(detail), as_json)
+
+
+@main_group.command()
+@click.option("--check", is_flag=True,
+              help="Exit 3 when something is wrong (for monitoring), 0 when all is well.")
+@click.option("--max-tick-age", default="5m", show_default=True, metavar="DURATION",
+              help="A tick older than this is a problem: cron or the CronJob stopped.")
+@click.option("--max-backlog-age", default="5m", show_default=True, metavar="DURATION",
+              help="A due run unclaimed for longer than this is a problem.")
+@json_option
+@pass_app
+def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
+           as_json: bool) -> None:
+    """One screen of health: ticks, backlog, running runs, failures, invalid, paused and
+    overdue jobs. With --check, exit 3 when anything is wrong — above all when no tick has
+    run for longer than --max-tick-age, so a dead crontab or a suspended CronJob is noticed.
+    """
+    from cronjobs.durations import parse_bounded
+    from cronjobs.health import Thresholds
+    from cronjobs.health import status as run_status
+    from cronjobs.render import status_json, status_text
+
+    limits = Thresholds(
+        parse_bounded(max_tick_age, option="--max-tick-age", minimum=dt.timedelta(minutes=1),
+                      maximum=dt.timedelta(days=30)),
+        parse_bounded(max_backlog_age, option="--max-backlog-age",
+                      minimum=dt.timedelta(minutes=1), maximum=dt.timedelta(days=30)))
+    result = run_status(app.store(), limits)
+    emit(status_json(result), status_text(result), as_json)
+    if check and not result.healthy:
+        for problem in result.problems:
+            click.echo(f"problem: {problem}", err=True)
+        raise click.exceptions.Exit(EXIT_UNHEALTHY)
+
+
+@main_group.command()
+@click.option("--older-than", required=True, metavar="DURATION",
+              help="Delete finished runs older than this (e.g. 30d).")
+@click.option("--keep-last", type=click.IntRange(0, 100000), default=0, show_default=True,
+              help="Also keep each job's N newest finished runs.")
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@json_option
+@pass_app
+def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: bool) -> None:
+    """Delete old finished runs (with their attempts), skip records and tick records, in
+    small batches; each job's latest success and latest failure are always kept."""
+    from cronjobs.durations import parse_bounded
+    from cronjobs.prune import prune as run_prune
+
+    age = parse_bounded(older_than, option="--older-than", minimum=dt.timedelta(hours=1),
+                        maximum=dt.timedelta(days=36500))
+    report = run_prune(app.store(), older_than=age, keep_last=keep_last, dry_run=dry_run)
+    data = {"cutoff": report.cutoff.isoformat(), "dry_run": report.dry_run,
+            "runs": report.runs, "skips": report.skips, "ticks": report.ticks}
+    text = (f"would delete {report.runs} run(s) finished before {report.cutoff.isoformat()}"
+            if dry_run else f"deleted {report.runs} run(s), {report.skips} skip record(s) and "
+            f"{report.ticks} tick record(s) from before {report.cutoff.isoformat()}")
+    emit(data, text, as_json)
+
+
+@main_group.command()
+@pass_app
+def metrics(app: App) -> None:
+    """Print metrics in the Prometheus text format (for the node exporter's textfile
+    collector or a push gateway).
+
+    \b
+    Example (textfile collector, every minute from cron):
+      cronjobs metrics > /var/lib/node_exporter/cronjobs.prom.$$ &&
+        mv /var/lib/node_exporter/cronjobs.prom.$$ /var/lib/node_exporter/cronjobs.prom
+    """
+    from cronjobs.health import metrics as run_metrics
+
+    click.echo(run_metrics(app.store()), nl=False)
+
+
 # -- embedded server ------------------------------------------------------------------------------
 
 @main_group.group()
@@ -516,7 +741,7 @@ def embedded_stop() -> None:
 def main(argv: list[str] | None = None) -> NoReturn:
     """Run the CLI; turn cronjobs errors into one clear line and a documented exit code."""
     try:
-        main_group.main(args=argv, prog_name="cronjobs", standalone_mode=False)
+        code = main_group.main(args=argv, prog_name="cronjobs", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(EXIT_FAILURE)
@@ -539,4 +764,4 @@ def main(argv: list[str] | None = None) -> NoReturn:
         click.echo(f"internal error: {scrub(f'{type(exc).__name__}: {exc}')} "
                    "(run with -v for a traceback)", err=True)
         sys.exit(EXIT_FAILURE)
-    sys.exit(EXIT_OK)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cronjobs.alerts import Alerts, Event
 from cronjobs.context import JobContext
 from cronjobs.errors import DatabaseUnavailable
 from cronjobs.models import AttemptOutcome, Claimed, RunStatus
@@ -34,6 +35,8 @@ CLAIM_RETRY = 1.0  # seconds between claims that found less work than capacity
 @dataclass(frozen=True)
 class ExecOptions:
     worker: str
+    alert_command: str | None = None  # global: for jobs without their own
+    run_ids: tuple[int, ...] | None = None  # claim only these runs (`trigger --run`)
     concurrency: int = 4
     max_runs: int | None = None
     max_runtime: float = 45.0
@@ -95,6 +98,7 @@ class Executor:
         self.report = ExecReport()
         self.active: dict[int, _Active] = {}
         self.watchdog: Watchdog | None = None
+        self.alerts = Alerts()
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -109,6 +113,7 @@ class Executor:
             self._loop(started, last_reclaim)
         finally:
             self.watchdog.close()
+            self.alerts.wait()
         return self.report
 
     def _loop(self, started: float, last_reclaim: float) -> None:
@@ -138,6 +143,7 @@ class Executor:
                 return
             self._poll_jobs()
             self._heartbeat()
+            self.alerts.poll()
             time.sleep(POLL)
 
     def _capacity_left(self) -> int:
@@ -154,13 +160,17 @@ class Executor:
             log.warning("lease expired: run %s back to %s", row["id"], row["status"],
                         extra={"action": "reclaim", "run_id": row["id"],
                                "worker": row["lease_owner"]})
+            self._after_attempt(row["definition_id"], Event(
+                "dead" if row["status"] == RunStatus.DEAD else "failed", row["id"],
+                row["job"], row["scheduled_for"], row["attempt"], row["status"], row["error"],
+                None))
 
     def _claim(self, limit: int) -> int:
         if limit <= 0:
             return 0
         claims = self._db(lambda s: s.claim_runs(
             now=self.options.now, worker=self.options.worker, limit=limit,
-            tick_id=self.options.tick_id)) or []
+            tick_id=self.options.tick_id, run_ids=self.options.run_ids)) or []
         for claim in claims:
             self.report.claimed += 1
             self._start(claim)
@@ -257,6 +267,33 @@ class Executor:
         log.info("run %s %s", claim.id, status.value,
                  extra={"action": "finish", "run_id": claim.id, "job": claim.name,
                         "outcome": outcome.value})
+        if status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.DEAD):
+            event = Event("dead" if status == RunStatus.DEAD else "failed", claim.id,
+                          claim.name, claim.scheduled_for, claim.attempt, status.value,
+                          result.error, result.exit_code)
+            self._after_attempt(claim.definition_id, event,
+                                succeeded=status == RunStatus.SUCCEEDED)
+
+    def _after_attempt(self, definition_id: int, event: Event, *,
+                       succeeded: bool = False) -> None:
+        """Count the job's failures in a row (pausing it if it asks for that) and fire the
+        alert command the outcome calls for."""
+        row = self._db(lambda s: s.record_job_outcome(definition_id, succeeded=succeeded,
+                                                      error=event.error))
+        if row is None or succeeded:
+            return
+        command = row["alert_command"] or self.options.alert_command
+        if row["just_paused"]:
+            log.warning("job %r paused: %s", row["name"], row["pause_note"],
+                        extra={"action": "pause", "job": row["name"]})
+        if command is None:
+            return
+        if event.kind == "dead" or row["alert_on_failure"]:
+            self.alerts.fire(command, event)
+        if row["just_paused"]:
+            self.alerts.fire(command, Event("paused", event.run_id, event.job,
+                                            event.scheduled_for, event.attempt, event.status,
+                                            row["pause_note"], event.exit_code))
 
     # -- database access that survives a blip -------------------------------------------
 

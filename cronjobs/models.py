@@ -83,6 +83,9 @@ class DefinitionSpec:
     backoff_max: dt.timedelta = dt.timedelta(hours=1)
     timeout: dt.timedelta | None = dt.timedelta(hours=1)
     lease: dt.timedelta = dt.timedelta(seconds=60)
+    alert_command: str | None = None
+    alert_on_failure: bool = False
+    pause_after_failures: int | None = None
 
 
 @dataclass(frozen=True)
@@ -168,9 +171,29 @@ class Run:
     error: str | None
     output_tail: str | None
     result: Any
+    retry_count: int
+    retried_at: dt.datetime | None
+    retry_of: int | None
     tick_id: int | None
     created_at: dt.datetime
     updated_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A row of job_attempts."""
+
+    id: int
+    run_id: int
+    attempt: int
+    worker: str
+    lease_token: Any
+    started_at: dt.datetime
+    finished_at: dt.datetime | None
+    outcome: str
+    exit_code: int | None
+    error: str | None
+    output_tail: str | None
 
 
 @dataclass(frozen=True)

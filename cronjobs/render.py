@@ -13,8 +13,10 @@ from typing import Any
 from cronjobs.definitions import DefineResult, Description, Listing, Preview, Slot
 from cronjobs.durations import format_duration
 from cronjobs.explain import REASONS, Explanation
+from cronjobs.health import Status
 from cronjobs.materialise import BackfillReport, Decided
-from cronjobs.models import Definition, Run
+from cronjobs.models import Attempt, Definition, Run
+from cronjobs.operations import RunDetail
 from cronjobs.tick import TickReport
 
 
@@ -72,6 +74,10 @@ def definition_json(d: Definition) -> dict[str, Any]:
         "backoff_max_seconds": seconds(d.backoff_max),
         "timeout_seconds": seconds(d.timeout),
         "lease_seconds": seconds(d.lease),
+        "alert_command": d.alert_command,
+        "alert_on_failure": d.alert_on_failure,
+        "pause_after_failures": d.pause_after_failures,
+        "consecutive_failures": d.consecutive_failures,
         "paused_at": instant(d.paused_at),
         "paused_until": instant(d.paused_until),
         "pause_note": d.pause_note,
@@ -120,6 +126,10 @@ def settings_text(d: Definition) -> str:
                     f"{format_duration(d.backoff_max)}"),
         ("timeout", format_duration(d.timeout)),
         ("lease", format_duration(d.lease)),
+        ("alert", (d.alert_command or "-") + (" (also on failure)" if d.alert_on_failure
+                                               else "")),
+        ("pause after", f"{d.pause_after_failures} failures in a row"
+         if d.pause_after_failures else "-"),
         ("created", short(d.created_at)),
         ("updated", short(d.updated_at)),
     ]
@@ -191,9 +201,10 @@ def describe_text(desc: Description) -> str:
     return "\n".join(parts)
 
 
-def run_json(r: Run) -> dict[str, Any]:
+def run_json(r: Run, job: str | None = None) -> dict[str, Any]:
     return {
         "id": r.id,
+        **({"job": job} if job is not None else {}),
         "scheduled_for": instant(r.scheduled_for),
         "trigger": r.trigger,
         "status": r.status,
@@ -204,6 +215,9 @@ def run_json(r: Run) -> dict[str, Any]:
         "finished_at": instant(r.finished_at),
         "exit_code": r.exit_code,
         "error": r.error,
+        "retry_count": r.retry_count,
+        "retry_of": r.retry_of,
+        "cancel_requested_at": instant(r.cancel_requested_at),
     }
 
 
@@ -306,3 +320,122 @@ def backfill_json(b: BackfillReport) -> dict[str, Any]:
 def backfill_text(b: BackfillReport) -> str:
     return (f"backfill of {b.job!r}: {len(b.slots)} slot(s) in range, {b.created} run(s) "
             f"created, {b.existing} already had a run")
+
+
+# -- operating --------------------------------------------------------------------------------
+
+def runs_list_json(found: Sequence[tuple[Run, str]]) -> list[dict[str, Any]]:
+    return [run_json(run, job) for run, job in found]
+
+
+def runs_list_text(found: Sequence[tuple[Run, str]]) -> str:
+    if not found:
+        return "no runs"
+    return table(
+        ["ID", "JOB", "SLOT (UTC)", "TRIGGER", "STATUS", "ATTEMPT", "FINISHED", "ERROR"],
+        [(r.id, job, short(r.scheduled_for), r.trigger, r.status,
+          f"{r.attempt}/{r.max_attempts}", short(r.finished_at), (r.error or "")[:60])
+         for r, job in found])
+
+
+def attempt_json(a: Attempt) -> dict[str, Any]:
+    duration = (a.finished_at - a.started_at).total_seconds() if a.finished_at else None
+    return {"attempt": a.attempt, "worker": a.worker, "started_at": instant(a.started_at),
+            "finished_at": instant(a.finished_at), "duration_seconds": duration,
+            "outcome": a.outcome, "exit_code": a.exit_code, "error": a.error,
+            "output_tail": a.output_tail}
+
+
+def show_json(detail: RunDetail) -> dict[str, Any]:
+    data = run_json(detail.run, detail.job)
+    data["result"] = detail.run.result
+    data["output_tail"] = detail.run.output_tail
+    data["lease_owner"] = detail.run.lease_owner
+    data["lease_expires_at"] = instant(detail.run.lease_expires_at)
+    data["attempts"] = [attempt_json(a) for a in detail.attempts]
+    return data
+
+
+def show_text(detail: RunDetail) -> str:
+    r = detail.run
+    lines = [
+        f"run {r.id} of {detail.job!r}: {r.status}",
+        f"  slot        {short(r.scheduled_for)}  ({r.trigger})",
+        f"  attempts    {r.attempt} of {r.max_attempts}"
+        + (f"; retried by an operator {r.retry_count}x" if r.retry_count else ""),
+        f"  eligible    {short(r.eligible_at)}",
+    ]
+    if r.status == "running":
+        lines.append(f"  held by     {r.lease_owner} until {short(r.lease_expires_at)}")
+    if r.error:
+        lines.append(f"  error       {r.error}")
+    if r.result is not None:
+        lines.append(f"  result      {json.dumps(r.result)}")
+    for a in detail.attempts:
+        duration = (f"{(a.finished_at - a.started_at).total_seconds():.1f}s"
+                    if a.finished_at else "running")
+        lines += ["", f"attempt {a.attempt}: {a.outcome} on {a.worker}, "
+                      f"{short(a.started_at)}, {duration}"
+                      + (f", exit code {a.exit_code}" if a.exit_code is not None else "")]
+        if a.error:
+            lines.append(f"  error: {a.error}")
+        if a.output_tail:
+            lines.append("  output (tail):")
+            lines += [f"    {line}" for line in a.output_tail.rstrip("\n").splitlines()[-20:]]
+    return "\n".join(lines)
+
+
+def status_json(st: Status) -> dict[str, Any]:
+    n = st.numbers
+    return {
+        "now": instant(st.now),
+        "healthy": st.healthy,
+        "problems": st.problems,
+        "last_tick": {"at": instant(n["last_tick_at"]), "worker": n["last_tick_worker"],
+                      "status": n["last_tick_status"]},
+        "ticks_last_hour": n["ticks_last_hour"],
+        "ticks_per_minute": round(n["ticks_last_hour"] / 60, 2),
+        "backlog": {"runs": n["backlog"], "oldest_eligible_at": instant(n["backlog_oldest"])},
+        "running": [{"run_id": r["id"], "job": r["job"], "attempt": r["attempt"],
+                     "worker": r["lease_owner"], "started_at": instant(r["started_at"]),
+                     "heartbeat_at": instant(r["heartbeat_at"]),
+                     "lease_expires_at": instant(r["lease_expires_at"])}
+                    for r in st.running],
+        "failed_last_day": n["failed_last_day"],
+        "dead_last_day": n["dead_last_day"],
+        "jobs": [{"name": j["name"], "state": "invalid" if j["invalid_reason"] else
+                  "paused" if j["paused_at"] else "active",
+                  "invalid_reason": j["invalid_reason"],
+                  "last_success_at": instant(j["last_success_at"]),
+                  "overdue": j["overdue"]} for j in st.jobs],
+    }
+
+
+def status_text(st: Status) -> str:
+    n = st.numbers
+    last = (f"{short(n['last_tick_at'])} by {n['last_tick_worker']} ({n['last_tick_status']})"
+            if n["last_tick_at"] else "never")
+    oldest = (f", oldest due since {short(n['backlog_oldest'])}" if n["backlog_oldest"]
+              else "")
+    lines = [
+        f"last tick       {last}",
+        f"ticks           {n['ticks_last_hour']} in the last hour "
+        f"({n['ticks_last_hour'] / 60:.2f}/min)",
+        f"backlog         {n['backlog']} due run(s) unclaimed{oldest}",
+        f"running         {n['running']}",
+        f"last day        {n['failed_last_day']} failed (awaiting retry), "
+        f"{n['dead_last_day']} dead",
+        f"jobs            {n['jobs']} ({sum(1 for j in st.jobs if j['paused_at'])} paused, "
+        f"{sum(1 for j in st.jobs if j['invalid_reason'])} invalid)",
+    ]
+    if st.running:
+        lines += ["", table(["RUN", "JOB", "ATTEMPT", "WORKER", "STARTED", "LEASE UNTIL"],
+                            [(r["id"], r["job"], r["attempt"], r["lease_owner"],
+                              short(r["started_at"]), short(r["lease_expires_at"]))
+                             for r in st.running])]
+    paused = [j for j in st.jobs if j["paused_at"]]
+    if paused:
+        lines += ["", "paused: " + ", ".join(j["name"] for j in paused)]
+    lines += ["", "problems:" if st.problems else "all well"]
+    lines += [f"  - {p}" for p in st.problems]
+    return "\n".join(lines)

@@ -8,7 +8,7 @@ from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
 from cronjobs.models import Catchup, DefinitionSpec, Kind, Overlap
 from cronjobs.schedule import check_timezone
-from cronjobs.validation import check_name, parse_payload
+from cronjobs.validation import MAX_COMMAND_CHARS, check_name, check_text, parse_payload
 
 SECOND = dt.timedelta(seconds=1)
 DAY = dt.timedelta(days=1)
@@ -32,6 +32,9 @@ def build_spec(
     backoff: str = "30s",
     timeout: str = "1h",
     lease: str = "60s",
+    alert_command: str | None = None,
+    alert_on_failure: bool = False,
+    pause_after_failures: int | None = None,
 ) -> DefinitionSpec:
     """Validate every option; the first problem raises a UsageError naming the option."""
     check_name(name)
@@ -59,7 +62,18 @@ def build_spec(
         timeout=_optional(timeout, "--timeout", maximum=dt.timedelta(days=7)),
         lease=parse_bounded(lease, option="--lease", minimum=dt.timedelta(seconds=10),
                             maximum=dt.timedelta(hours=1)),
+        alert_command=_alert(alert_command),
+        alert_on_failure=alert_on_failure,
+        pause_after_failures=pause_after_failures,
     )
+
+
+def _alert(command: str | None) -> str | None:
+    if command is None:
+        return None
+    if not command.strip():
+        raise UsageError("invalid --alert-command: empty")
+    return check_text(command, what="--alert-command", limit=MAX_COMMAND_CHARS)
 
 
 def _optional(text: str, option: str, *, maximum: dt.timedelta) -> dt.timedelta | None:

@@ -23,6 +23,7 @@ from cronjobs.config import scrub
 from cronjobs.errors import Conflict, CronjobsError, DatabaseUnavailable, InvalidDefinition
 from cronjobs.models import (
     Advance,
+    Attempt,
     AttemptOutcome,
     Claimed,
     Definition,
@@ -34,6 +35,7 @@ from cronjobs.models import (
     RunStatus,
     Skip,
     SkipReason,
+    Trigger,
 )
 
 log = logging.getLogger(__name__)
@@ -129,6 +131,9 @@ class Store:
             "backoff_max": spec.backoff_max,
             "timeout": spec.timeout,
             "lease": spec.lease,
+            "alert_command": spec.alert_command,
+            "alert_on_failure": spec.alert_on_failure,
+            "pause_after_failures": spec.pause_after_failures,
             "now": now,
             "next_due_at": next_due_at,
         }
@@ -293,9 +298,10 @@ class Store:
         return self._rows("reclaim_expired", {"limit": limit})
 
     def claim_runs(self, *, now: dt.datetime | None, worker: str, limit: int,
-                   tick_id: int | None) -> list[Claimed]:
+                   tick_id: int | None, run_ids: Sequence[int] | None = None
+                   ) -> list[Claimed]:
         params = {"now": now, "worker": worker, "limit": limit, "scan": max(limit * 4, 20),
-                  "tick_id": tick_id}
+                  "tick_id": tick_id, "run_ids": list(run_ids) if run_ids is not None else None}
         try:
             rows = self._rows("claim_runs", params)
         except Conflict:
@@ -327,6 +333,73 @@ class Store:
             "retry_in": retry_in or dt.timedelta(0), "extra_attempts": extra_attempts,
         })
         return bool(rows)
+
+    def record_job_outcome(self, definition_id: int, *, succeeded: bool, error: str | None
+                           ) -> Row | None:
+        return self._row("record_job_outcome", {"definition_id": definition_id,
+                                                 "succeeded": succeeded, "error": error})
+
+    # -- operating ------------------------------------------------------------------------
+
+    def run_by_id(self, run_id: int, *, for_update: bool = False) -> tuple[Run, str] | None:
+        query = "run_by_id_for_update" if for_update else "run_by_id"
+        row = self._row(query, {"id": run_id})
+        return (_build(Run, row), row["job"]) if row else None
+
+    def attempts_of_run(self, run_id: int) -> list[Attempt]:
+        return [_build(Attempt, row) for row in self._rows("attempts_of_run", {"run_id": run_id})]
+
+    def requeue_run(self, run_id: int, *, attempts: int) -> Run:
+        row = _required(self._row("requeue_run", {"id": run_id, "attempts": attempts}),
+                        "requeue_run")
+        return _build(Run, row)
+
+    def insert_manual_run(self, *, definition_id: int, scheduled_for: dt.datetime,
+                          trigger: Trigger, payload: dict[str, Any] | None, max_attempts: int,
+                          exclusive: bool, retry_of: int | None = None) -> Run:
+        row = _required(self._row("insert_manual_run", {
+            "definition_id": definition_id, "scheduled_for": scheduled_for,
+            "trigger": trigger.value, "payload": Jsonb(payload) if payload is not None else None,
+            "max_attempts": max_attempts, "exclusive": exclusive, "retry_of": retry_of,
+        }), "insert_manual_run")
+        return _build(Run, row)
+
+    def cancel_waiting_run(self, run_id: int) -> Run | None:
+        row = self._row("cancel_waiting_run", {"id": run_id})
+        return _build(Run, row) if row else None
+
+    def request_cancel_run(self, run_id: int) -> Run | None:
+        row = self._row("request_cancel_run", {"id": run_id})
+        return _build(Run, row) if row else None
+
+    def list_runs(self, *, name: str | None, statuses: Sequence[str] | None,
+                  since: dt.datetime | None, limit: int) -> list[tuple[Run, str]]:
+        rows = self._rows("list_runs", {"name": name, "statuses": list(statuses) if statuses
+                                        else None, "since": since, "limit": limit})
+        return [(_build(Run, row), row["job"]) for row in rows]
+
+    def health(self, now: dt.datetime) -> Row:
+        return _required(self._row("health", {"now": now}), "health")
+
+    def running_runs(self) -> list[Row]:
+        return self._rows("running_runs")
+
+    def job_stats(self) -> list[Row]:
+        return self._rows("job_stats")
+
+    def prune_runs(self, *, cutoff: dt.datetime, keep_last: int, batch: int) -> int:
+        params = {"cutoff": cutoff, "keep_last": keep_last, "batch": batch}
+        return len(self._rows("prune_runs", params))
+
+    def count_prunable_runs(self, *, cutoff: dt.datetime, keep_last: int) -> int:
+        row = self._row("count_prunable_runs", {"cutoff": cutoff, "keep_last": keep_last})
+        return int(row["n"]) if row else 0
+
+    def prune_skips(self, *, cutoff: dt.datetime, batch: int) -> int:
+        return len(self._rows("prune_skips", {"cutoff": cutoff, "batch": batch}))
+
+    def prune_ticks(self, *, cutoff: dt.datetime, batch: int) -> int:
+        return len(self._rows("prune_ticks", {"cutoff": cutoff, "batch": batch}))
 
     def definition_history(self, name: str) -> list[Definition]:
         return [_build(Definition, row)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from cronjobs.execute import ExecOptions, ExecReport, Executor
 from cronjobs.materialise import MaterialiseReport, materialise
+from cronjobs.prune import prune
 from cronjobs.store import Store
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,9 @@ class TickOptions:
     max_runtime: float = 45.0
     grace: float = 25.0
     apps: tuple[str, ...] = ()
+    alert_command: str | None = None
+    run_ids: tuple[int, ...] | None = None  # only run these (and materialise nothing)
+    retention: dt.timedelta | None = None  # prune a little history older than this
 
 
 @dataclass
@@ -38,6 +42,7 @@ class TickReport:
     dry_run: bool
     materialise: MaterialiseReport = field(default_factory=MaterialiseReport)
     execute: ExecReport = field(default_factory=ExecReport)
+    pruned: int = 0
 
     def counts(self) -> dict[str, int]:
         e = self.execute
@@ -64,12 +69,18 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
     report = TickReport(tick_id, now, False)
     executor: Executor | None = None
     try:
-        report.materialise = materialise(store, now, tick_id=tick_id)
+        if options.run_ids is None:
+            report.materialise = materialise(store, now, tick_id=tick_id)
         executor = Executor(store, ExecOptions(
             worker=options.worker, concurrency=options.concurrency, max_runs=options.max_runs,
             max_runtime=options.max_runtime, grace=options.grace, apps=options.apps,
-            now=options.now, tick_id=tick_id), reconnect=reconnect, should_stop=should_stop)
+            now=options.now, tick_id=tick_id, alert_command=options.alert_command,
+            run_ids=options.run_ids), reconnect=reconnect, should_stop=should_stop)
         report.execute = executor.run()
+        if options.retention is not None and not should_stop():
+            # A little at a time, so the history never grows without bound.
+            report.pruned = prune(executor.store, older_than=options.retention,
+                                  max_batches=1).runs
     except BaseException as exc:
         if executor is not None:
             report.execute = executor.report

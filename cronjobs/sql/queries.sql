@@ -24,11 +24,14 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (%(version)s, %(name)s);
 INSERT INTO job_definitions AS d (
     name, schedule, timezone, kind, handler, command, payload, catchup, catchup_limit,
     starting_deadline, overlap, max_attempts, backoff, backoff_max, timeout, lease,
+    alert_command, alert_on_failure, pause_after_failures,
     cursor_at, next_due_at, schedule_since
 ) VALUES (
     %(name)s, %(schedule)s, %(timezone)s, %(kind)s, %(handler)s, %(command)s, %(payload)s,
     %(catchup)s, %(catchup_limit)s, %(starting_deadline)s, %(overlap)s, %(max_attempts)s,
-    %(backoff)s, %(backoff_max)s, %(timeout)s, %(lease)s, %(now)s, %(next_due_at)s, %(now)s
+    %(backoff)s, %(backoff_max)s, %(timeout)s, %(lease)s,
+    %(alert_command)s, %(alert_on_failure)s, %(pause_after_failures)s,
+    %(now)s, %(next_due_at)s, %(now)s
 )
 ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
     schedule = excluded.schedule,
@@ -46,6 +49,9 @@ ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
     backoff_max = excluded.backoff_max,
     timeout = excluded.timeout,
     lease = excluded.lease,
+    alert_command = excluded.alert_command,
+    alert_on_failure = excluded.alert_on_failure,
+    pause_after_failures = excluded.pause_after_failures,
     cursor_at = CASE
         WHEN (d.schedule, d.timezone) IS DISTINCT FROM (excluded.schedule, excluded.timezone)
             OR d.invalid_reason IS NOT NULL
@@ -61,12 +67,14 @@ ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
     updated_at = excluded.updated_at
 WHERE (d.schedule, d.timezone, d.kind, d.handler, d.command, d.payload, d.catchup,
        d.catchup_limit, d.starting_deadline, d.overlap, d.max_attempts, d.backoff,
-       d.backoff_max, d.timeout, d.lease)
+       d.backoff_max, d.timeout, d.lease, d.alert_command, d.alert_on_failure,
+       d.pause_after_failures)
     IS DISTINCT FROM
       (excluded.schedule, excluded.timezone, excluded.kind, excluded.handler, excluded.command,
        excluded.payload, excluded.catchup, excluded.catchup_limit, excluded.starting_deadline,
        excluded.overlap, excluded.max_attempts, excluded.backoff, excluded.backoff_max,
-       excluded.timeout, excluded.lease)
+       excluded.timeout, excluded.lease, excluded.alert_command, excluded.alert_on_failure,
+       excluded.pause_after_failures)
    OR d.invalid_reason IS NOT NULL
 RETURNING d.*, (xmax = 0) AS created;
 
@@ -249,15 +257,17 @@ WITH expired AS (
         updated_at = clock_timestamp()
     FROM expired AS e
     WHERE r.id = e.id
-    RETURNING r.id, r.status, r.definition_id, r.error, e.attempt, e.lease_token,
-              e.lease_owner
+    RETURNING r.id, r.status, r.definition_id, r.error, r.scheduled_for, e.attempt,
+              e.lease_token, e.lease_owner
 ), attempts AS (
     UPDATE job_attempts AS a
     SET outcome = 'lost', finished_at = clock_timestamp(), error = runs.error
     FROM runs
     WHERE a.run_id = runs.id AND a.attempt = runs.attempt AND a.lease_token = runs.lease_token
 )
-SELECT id, status, definition_id, lease_owner, error FROM runs;
+SELECT runs.id, runs.status, runs.definition_id, runs.lease_owner, runs.error,
+       runs.scheduled_for, runs.attempt, d.name AS job
+FROM runs JOIN job_definitions AS d ON d.id = runs.definition_id;
 
 -- name: claim_runs
 -- Claim due runs in one short statement that commits at once. An exclusive run (overlap
@@ -268,6 +278,13 @@ WITH candidates AS (
     FROM job_runs AS r
     WHERE r.status IN ('queued', 'failed')
       AND r.eligible_at <= coalesce(%(now)s::timestamptz, clock_timestamp())
+      AND (%(run_ids)s::bigint[] IS NULL OR r.id = ANY(%(run_ids)s::bigint[]))
+      -- a paused job's runs wait (a manual trigger still runs)
+      AND (r.trigger = 'manual' OR NOT EXISTS (
+          SELECT 1 FROM job_definitions AS pd
+          WHERE pd.id = r.definition_id AND pd.paused_at IS NOT NULL
+            AND (pd.paused_until IS NULL
+                 OR pd.paused_until > coalesce(%(now)s::timestamptz, clock_timestamp()))))
       AND NOT (r.exclusive AND EXISTS (
           SELECT 1 FROM job_runs AS o
           WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
@@ -336,3 +353,175 @@ WITH run AS (
     WHERE a.run_id = run.id AND a.attempt = run.attempt AND a.lease_token = %(token)s
 )
 SELECT id FROM run;
+
+-- name: run_by_id
+SELECT r.*, d.name AS job FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE r.id = %(id)s;
+
+-- name: run_by_id_for_update
+SELECT r.*, d.name AS job FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE r.id = %(id)s
+FOR UPDATE OF r;
+
+-- name: attempts_of_run
+SELECT * FROM job_attempts WHERE run_id = %(run_id)s ORDER BY attempt;
+
+-- name: requeue_run
+-- `cronjobs retry`: a failed, dead or cancelled run goes back to the queue now, with more
+-- attempts, keeping its history.
+UPDATE job_runs
+SET status = 'queued', eligible_at = clock_timestamp(), max_attempts = attempt + %(attempts)s,
+    finished_at = NULL, cancel_requested_at = NULL, retry_count = retry_count + 1,
+    retried_at = clock_timestamp(), updated_at = clock_timestamp()
+WHERE id = %(id)s
+RETURNING *;
+
+-- name: insert_manual_run
+-- A run outside the schedule: `cronjobs trigger`, or `cronjobs retry --force` of a run that
+-- succeeded (trigger 'retry', same slot). Not covered by the slot key, on purpose.
+INSERT INTO job_runs (definition_id, scheduled_for, trigger, payload, max_attempts, exclusive,
+                      eligible_at, retry_of)
+VALUES (%(definition_id)s, %(scheduled_for)s, %(trigger)s, %(payload)s, %(max_attempts)s,
+        %(exclusive)s, clock_timestamp(), %(retry_of)s)
+RETURNING *;
+
+-- name: cancel_waiting_run
+UPDATE job_runs
+SET status = 'cancelled', finished_at = clock_timestamp(), error = 'cancelled by an operator',
+    updated_at = clock_timestamp()
+WHERE id = %(id)s AND status IN ('queued', 'failed')
+RETURNING *;
+
+-- name: request_cancel_run
+UPDATE job_runs SET cancel_requested_at = clock_timestamp(), updated_at = clock_timestamp()
+WHERE id = %(id)s AND status = 'running'
+RETURNING *;
+
+-- name: list_runs
+SELECT r.*, d.name AS job
+FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE (%(name)s::text IS NULL OR d.name = %(name)s::text)
+  AND (%(statuses)s::text[] IS NULL OR r.status = ANY(%(statuses)s::text[]))
+  AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
+ORDER BY r.id DESC
+LIMIT %(limit)s;
+
+-- name: record_job_outcome
+-- After an attempt: count consecutive failures, and pause a job that keeps failing when
+-- its definition asks for it. Returns whether it was paused just now.
+WITH old AS (
+    SELECT id, paused_at FROM job_definitions WHERE id = %(definition_id)s FOR UPDATE
+)
+UPDATE job_definitions AS d
+SET consecutive_failures = CASE WHEN %(succeeded)s THEN 0 ELSE d.consecutive_failures + 1 END,
+    paused_at = CASE
+        WHEN NOT %(succeeded)s AND d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
+             AND d.consecutive_failures + 1 >= d.pause_after_failures
+        THEN clock_timestamp() ELSE d.paused_at END,
+    pause_note = CASE
+        WHEN NOT %(succeeded)s AND d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
+             AND d.consecutive_failures + 1 >= d.pause_after_failures
+        THEN 'paused after ' || (d.consecutive_failures + 1)
+             || ' consecutive failures (last: ' || coalesce(%(error)s, 'unknown error') || ')'
+        ELSE d.pause_note END
+FROM old
+WHERE d.id = old.id
+RETURNING d.name, d.alert_command, d.alert_on_failure,
+          (old.paused_at IS NULL AND d.paused_at IS NOT NULL) AS just_paused, d.pause_note;
+
+-- name: health
+-- One row of numbers for `cronjobs status` and `cronjobs metrics`.
+SELECT
+    (SELECT max(started_at) FROM job_ticks) AS last_tick_at,
+    (SELECT worker FROM job_ticks ORDER BY started_at DESC LIMIT 1) AS last_tick_worker,
+    (SELECT status FROM job_ticks ORDER BY started_at DESC LIMIT 1) AS last_tick_status,
+    (SELECT count(*) FROM job_ticks WHERE started_at > %(now)s - interval '1 hour')
+        AS ticks_last_hour,
+    (SELECT count(*) FROM job_runs
+     WHERE status IN ('queued', 'failed') AND eligible_at <= %(now)s) AS backlog,
+    (SELECT min(eligible_at) FROM job_runs
+     WHERE status IN ('queued', 'failed') AND eligible_at <= %(now)s) AS backlog_oldest,
+    (SELECT count(*) FROM job_runs WHERE status = 'running') AS running,
+    (SELECT count(*) FROM job_runs
+     WHERE status = 'failed' AND updated_at > %(now)s - interval '1 day') AS failed_last_day,
+    (SELECT count(*) FROM job_runs
+     WHERE status = 'dead' AND finished_at > %(now)s - interval '1 day') AS dead_last_day,
+    (SELECT count(*) FROM job_definitions WHERE removed_at IS NULL) AS jobs;
+
+-- name: running_runs
+SELECT r.id, d.name AS job, r.attempt, r.lease_owner, r.started_at, r.heartbeat_at,
+       r.lease_expires_at, r.cancel_requested_at
+FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE r.status = 'running'
+ORDER BY r.started_at;
+
+-- name: job_stats
+-- Per job: last success, last run's duration and lateness, runs by status, retries.
+SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.paused_at,
+       d.invalid_reason,
+       (SELECT max(finished_at) FROM job_runs WHERE definition_id = d.id
+            AND status = 'succeeded') AS last_success_at,
+       last.finished_at - last.started_at AS last_duration,
+       last.started_at - last.scheduled_for AS last_lateness,
+       coalesce((SELECT jsonb_object_agg(status, n) FROM (
+            SELECT status, count(*) AS n FROM job_runs WHERE definition_id = d.id
+            GROUP BY status) AS s), '{}'::jsonb) AS runs_by_status,
+       (SELECT coalesce(sum(greatest(attempt - 1, 0)), 0) FROM job_runs
+            WHERE definition_id = d.id) AS retries
+FROM job_definitions AS d
+LEFT JOIN LATERAL (
+    SELECT scheduled_for, started_at, finished_at FROM job_runs
+    WHERE definition_id = d.id AND finished_at IS NOT NULL
+    ORDER BY finished_at DESC LIMIT 1
+) AS last ON true
+WHERE d.removed_at IS NULL
+ORDER BY d.name;
+
+-- name: prune_runs
+-- One small batch of finished runs older than the cutoff, never a job's latest success,
+-- latest failure, or its `keep_last` newest runs. Attempts go with their run.
+WITH keep AS (
+    SELECT id FROM (
+        SELECT id, row_number() OVER (PARTITION BY definition_id ORDER BY id DESC) AS n,
+               row_number() OVER (PARTITION BY definition_id, status
+                                  ORDER BY finished_at DESC NULLS LAST, id DESC) AS by_kind
+        FROM job_runs
+        WHERE status IN ('succeeded', 'dead', 'cancelled')
+    ) AS ranked
+    WHERE n <= %(keep_last)s OR by_kind = 1
+), doomed AS (
+    SELECT id FROM job_runs
+    WHERE status IN ('succeeded', 'dead', 'cancelled') AND finished_at < %(cutoff)s
+      AND id NOT IN (SELECT id FROM keep)
+    ORDER BY id
+    LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM job_runs WHERE id IN (SELECT id FROM doomed)
+RETURNING id;
+
+-- name: count_prunable_runs
+WITH keep AS (
+    SELECT id FROM (
+        SELECT id, row_number() OVER (PARTITION BY definition_id ORDER BY id DESC) AS n,
+               row_number() OVER (PARTITION BY definition_id, status
+                                  ORDER BY finished_at DESC NULLS LAST, id DESC) AS by_kind
+        FROM job_runs
+        WHERE status IN ('succeeded', 'dead', 'cancelled')
+    ) AS ranked
+    WHERE n <= %(keep_last)s OR by_kind = 1
+)
+SELECT count(*) AS n FROM job_runs
+WHERE status IN ('succeeded', 'dead', 'cancelled') AND finished_at < %(cutoff)s
+  AND id NOT IN (SELECT id FROM keep);
+
+-- name: prune_skips
+DELETE FROM job_skips WHERE id IN (
+    SELECT id FROM job_skips WHERE decided_at < %(cutoff)s ORDER BY id LIMIT %(batch)s)
+RETURNING id;
+
+-- name: prune_ticks
+DELETE FROM job_ticks WHERE id IN (
+    SELECT id FROM job_ticks WHERE started_at < %(cutoff)s AND status <> 'running'
+    ORDER BY id LIMIT %(batch)s)
+RETURNING id;

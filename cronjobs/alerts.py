@@ -1,0 +1,71 @@
+"""Alert commands: run when a run becomes dead (and, if asked, when an attempt fails or a
+job is paused for failing), with the run's details in the environment, like systemd's
+``OnFailure=``. They run in the background of the tick, bounded by a timeout."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from dataclasses import dataclass
+
+from cronjobs.context import JobContext
+from cronjobs.models import AttemptOutcome
+from cronjobs.runner import Running, Work, start
+
+log = logging.getLogger(__name__)
+
+TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # "dead", "failed" or "paused"
+    run_id: int
+    job: str
+    scheduled_for: dt.datetime
+    attempt: int
+    status: str
+    error: str | None
+    exit_code: int | None
+
+
+class Alerts:
+    """The alert commands started by one tick."""
+
+    def __init__(self) -> None:
+        self.running: list[tuple[Event, Running]] = []
+
+    def fire(self, command: str, event: Event) -> None:
+        env = dict(os.environ)
+        env.update({
+            "CRONJOBS_ALERT_EVENT": event.kind,
+            "CRONJOBS_STATUS": event.status,
+            "CRONJOBS_ERROR": event.error or "",
+            "CRONJOBS_EXIT_CODE": "" if event.exit_code is None else str(event.exit_code),
+        })
+        context = JobContext(run_id=event.run_id, job=event.job,
+                             scheduled_for=event.scheduled_for, attempt=event.attempt,
+                             payload={})
+        work = Work(context=context, kind="command", command=command, handler=None,
+                    timeout=TIMEOUT, kill_grace=5.0, env=env, output_limit=4096)
+        log.warning("alert: run %s of %r is %s", event.run_id, event.job, event.kind,
+                    extra={"action": "alert", "run_id": event.run_id, "job": event.job})
+        self.running.append((event, start(work)))
+
+    def poll(self) -> None:
+        still = []
+        for event, job in self.running:
+            result = job.poll()
+            if result is None:
+                still.append((event, job))
+            elif result.outcome != AttemptOutcome.SUCCEEDED:
+                log.warning("alert command for run %s failed: %s", event.run_id, result.error,
+                            extra={"action": "alert", "run_id": event.run_id})
+        self.running = still
+
+    def wait(self) -> None:
+        """Let the alert commands finish (each is bounded by its timeout)."""
+        for _, job in self.running:
+            job.wait()
+        self.poll()

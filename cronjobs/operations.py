@@ -1,0 +1,131 @@
+"""What an operator does to runs: retry, trigger, cancel, and look at them (runs, show)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cronjobs.definitions import get
+from cronjobs.errors import UsageError
+from cronjobs.materialise import exclusive
+from cronjobs.models import Attempt, Overlap, Run, RunStatus, Trigger
+from cronjobs.store import Store
+from cronjobs.validation import check_name
+
+MAX_RUN_ID = 2**63 - 1
+RETRYABLE = (RunStatus.FAILED, RunStatus.DEAD, RunStatus.CANCELLED)
+
+
+class RunNotFound(UsageError):
+    """No such run."""
+
+
+class Refused(UsageError):
+    """The request does not fit the run's or the job's state."""
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    run: Run
+    job: str
+    attempts: tuple[Attempt, ...]
+
+
+def check_run_id(run_id: int) -> int:
+    if not 1 <= run_id <= MAX_RUN_ID:
+        raise RunNotFound(f"no run with id {run_id} (run ids are positive integers)")
+    return run_id
+
+
+def _locked_run(store: Store, run_id: int) -> tuple[Run, str]:
+    found = store.run_by_id(check_run_id(run_id), for_update=True)
+    if found is None:
+        raise RunNotFound(f"no run with id {run_id} (see `cronjobs runs`)")
+    return found
+
+
+def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False) -> Run:
+    """Send a failed, dead or cancelled run back to the queue now with ``attempts`` more
+    attempts, keeping its history. A run that succeeded is only run again with ``force``,
+    as a new run of the same slot (trigger ``retry``)."""
+    if not 1 <= attempts <= 100:
+        raise UsageError(f"invalid --attempts {attempts}: must be between 1 and 100")
+    with store.transaction():
+        run, job = _locked_run(store, run_id)
+        status = RunStatus(run.status)
+        if status in RETRYABLE:
+            return store.requeue_run(run.id, attempts=attempts)
+        if status == RunStatus.SUCCEEDED:
+            if not force:
+                raise Refused(f"run {run.id} of {job!r} succeeded; use --force to run its slot "
+                              "again as a new run")
+            definition = get(store, job)
+            return store.insert_manual_run(
+                definition_id=run.definition_id, scheduled_for=run.scheduled_for,
+                trigger=Trigger.RETRY, payload=run.payload, max_attempts=attempts,
+                exclusive=exclusive(definition), retry_of=run.id)
+        raise Refused(f"run {run.id} of {job!r} is {status.value}: there is nothing to retry "
+                      "(cancel it first if it must stop)")
+
+
+def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
+            force: bool = False) -> Run:
+    """A run of job ``name`` now, outside its schedule (picked up by the next tick). The
+    job's overlap policy applies unless ``force``: with ``skip`` a busy job refuses, with
+    ``queue`` one run may wait, with ``replace`` the running run is asked to stop."""
+    check_name(name)
+    with store.transaction():
+        definition = get(store, name)
+        store.definition_by_name(name, for_update=True)
+        running, waiting = store.active_runs([definition.id]).get(definition.id, (0, 0))
+        policy = Overlap(definition.overlap)
+        if not force:
+            busy = running > 0 or waiting > 0
+            if policy == Overlap.SKIP and busy:
+                raise Refused(f"{name!r} has {running} running and {waiting} waiting run(s) and "
+                              "its overlap policy is 'skip': use --force to run it anyway")
+            if policy == Overlap.QUEUE and waiting > 0:
+                raise Refused(f"{name!r} already has a run waiting and its overlap policy is "
+                              "'queue': use --force to add another")
+            if policy == Overlap.REPLACE and running > 0:
+                store.request_cancel_running([definition.id], now=store.now())
+        return store.insert_manual_run(
+            definition_id=definition.id, scheduled_for=store.now(), trigger=Trigger.MANUAL,
+            payload=payload, max_attempts=definition.max_attempts,
+            exclusive=exclusive(definition) and not force)
+
+
+def cancel(store: Store, run_id: int) -> Run:
+    """Cancel a waiting run now; ask a running run to stop (its holder stops it at the next
+    heartbeat, wherever it runs)."""
+    with store.transaction():
+        run, job = _locked_run(store, run_id)
+        status = RunStatus(run.status)
+        if status in (RunStatus.QUEUED, RunStatus.FAILED):
+            cancelled = store.cancel_waiting_run(run.id)
+        elif status == RunStatus.RUNNING:
+            cancelled = store.request_cancel_run(run.id)
+        else:
+            raise Refused(f"run {run.id} of {job!r} is {status.value}: it has already finished")
+        if cancelled is None:  # pragma: no cover - the row is locked
+            raise Refused(f"run {run.id} changed while it was being cancelled")
+        return cancelled
+
+
+def list_runs(store: Store, *, name: str | None = None, statuses: Sequence[str] = (),
+              since: dt.datetime | None = None, limit: int = 50) -> list[tuple[Run, str]]:
+    if name is not None:
+        get(store, name)
+    if not 1 <= limit <= 10_000:
+        raise UsageError(f"invalid --limit {limit}: must be between 1 and 10000")
+    return store.list_runs(name=name, statuses=list(statuses) or None, since=since, limit=limit)
+
+
+def show(store: Store, run_id: int) -> RunDetail:
+    found = store.run_by_id(check_run_id(run_id))
+    if found is None:
+        raise RunNotFound(f"no run with id {run_id} (see `cronjobs runs`)")
+    run, job = found
+    return RunDetail(run, job, tuple(store.attempts_of_run(run.id)))

@@ -1,0 +1,48 @@
+"""Deleting old history in small batches: short transactions, no long locks."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cronjobs.store import Store
+
+BATCH = 500
+
+
+@dataclass(frozen=True)
+class PruneReport:
+    cutoff: dt.datetime
+    runs: int
+    skips: int
+    ticks: int
+    dry_run: bool
+
+
+def prune(store: Store, *, older_than: dt.timedelta, keep_last: int = 0,
+          dry_run: bool = False, batch: int = BATCH, max_batches: int | None = None
+          ) -> PruneReport:
+    """Delete finished runs (with their attempts), skip records and tick records older than
+    ``older_than``, always keeping each job's latest success and latest failure and its
+    ``keep_last`` newest runs. ``max_batches`` bounds the work (the tick prunes a little at
+    a time)."""
+    cutoff = store.now() - older_than
+    if dry_run:
+        return PruneReport(cutoff, store.count_prunable_runs(cutoff=cutoff, keep_last=keep_last),
+                           0, 0, True)
+    totals = {"runs": 0, "skips": 0, "ticks": 0}
+    steps: dict[str, Callable[[], int]] = {
+        "runs": lambda: store.prune_runs(cutoff=cutoff, keep_last=keep_last, batch=batch),
+        "skips": lambda: store.prune_skips(cutoff=cutoff, batch=batch),
+        "ticks": lambda: store.prune_ticks(cutoff=cutoff, batch=batch),
+    }
+    for kind, step in steps.items():
+        done = 0
+        while max_batches is None or done < max_batches:
+            deleted = step()  # autocommit: every batch is its own short transaction
+            totals[kind] += deleted
+            done += 1
+            if deleted < batch:
+                break
+    return PruneReport(cutoff, totals["runs"], totals["skips"], totals["ticks"], False)
