@@ -50,6 +50,7 @@ class App:
                 self.target,
                 retry_for=self.connect_timeout,
                 announce=lambda text: click.echo(text, err=True),
+                application_name=self.application_name(),
             )
             click.get_current_context().call_on_close(self._connected.store.close)
         return self._connected.store
@@ -60,7 +61,15 @@ class App:
         from cronjobs.store import Store
 
         self.store()
-        return Store(connect(self._connected.conninfo, retry_for=self.connect_timeout))
+        return Store(connect(self._connected.conninfo, retry_for=self.connect_timeout,
+                             application_name=self.application_name()))
+
+    def application_name(self) -> str:
+        """`cronjobs <command> <host>:<pid>`, so that pg_stat_activity names the worker."""
+        from cronjobs.db import worker_name
+
+        command = click.get_current_context().info_name or "cronjobs"
+        return f"cronjobs {command} {worker_name()}"
 
     def handlers(self) -> set[str] | None:
         """Registered handler names, or None when no --app module is configured."""
@@ -157,11 +166,12 @@ def _configure_logging(verbose: int) -> None:
 @pass_app
 def migrate(app: App, as_json: bool) -> None:
     """Create or upgrade the cronjobs schema (idempotent; safe from many pods at once)."""
-    from cronjobs.db import open_store
+    from cronjobs.db import MIGRATE_OPTIONS, open_store
     from cronjobs.migrate import migrate as run_migrate
 
     connected = open_store(app.target, retry_for=app.connect_timeout,
-                           announce=lambda text: click.echo(text, err=True), check=False)
+                           announce=lambda text: click.echo(text, err=True), check=False,
+                           application_name=app.application_name(), options=MIGRATE_OPTIONS)
     try:
         report = run_migrate(connected.store)
     finally:
@@ -387,11 +397,19 @@ def _looks_like_schedule(value: str) -> bool:
 @click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
               help="Prune a little finished history older than this on every tick (env "
                    "CRONJOBS_RETENTION), e.g. 30d.")
+@click.option("--handlers-only", is_flag=True, envvar="CRONJOBS_HANDLERS_ONLY",
+              help="Refuse shell-command jobs: only registered Python handlers run (env "
+                   "CRONJOBS_HANDLERS_ONLY=1). Whoever can write job_definitions can otherwise "
+                   "run commands as this worker's OS user.")
+@click.option("--allow-command", "allowed_commands", metavar="GLOB", multiple=True,
+              envvar="CRONJOBS_ALLOW_COMMANDS",
+              help="Only run shell commands matching one of these globs (repeatable; env "
+                   "CRONJOBS_ALLOW_COMMANDS, space-separated).")
 @json_option
 @pass_app
 def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: int | None,
          max_runtime: str, grace: str, alert_command: str | None, retention: str | None,
-         as_json: bool) -> None:
+         handlers_only: bool, allowed_commands: tuple[str, ...], as_json: bool) -> None:
     """Materialise due runs (exactly once per slot), run them, record the results, exit.
 
     Run it every minute, from cron (`* * * * * cronjobs tick`) or a Kubernetes CronJob, on
@@ -421,6 +439,8 @@ def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: i
         alert_command=alert_command or None,
         retention=parse_bounded(retention, option="--retention", minimum=dt.timedelta(hours=1),
                                 maximum=dt.timedelta(days=3650)) if retention else None,
+        handlers_only=handlers_only,
+        allowed_commands=allowed_commands,
     )
     store = app.store()
     with _stop_on_signals() as stopped:
@@ -496,6 +516,53 @@ def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
     store = app.store()
     result = run_backfill(store, get(store, name), begin, finish)
     emit(backfill_json(result), backfill_text(result), as_json)
+
+
+@main_group.command()
+@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
+              help="Runs executed at the same time by each tick.")
+@click.option("--grace", default="25s", show_default=True, metavar="DURATION",
+              help="On SIGTERM: how long running jobs get before they are killed.")
+@click.option("--handlers-only", is_flag=True, envvar="CRONJOBS_HANDLERS_ONLY",
+              help="Refuse shell-command jobs (see `cronjobs tick --help`).")
+@click.option("--allow-command", "allowed_commands", metavar="GLOB", multiple=True,
+              envvar="CRONJOBS_ALLOW_COMMANDS", help="Shell-command allow-list (globs).")
+@click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
+              help="Prune a little history older than this on every tick.")
+@click.option("--max-ticks", type=click.IntRange(1), hidden=True)
+@pass_app
+def worker(app: App, concurrency: int, grace: str, handlers_only: bool,
+           allowed_commands: tuple[str, ...], retention: str | None,
+           max_ticks: int | None) -> None:
+    """Run forever, ticking at the start of every minute — for platforms without cron.
+
+    It starts `cronjobs tick` as a child process each minute of the database's clock (and at
+    once when `cronjobs trigger` is used), exactly as cron would: same guarantees, ticks may
+    overlap. SIGTERM/SIGINT stop it gracefully (running ticks get SIGTERM and --grace).
+    Prefer cron or a Kubernetes CronJob where you have them.
+    """
+    import os
+
+    from cronjobs.worker import serve
+
+    argv = ["tick", "--concurrency", str(concurrency), "--grace", grace]
+    if handlers_only:
+        argv.append("--handlers-only")
+    for pattern in allowed_commands:
+        argv += ["--allow-command", pattern]
+    if retention:
+        argv += ["--retention", retention]
+    env = dict(os.environ)
+    if app.target.conninfo is not None:  # never in argv, where `ps` would show a password
+        env["CRONJOBS_DATABASE_URL"] = app.target.conninfo
+    if app.apps:
+        env["CRONJOBS_APP"] = ",".join(app.apps)
+    store = app.store()
+    with _stop_on_signals() as stopped:
+        report = serve(store, argv, env, should_stop=stopped, reconnect=app.reconnect,
+                       max_ticks=max_ticks)
+    click.echo(f"worker stopped after {report.ticks} tick(s), {report.failed_ticks} failed",
+               err=True)
 
 
 # -- operating --------------------------------------------------------------------------------

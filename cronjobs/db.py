@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from tenacity import (
     RetryError,
     Retrying,
@@ -53,27 +54,48 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+# So that cronjobs can never wedge the database: no statement, lock wait or idle
+# transaction lasts long. Sent as startup options; a pooler that refuses them (PgBouncer
+# without `ignore_startup_parameters = options`) gets a connection without them — set them
+# on the role there (see deploy/roles.sql).
+SESSION_OPTIONS = ("-c statement_timeout=60s -c lock_timeout=10s "
+                   "-c idle_in_transaction_session_timeout=60s")
+MIGRATE_OPTIONS = "-c statement_timeout=0 -c lock_timeout=30s"
+
+
 def connect(
     conninfo: str,
     *,
     retry_for: float = 10.0,
     application_name: str = "cronjobs",
     on_retry: Callable[[str], None] | None = None,
+    options: str = SESSION_OPTIONS,
 ) -> psycopg.Connection[Any]:
     """Open an autocommit connection, retrying transient failures for up to ``retry_for``
-    seconds with exponential backoff and jitter."""
+    seconds with exponential backoff and jitter. Server-side prepared statements are off,
+    so it works through PgBouncer in transaction pooling mode."""
     attempts = 0
+    startup_options = [options]
 
     def attempt() -> psycopg.Connection[Any]:
         nonlocal attempts
         attempts += 1
-        return psycopg.connect(
-            conninfo,
-            autocommit=True,
-            prepare_threshold=None,
-            application_name=application_name,
-            connect_timeout=int(os.environ.get("PGCONNECT_TIMEOUT", "5")),
-        )
+        try:
+            return psycopg.connect(
+                conninfo,
+                autocommit=True,
+                prepare_threshold=None,
+                application_name=application_name[:63],
+                connect_timeout=int(os.environ.get("PGCONNECT_TIMEOUT", "5")),
+                options=_merged_options(conninfo, startup_options[0]),
+            )
+        except psycopg.OperationalError as exc:
+            if startup_options[0] and "unsupported startup parameter" in str(exc):
+                log.debug("the server (a pooler?) refuses startup options; connecting "
+                          "without them", extra={"action": "connect"})
+                startup_options[0] = ""
+                return attempt()
+            raise
 
     def before_sleep(state: Any) -> None:
         if on_retry is not None and state.outcome is not None:
@@ -94,6 +116,16 @@ def connect(
             f"cannot connect to the database at {mask_conninfo(conninfo)}: "
             f"{_first_line(exc)}{tries}"
         ) from None
+
+
+def _merged_options(conninfo: str, ours: str) -> str | None:
+    """Our session settings first, then the user's own `options` (which win on conflict)."""
+    try:
+        theirs = str(conninfo_to_dict(conninfo).get("options") or "")
+    except psycopg.ProgrammingError:
+        theirs = ""
+    merged = " ".join(part for part in (ours, theirs) if part)
+    return merged or None
 
 
 def _transient(exc: BaseException) -> bool:
@@ -126,6 +158,8 @@ def open_store(
     retry_for: float = 10.0,
     announce: Callable[[str], None] | None = None,
     check: bool = True,
+    application_name: str = "cronjobs",
+    options: str = SESSION_OPTIONS,
 ) -> Connected:
     """Connect to ``target``. The embedded default is started (and migrated) on demand;
     any other database must already be at the current schema when ``check`` is set."""
@@ -139,11 +173,13 @@ def open_store(
                 f"using embedded PostgreSQL at {where}; "
                 "set CRONJOBS_DATABASE_URL to use your own server"
             )
-        store = Store(connect(server.conninfo, retry_for=retry_for))
+        store = Store(connect(server.conninfo, retry_for=retry_for,
+                              application_name=application_name, options=options))
         if check and not _current(store):
             migrate(store)
         return Connected(store, where, embedded=True, conninfo=server.conninfo)
-    store = Store(connect(target.conninfo, retry_for=retry_for))
+    store = Store(connect(target.conninfo, retry_for=retry_for,
+                          application_name=application_name, options=options))
     if check:
         try:
             check_schema(store)

@@ -10,7 +10,9 @@ never in-process loops.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import fnmatch
 import logging
 import random
 import time
@@ -37,6 +39,8 @@ class ExecOptions:
     worker: str
     alert_command: str | None = None  # global: for jobs without their own
     run_ids: tuple[int, ...] | None = None  # claim only these runs (`trigger --run`)
+    handlers_only: bool = False  # refuse shell-command jobs
+    allowed_commands: tuple[str, ...] = ()  # if set, only commands matching a glob run
     concurrency: int = 4
     max_runs: int | None = None
     max_runtime: float = 45.0
@@ -72,7 +76,7 @@ class ExecReport:
 @dataclass
 class _Active:
     claim: Claimed
-    job: Running
+    job: Running | _Done
     last_beat: float  # monotonic time of the last renewed lease
     stop_requested: AttemptOutcome | None = None
 
@@ -176,7 +180,27 @@ class Executor:
             self._start(claim)
         return len(claims)
 
+    def _refusal(self, claim: Claimed) -> str | None:
+        """Why this worker will not run ``claim`` (a security setting), or None."""
+        if claim.kind != "command":
+            return None
+        if self.options.handlers_only:
+            return "refused: this worker runs registered Python handlers only (--handlers-only)"
+        command = claim.command or ""
+        if self.options.allowed_commands and not any(
+                fnmatch.fnmatchcase(command, pattern) for pattern in self.options.allowed_commands):
+            return "refused: the command is not on this worker's allow-list (--allow-command)"
+        return None
+
     def _start(self, claim: Claimed) -> None:
+        refusal = self._refusal(claim)
+        if refusal is not None:
+            log.warning("run %s: %s", claim.id, refusal,
+                        extra={"action": "refuse", "run_id": claim.id, "job": claim.name})
+            refused = Result(AttemptOutcome.FAILED, None, refusal, "", None, 0.0)
+            dead = dataclasses.replace(claim, max_attempts=claim.attempt)  # no retry
+            self._finish(_Active(dead, _Done(refused), time.monotonic()), refused)
+            return
         context = JobContext(run_id=claim.id, job=claim.name, scheduled_for=claim.scheduled_for,
                              attempt=claim.attempt, payload=dict(claim.payload or {}))
         work = Work(context=context, kind=claim.kind, command=claim.command,
@@ -328,6 +352,21 @@ class Executor:
         except Exception:
             log.debug("closing a broken connection failed")
         self.store = fresh
+
+
+class _Done:
+    """Stands in for a job that was never started."""
+
+    pid = 0
+
+    def __init__(self, result: Result) -> None:
+        self.result = result
+
+    def poll(self) -> Result:
+        return self.result
+
+    def stop(self, outcome: AttemptOutcome, reason: str) -> None:
+        """Nothing runs: nothing to stop."""
 
 
 def _deadline(since: float, claim: Claimed) -> float:

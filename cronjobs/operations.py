@@ -91,10 +91,12 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
                               "'queue': use --force to add another")
             if policy == Overlap.REPLACE and running > 0:
                 store.request_cancel_running([definition.id], now=store.now())
-        return store.insert_manual_run(
+        run = store.insert_manual_run(
             definition_id=definition.id, scheduled_for=store.now(), trigger=Trigger.MANUAL,
             payload=payload, max_attempts=definition.max_attempts,
             exclusive=exclusive(definition) and not force)
+        store.notify_trigger()  # a `cronjobs worker` ticks at once
+        return run
 
 
 def cancel(store: Store, run_id: int) -> Run:

@@ -401,6 +401,21 @@ class Store:
     def prune_ticks(self, *, cutoff: dt.datetime, batch: int) -> int:
         return len(self._rows("prune_ticks", {"cutoff": cutoff, "batch": batch}))
 
+    # -- notifications (the worker) --------------------------------------------------------
+
+    def listen_for_triggers(self) -> None:
+        self._rows("listen_trigger")
+
+    def notify_trigger(self) -> None:
+        self._rows("notify_trigger")
+
+    def wait_for_notification(self, timeout: float) -> bool:
+        """Whether a notification arrived within ``timeout`` seconds."""
+        with _translated():
+            for _ in self.conn.notifies(timeout=timeout, stop_after=1):
+                return True
+        return False
+
     def definition_history(self, name: str) -> list[Definition]:
         return [_build(Definition, row)
                 for row in self._rows("definition_history", {"name": name})]

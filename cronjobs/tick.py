@@ -33,6 +33,8 @@ class TickOptions:
     alert_command: str | None = None
     run_ids: tuple[int, ...] | None = None  # only run these (and materialise nothing)
     retention: dt.timedelta | None = None  # prune a little history older than this
+    handlers_only: bool = False
+    allowed_commands: tuple[str, ...] = ()
 
 
 @dataclass
@@ -75,7 +77,9 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
             worker=options.worker, concurrency=options.concurrency, max_runs=options.max_runs,
             max_runtime=options.max_runtime, grace=options.grace, apps=options.apps,
             now=options.now, tick_id=tick_id, alert_command=options.alert_command,
-            run_ids=options.run_ids), reconnect=reconnect, should_stop=should_stop)
+            run_ids=options.run_ids, handlers_only=options.handlers_only,
+            allowed_commands=options.allowed_commands),
+            reconnect=reconnect, should_stop=should_stop)
         report.execute = executor.run()
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.

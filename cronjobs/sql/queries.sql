@@ -525,3 +525,11 @@ DELETE FROM job_ticks WHERE id IN (
     SELECT id FROM job_ticks WHERE started_at < %(cutoff)s AND status <> 'running'
     ORDER BY id LIMIT %(batch)s)
 RETURNING id;
+
+-- name: listen_trigger
+-- `cronjobs worker` wakes up at once when a run is triggered.
+LISTEN cronjobs_trigger;
+
+-- name: notify_trigger
+-- Delivered when the triggering transaction commits.
+NOTIFY cronjobs_trigger;

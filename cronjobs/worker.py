@@ -1,0 +1,119 @@
+"""``cronjobs worker``: for platforms without cron. It is a tiny cron of its own: at the
+start of every minute of the database's clock (and at once when ``cronjobs trigger`` sends
+a notification) it starts ``cronjobs tick`` as a child process, exactly as cron would, so
+every guarantee of the tick holds unchanged — ticks may overlap safely. SIGTERM/SIGINT
+stop it gracefully: running ticks get SIGTERM and are waited for."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from cronjobs.errors import CronjobsError
+from cronjobs.store import Store
+
+log = logging.getLogger(__name__)
+
+MARGIN = 0.5  # seconds after the minute starts, so the new minute's slot is due
+
+
+@dataclass
+class WorkerReport:
+    ticks: int = 0
+    failed_ticks: int = 0
+
+
+def seconds_to_next_minute(now: dt.datetime) -> float:
+    """From ``now`` to just after the next whole minute."""
+    nxt = now.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
+    return (nxt - now).total_seconds() + MARGIN
+
+
+def serve(store: Store, tick_argv: Sequence[str], env: Mapping[str, str], *,
+          should_stop: Callable[[], bool], reconnect: Callable[[], Store],
+          max_ticks: int | None = None) -> WorkerReport:
+    """Start a tick at every minute (and on notification) until asked to stop."""
+    report = WorkerReport()
+    children: list[subprocess.Popen[bytes]] = []
+    listening = _listen(store)
+    try:
+        while not should_stop():
+            _reap(children, report)
+            if max_ticks is not None and report.ticks >= max_ticks:
+                break
+            children.append(subprocess.Popen([sys.executable, "-m", "cronjobs", *tick_argv],
+                                             env=dict(env)))
+            report.ticks += 1
+            log.info("tick started", extra={"action": "worker", "pid": children[-1].pid})
+            store, listening = _wait_for_next(store, listening, should_stop, reconnect,
+                                              lambda: _reap(children, report))
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            child.wait()
+        _reap(children, report)
+    return report
+
+
+def _reap(children: list[subprocess.Popen[bytes]],
+          report: WorkerReport) -> list[subprocess.Popen[bytes]]:
+    running = []
+    for child in children:
+        code = child.poll()
+        if code is None:
+            running.append(child)
+        elif code != 0:
+            report.failed_ticks += 1
+            log.warning("a tick exited with %s", code, extra={"action": "worker"})
+    children[:] = running
+    return running
+
+
+def _listen(store: Store) -> bool:
+    try:
+        store.listen_for_triggers()
+    except CronjobsError as exc:  # e.g. behind a transaction-pooling PgBouncer
+        log.info("no notifications (%s): ticking every minute only", exc.message,
+                 extra={"action": "worker"})
+        return False
+    return True
+
+
+def _wait_for_next(store: Store, listening: bool, should_stop: Callable[[], bool],
+                   reconnect: Callable[[], Store], reap: Callable[[], object]
+                   ) -> tuple[Store, bool]:
+    """Sleep until the next minute of the database's clock, a trigger notification, or a
+    stop request. A database blip only delays the next tick."""
+    try:
+        deadline = time.monotonic() + seconds_to_next_minute(store.now())
+    except CronjobsError:
+        try:
+            store = reconnect()
+            listening = _listen(store)
+        except CronjobsError as exc:
+            log.warning("database unavailable: %s", exc.message, extra={"action": "worker"})
+        deadline = time.monotonic() + 5.0
+    while not should_stop():
+        reap()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        step = min(left, 0.5)
+        if listening:
+            try:
+                if store.wait_for_notification(step):
+                    log.info("triggered: ticking now", extra={"action": "worker"})
+                    break
+            except CronjobsError:
+                listening = False
+        else:
+            time.sleep(step)
+    return store, listening

@@ -1,0 +1,118 @@
+"""Every command and the tick through PgBouncer in transaction pooling mode (Debian's
+pgbouncer, installed by .ci/install-system-packages)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def pooled_url(database_url: str) -> Iterator[str]:
+    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    assert Path(binary).exists(), "pgbouncer is missing: run .ci/install-system-packages"
+    params = conninfo_to_dict(database_url)
+    host = str(params.get("host") or "127.0.0.1")
+    port = str(params.get("port") or "5432")
+    user = str(params.get("user") or "postgres")
+    listen = _free_port()
+    # pgbouncer drops root for `nobody`, who cannot reach pytest's private temp dirs
+    work = Path(tempfile.mkdtemp(prefix="cronjobs-pgbouncer-"))
+    work.chmod(0o777)
+    (work / "users.txt").write_text(f'"{user}" ""\n')
+    (work / "pgbouncer.ini").write_text(
+        "[databases]\n"
+        f"* = host={host} port={port}\n"
+        "[pgbouncer]\n"
+        f"listen_addr = 127.0.0.1\nlisten_port = {listen}\n"
+        f"unix_socket_dir =\nauth_type = trust\nauth_file = {work}/users.txt\n"
+        "pool_mode = transaction\nmax_client_conn = 100\ndefault_pool_size = 5\n"
+        f"logfile = {work}/pgbouncer.log\npidfile = {work}/pgbouncer.pid\n")
+    for f in work.iterdir():
+        f.chmod(0o644)
+    command = [binary, str(work / "pgbouncer.ini")]
+    if os.geteuid() == 0:  # pgbouncer refuses to run as root
+        command[1:1] = ["-u", "nobody"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    url = make_conninfo(database_url, host="127.0.0.1", port=str(listen))
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                psycopg.connect(url, prepare_threshold=None).close()
+                break
+            except psycopg.OperationalError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log = (work / "pgbouncer.log")
+                    out = proc.stdout.read() if proc.stdout else ""
+                    raise AssertionError(out + (log.read_text() if log.exists() else "")
+                                         ) from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "CRONJOBS_"))}
+    env["CRONJOBS_DATABASE_URL"] = url
+    return subprocess.run([sys.executable, "-m", "cronjobs", *args], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_everything_through_pgbouncer_transaction_pooling(pooled_url: str,
+                                                          db: psycopg.Connection[Any],
+                                                          tmp_path: Path) -> None:
+    marker = tmp_path / "ran.log"
+    steps = [
+        ["define", "pooled", "* * * * *", "--command", f"echo $CRONJOBS_RUN_ID >> {marker}",
+         "--overlap", "allow"],
+        ["list"], ["describe", "pooled"], ["next", "pooled"], ["pause", "pooled"],
+        ["resume", "pooled"], ["trigger", "pooled"], ["trigger", "pooled"],
+        ["tick", "--concurrency", "2"],
+        ["runs", "pooled"], ["show", "1"], ["status"], ["metrics"],
+        ["explain", "pooled"], ["backfill", "pooled", "--from", "2026-01-01T00:00:00Z",
+                                "--to", "2026-01-01T00:02:00Z"],
+        ["tick"], ["retry", "1", "--force"], ["tick", "--json"], ["cancel", "1"],
+        ["prune", "--older-than", "1d"], ["migrate"],
+    ]
+    for step in steps:
+        result = _run(pooled_url, *step)
+        expected = 2 if step == ["cancel", "1"] else 0  # run 1 has finished by then
+        assert result.returncode == expected, (step, result.stdout, result.stderr)
+    runs = db.execute("SELECT status, count(*) FROM job_runs GROUP BY 1").fetchall()
+    assert dict(runs) == {"succeeded": 6}
+    assert len(marker.read_text().split()) == 6
+    # several concurrent ticks through the pooler still run each run once
+    assert _run(pooled_url, "backfill", "pooled", "--from", "2026-02-01T00:00:00Z", "--to",
+                "2026-02-01T00:19:00Z").returncode == 0
+    procs = [subprocess.Popen([sys.executable, "-m", "cronjobs", "--database-url", pooled_url,
+                               "tick", "--json"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, outs
+    assert sum(json.loads(o)["counts"]["claimed"] for o, _ in outs) == 20
+    assert len(marker.read_text().split()) == 26
+    assert len(set(marker.read_text().split())) == 26
