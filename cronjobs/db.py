@@ -12,13 +12,6 @@ from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from tenacity import (
-    RetryError,
-    Retrying,
-    retry_if_exception,
-    stop_after_delay,
-    wait_random_exponential,
-)
 
 from cronjobs.config import DatabaseTarget, mask_conninfo, scrub
 from cronjobs.errors import DatabaseUnavailable
@@ -96,6 +89,22 @@ def connect(
                 startup_options[0] = ""
                 return attempt()
             raise
+
+    try:
+        return attempt()  # the usual case: no retry machinery needed
+    except psycopg.Error as exc:
+        if not _transient(exc) or retry_for <= 0:
+            raise DatabaseUnavailable(
+                f"cannot connect to the database at {mask_conninfo(conninfo)}: "
+                f"{_first_line(exc)}") from None
+    # tenacity is imported only when the database is not there at once
+    from tenacity import (
+        RetryError,
+        Retrying,
+        retry_if_exception,
+        stop_after_delay,
+        wait_random_exponential,
+    )
 
     def before_sleep(state: Any) -> None:
         if on_retry is not None and state.outcome is not None:

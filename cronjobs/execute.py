@@ -18,14 +18,15 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cronjobs.alerts import Alerts, Event
-from cronjobs.context import JobContext
 from cronjobs.errors import DatabaseUnavailable
 from cronjobs.models import AttemptOutcome, Claimed, RunStatus
-from cronjobs.runner import Result, Running, Watchdog, Work, start
 from cronjobs.store import Store
+
+if TYPE_CHECKING:  # imported when there is something to run: an idle tick stays light
+    from cronjobs.alerts import Alerts, Event
+    from cronjobs.runner import Result, Running, Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,15 @@ class Executor:
         self.report = ExecReport()
         self.active: dict[int, _Active] = {}
         self.watchdog: Watchdog | None = None
-        self.alerts = Alerts()
+        self._alerts: Alerts | None = None
+
+    @property
+    def alerts(self) -> Alerts:
+        if self._alerts is None:
+            from cronjobs.alerts import Alerts  # noqa: PLC0415 - see the imports above
+
+            self._alerts = Alerts()
+        return self._alerts
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -112,12 +121,13 @@ class Executor:
         last_reclaim = time.monotonic()
         if self._capacity_left() == 0:
             return self.report
-        self.watchdog = Watchdog.start()
         try:
             self._loop(started, last_reclaim)
         finally:
-            self.watchdog.close()
-            self.alerts.wait()
+            if self.watchdog is not None:
+                self.watchdog.close()
+            if self._alerts is not None:
+                self._alerts.wait()
         return self.report
 
     def _loop(self, started: float, last_reclaim: float) -> None:
@@ -147,7 +157,8 @@ class Executor:
                 return
             self._poll_jobs()
             self._heartbeat()
-            self.alerts.poll()
+            if self._alerts is not None:
+                self._alerts.poll()
             time.sleep(POLL)
 
     def _capacity_left(self) -> int:
@@ -164,6 +175,8 @@ class Executor:
             log.warning("lease expired: run %s back to %s", row["id"], row["status"],
                         extra={"action": "reclaim", "run_id": row["id"],
                                "worker": row["lease_owner"]})
+            from cronjobs.alerts import Event  # noqa: PLC0415 - see the imports above
+
             self._after_attempt(row["definition_id"], Event(
                 "dead" if row["status"] == RunStatus.DEAD else "failed", row["id"],
                 row["job"], row["scheduled_for"], row["attempt"], row["status"], row["error"],
@@ -193,6 +206,11 @@ class Executor:
         return None
 
     def _start(self, claim: Claimed) -> None:
+        from cronjobs.context import JobContext  # noqa: PLC0415 - see the imports above
+        from cronjobs.runner import Result, Watchdog, Work, start  # noqa: PLC0415
+
+        if self.watchdog is None:
+            self.watchdog = Watchdog.start()
         refusal = self._refusal(claim)
         if refusal is not None:
             log.warning("run %s: %s", claim.id, refusal,
@@ -292,6 +310,8 @@ class Executor:
                  extra={"action": "finish", "run_id": claim.id, "job": claim.name,
                         "outcome": outcome.value})
         if status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.DEAD):
+            from cronjobs.alerts import Event  # noqa: PLC0415 - see the imports above
+
             event = Event("dead" if status == RunStatus.DEAD else "failed", claim.id,
                           claim.name, claim.scheduled_for, claim.attempt, status.value,
                           result.error, result.exit_code)
@@ -315,6 +335,8 @@ class Executor:
         if event.kind == "dead" or row["alert_on_failure"]:
             self.alerts.fire(command, event)
         if row["just_paused"]:
+            from cronjobs.alerts import Event  # noqa: PLC0415 - see the imports above
+
             self.alerts.fire(command, Event("paused", event.run_id, event.job,
                                             event.scheduled_for, event.attempt, event.status,
                                             row["pause_note"], event.exit_code))

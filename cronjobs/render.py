@@ -8,16 +8,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cronjobs.definitions import DefineResult, Description, Listing, Preview, Slot
 from cronjobs.durations import format_duration
-from cronjobs.explain import REASONS, Explanation
-from cronjobs.health import Status
-from cronjobs.materialise import BackfillReport, Decided
 from cronjobs.models import Attempt, Definition, Run
-from cronjobs.operations import RunDetail
-from cronjobs.tick import TickReport
+
+if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cronjobs
+    from cronjobs.definitions import DefineResult, Description, Listing, Preview, Slot
+    from cronjobs.explain import Explanation
+    from cronjobs.health import Status
+    from cronjobs.materialise import BackfillReport, Decided
+    from cronjobs.operations import RunDetail
+    from cronjobs.tick import TickReport
 
 
 def to_json(value: Any) -> str:
@@ -297,6 +299,8 @@ def explain_json(e: Explanation) -> dict[str, Any]:
 
 
 def explain_text(e: Explanation) -> str:
+    from cronjobs.explain import REASONS  # noqa: PLC0415 - see the imports above
+
     if not e.rows:
         return (f"no slots of {e.job!r} between {short(e.start)} and {short(e.end)} "
                 f"(schedule {e.definition.schedule!r}, {e.definition.timezone})")

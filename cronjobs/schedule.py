@@ -127,14 +127,12 @@ import re
 import zoneinfo
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-from croniter import (  # type: ignore[import-untyped, unused-ignore]
-    CroniterBadDateError,
-    croniter,
-)
+from typing import TYPE_CHECKING, Any
 
 from cronjobs.errors import ScheduleError
+
+if TYPE_CHECKING:
+    from croniter import croniter  # type: ignore[import-untyped, unused-ignore]
 
 __all__ = ["MACROS", "MAX_LENGTH", "Schedule", "check_timezone", "parse"]
 
@@ -147,7 +145,18 @@ _ZERO = dt.timedelta(0)
 # Where the parsed croniter templates stand; every use moves a copy elsewhere.
 _TEMPLATE_START = dt.datetime(2000, 1, 1)
 # How croniter stops: no match within 50 years, or the calendar ends (year 1 or 9999).
-_CRONITER_END = (CroniterBadDateError, OverflowError, ValueError)
+@functools.cache
+def _croniter() -> Any:
+    """croniter, imported on first use: a tick with nothing due never needs it."""
+    import croniter as library  # noqa: PLC0415  # type: ignore[import-untyped, unused-ignore]
+
+    return library
+
+
+@functools.cache
+def _croniter_end() -> tuple[type[BaseException], ...]:
+    """What croniter raises when a search runs out of range."""
+    return (_croniter().CroniterBadDateError, OverflowError, ValueError)
 
 _FIELDS_HELP = "5 fields (minute hour day-of-month month day-of-week)"
 
@@ -335,7 +344,7 @@ def _parse_hash(f: _Field, whole: str, hash_key: str) -> frozenset[int]:
     # 240 of the 1440 times of day. A key per field makes them independent.
     key = f"{hash_key}\x1f{f.name}".encode()
     try:
-        expanded: Any = croniter.expand(" ".join(probe), hash_id=key)
+        expanded: Any = _croniter().croniter.expand(" ".join(probe), hash_id=key)
     except (ValueError, TypeError) as exc:  # pragma: no cover - validated above
         raise _FieldError(f"{f.name} field '{whole}' is not valid: {exc}") from exc
     return _croniter_values(f, expanded[0][f.index])
@@ -397,7 +406,9 @@ def _join(items: list[str], word: str = "and") -> str:
 
 
 def _template(texts: list[str], day_or: bool) -> croniter[dt.datetime]:
-    return croniter(" ".join(texts), _TEMPLATE_START, ret_type=dt.datetime, day_or=day_or)
+    built: croniter[dt.datetime] = _croniter().croniter(
+        " ".join(texts), _TEMPLATE_START, ret_type=dt.datetime, day_or=day_or)
+    return built
 
 
 def _agreeing(
@@ -722,7 +733,7 @@ class Schedule:
         while True:
             try:
                 wall = step(dt.datetime)
-            except _CRONITER_END:
+            except _croniter_end():
                 return
             yield wall
 
