@@ -167,3 +167,25 @@ def run_cronjobs(*args: str, env: dict[str, str] | None = None,
     exe = Path(sys.executable).parent / "cronjobs"
     return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout,
                           env=env if env is not None else os.environ.copy(), check=False)
+
+
+_MEASURE = """
+import os, sys, json
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+print(json.dumps([os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024]))
+"""
+
+
+def peak_rss(argv: list[str], env: dict[str, str] | None = None,
+             timeout: float = 300) -> tuple[int, float]:
+    """Run ``argv`` and return (exit code, peak RSS in MiB of it and the children it waited
+    for). It is started by a small intermediate process: Linux carries the peak RSS across
+    fork and exec, so a process started straight from pytest would report pytest's own."""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", _MEASURE, *argv], capture_output=True,
+                         text=True, timeout=timeout, check=True,
+                         env=env if env is not None else os.environ.copy()).stdout
+    code, mib = json.loads(out.strip().splitlines()[-1])
+    return int(code), float(mib)

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import Invoke, count
+from conftest import Invoke, count, peak_rss
 
 
 def _tick(database_url: str, *args: str, env: dict[str, str] | None = None
@@ -296,11 +296,9 @@ def test_a_gigabyte_of_output_keeps_the_tick_small(cli: Invoke, database_url: st
                "head -c 1073741824 /dev/zero | tr '\\0' 'x'; echo; echo last line").exit_code == 0
     assert cli("backfill", "chatty", "--from", "2020-01-01T00:00:00Z", "--to",
                "2020-01-01T00:00:00Z").exit_code == 0
-    tick = _tick(database_url)
-    _, status, usage = os.wait4(tick.pid, 0)
-    tick.returncode = os.waitstatus_to_exitcode(status)
-    assert tick.returncode == 0, tick.stderr.read() if tick.stderr else ""
-    peak_mib = usage.ru_maxrss / 1024  # kilobytes on Linux
+    code, peak_mib = peak_rss([sys.executable, "-m", "cronjobs", "--database-url",
+                               database_url, "tick"])
+    assert code == 0
     assert peak_mib < 150, peak_mib
     status_row, tail = db.execute("SELECT status, output_tail FROM job_runs").fetchone() or ()
     assert status_row == "succeeded"

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from conftest import peak_rss
 from cronjobs.child import encode_result
 from cronjobs.context import JobContext
 from cronjobs.models import AttemptOutcome
@@ -266,14 +267,11 @@ def test_a_gigabyte_of_output_keeps_only_the_tail_in_bounded_memory(tmp_path: Pa
     """)
     report = tmp_path / "report.json"
     loud = "head -c 1073741824 /dev/zero | tr '\\0' 'x'; echo; printf end"
-    pid = os.posix_spawn(sys.executable, [sys.executable, "-c", script, loud, str(report)],
-                         os.environ)
-    _, status, usage = os.wait4(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    code, peak_mib = peak_rss([sys.executable, "-c", script, loud, str(report)])
+    assert code == 0
     outcome = json.loads(report.read_text())
     assert outcome["outcome"] == "succeeded"
     assert outcome["tail"] == "x" * (65536 - 4) + "\nend"
-    peak_mib = usage.ru_maxrss / 1024  # KiB on Linux
     assert peak_mib < 100, f"the runner's process peaked at {peak_mib:.0f} MiB"
 
 
