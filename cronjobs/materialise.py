@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from cronjobs import schedule as schedules
@@ -85,7 +85,11 @@ def decide(d: Definition, now: dt.datetime, *, running: int = 0, waiting: int = 
         # Nothing due (or the clock went backwards): decide nothing twice.
         return Decision(d.id, (), (), Advance(d.id, d.cursor_at, first))
 
-    latest = _latest(sched, now)
+    second = sched.next_after(first)
+    if second > now:  # the usual case: exactly one slot is due
+        latest, next_due = first, second
+    else:
+        latest, next_due = _latest(sched, now), sched.next_after(now)
     skips: list[NewSkip] = []
     resumed = False
 
@@ -95,7 +99,7 @@ def decide(d: Definition, now: dt.datetime, *, running: int = 0, waiting: int = 
     if d.paused_at is not None:
         if d.paused_until is None or d.paused_until > now:
             skip(first, latest, SkipReason.PAUSED, _pause_detail(d))
-            return Decision(d.id, (), tuple(skips), Advance(d.id, now, sched.next_after(now)))
+            return Decision(d.id, (), tuple(skips), Advance(d.id, now, next_due))
         # paused until a moment that has passed: slots until then were paused
         last_paused = sched.latest_at_or_before(d.paused_until)
         if last_paused is not None and last_paused >= first:
@@ -103,15 +107,30 @@ def decide(d: Definition, now: dt.datetime, *, running: int = 0, waiting: int = 
             first = sched.next_after(last_paused)
         resumed = True
         if first > now:
-            advance = Advance(d.id, now, sched.next_after(now), resumed=True)
+            advance = Advance(d.id, now, next_due, resumed=True)
             return Decision(d.id, (), tuple(skips), advance)
 
+    chosen = _catch_up(d, sched, first, latest, now, skip)
+
+    runs, overlap_skips, cancel = _apply_overlap(d, chosen, running, waiting)
+    skips.extend(overlap_skips)
+    skips.sort(key=lambda s: s.first_slot)
+    advance = Advance(d.id, now, next_due, resumed=resumed)
+    return Decision(d.id, tuple(runs), tuple(skips), advance, cancel_running=cancel)
+
+
+def _catch_up(d: Definition, sched: schedules.Schedule, first: dt.datetime,
+              latest: dt.datetime, now: dt.datetime,
+              skip: Callable[[dt.datetime, dt.datetime, SkipReason, str | None], None]
+              ) -> list[dt.datetime]:
+    """Which of the due slots first..latest run, by the catch-up policy and the starting
+    deadline; the others are recorded through ``skip``."""
     catchup = Catchup(d.catchup)
     deadline = d.starting_deadline
     if deadline is None and catchup == Catchup.NONE:
         deadline = NONE_WINDOW
     timely_first = first
-    if deadline is not None:
+    if deadline is not None and first < now - deadline:  # some slots are late
         timely_first = max(first, sched.next_after(now - deadline - TICK))
         if timely_first > first:
             last_late = min(latest, _before(sched, timely_first))
@@ -137,11 +156,7 @@ def decide(d: Definition, now: dt.datetime, *, running: int = 0, waiting: int = 
                           else f"catch-up 'latest' ran only {latest.isoformat()}")
                 skip(timely_first, _before(sched, latest), reason, detail)
 
-    runs, overlap_skips, cancel = _apply_overlap(d, chosen, running, waiting)
-    skips.extend(overlap_skips)
-    skips.sort(key=lambda s: s.first_slot)
-    advance = Advance(d.id, now, sched.next_after(now), resumed=resumed)
-    return Decision(d.id, tuple(runs), tuple(skips), advance, cancel_running=cancel)
+    return chosen
 
 
 def _apply_overlap(d: Definition, chosen: list[dt.datetime], running: int, waiting: int
