@@ -440,7 +440,7 @@ def bench_materialise(ctx: Context) -> Section:
     s = Section(
         "Materialisation",
         f"{count:,} definitions all due in the same minute (10 zones; 40 % share five "
-        "common expressions per zone, 40 % use ~1,500 distinct expressions — lists, steps, "
+        "common expressions per zone, 40 % use ~1,300 distinct expressions — lists, steps, "
         "ranges, both day fields —, 20 % are H-hashed), cursor 30 s before the minute. One "
         "`cronjobs tick --max-runs 0` materialises them. Baseline, in the same database just "
         "before: one Python process inserting a run for every due definition and moving "
