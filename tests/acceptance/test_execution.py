@@ -252,9 +252,7 @@ def test_database_restart_while_a_job_runs_loses_nothing(tmp_path: Path) -> None
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PG", "CRONJOBS_")) and k != "DATABASE_URL"}
     env["CRONJOBS_HOME"] = str(home)
-    previous = os.environ.get("CRONJOBS_HOME")
-    os.environ["CRONJOBS_HOME"] = str(home)
-    try:
+    with embedded.scratch(home):
         def cronjobs(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([sys.executable, "-m", "cronjobs", *args], env=env,
                                   capture_output=True, text=True, timeout=120, check=False)
@@ -281,12 +279,6 @@ def test_database_restart_while_a_job_runs_loses_nothing(tmp_path: Path) -> None
         assert (status, output) == ("succeeded", "finished\n")
         assert attempts == [("succeeded",)]
         assert json.loads(out)["counts"]["succeeded"] == 1
-    finally:
-        embedded.stop()
-        if previous is None:
-            os.environ.pop("CRONJOBS_HOME", None)
-        else:
-            os.environ["CRONJOBS_HOME"] = previous
 
 
 @pytest.mark.slow
