@@ -581,12 +581,15 @@ class CronjobsSystem(System):
     cronjobs_schema = True
     db_purpose = "tp_cronjobs"
 
-    def __init__(self, ctx: Context, kind: str, appdir: Path) -> None:
+    def __init__(self, ctx: Context, kind: str, appdir: Path, *,
+                 in_process: bool = False) -> None:
         super().__init__(ctx)
         self.kind = kind
         self.appdir = appdir
-        self.name = ("cronjobs, no-op Python handlers" if kind == "handler"
-                     else "cronjobs, no-op shell commands (true)")
+        self.in_process = in_process
+        self.name = ("cronjobs, no-op shell commands (true)" if kind == "command"
+                     else "cronjobs, no-op Python handlers, --in-process" if in_process
+                     else "cronjobs, no-op Python handlers, isolated (default)")
         self.prefix = "noop-" if kind == "handler" else "true-"
 
     def prepare(self) -> None:
@@ -603,7 +606,8 @@ class CronjobsSystem(System):
 
     def argv(self) -> list[str]:
         apps = ["bench_noop_jobs"] if self.kind == "handler" else []
-        return tick_argv("--concurrency", "8", "--max-runtime", "10m", apps=apps)
+        extra = ["--in-process"] if self.in_process else []
+        return tick_argv("--concurrency", "8", "--max-runtime", "10m", *extra, apps=apps)
 
     def env(self) -> dict[str, str]:
         return cli_env(self.server, self.db, PYTHONPATH=str(self.appdir))
@@ -717,7 +721,9 @@ def bench_throughput(ctx: Context) -> Section:
         "backfill` would: status queued, eligible now) over 100 definitions with overlap "
         "`allow`, executed by `cronjobs tick --concurrency 8 --max-runtime 10m` "
         "subprocesses; handlers come from a module in a temporary directory on PYTHONPATH, "
-        "given with `--app`. Against, on the same server, each in its own scratch database "
+        "given with `--app`, run with `--in-process` (the fast mode, which the targets are "
+        "about) and in the default isolated mode (a fresh interpreter per run, for "
+        "context). Against, on the same server, each in its own scratch database "
         "and processing the same number of no-op jobs: a hand-written psycopg loop (claim "
         "10 with FOR UPDATE SKIP LOCKED, run each in-process — or `/bin/sh -c true` — and "
         "finish each with its own statement), pgqueuer and procrastinate workers run as "
@@ -729,9 +735,10 @@ def bench_throughput(ctx: Context) -> Section:
     n = ctx.repeats("throughput")
     appdir = Path(tempfile.mkdtemp(prefix="cjbench-app-"))
     (appdir / "bench_noop_jobs.py").write_text(HANDLER_MODULE)
-    systems: list[System] = [CronjobsSystem(ctx, "handler", appdir),
+    systems: list[System] = [CronjobsSystem(ctx, "handler", appdir, in_process=True),
                              CronjobsSystem(ctx, "command", appdir),
-                             HandLoop(ctx, use_shell=False), HandLoop(ctx, use_shell=True)]
+                             HandLoop(ctx, use_shell=False), HandLoop(ctx, use_shell=True),
+                             CronjobsSystem(ctx, "handler", appdir)]
     missing = [name for name in ("pgqueuer", "procrastinate")
                if importlib.util.find_spec(name) is None]
     if "pgqueuer" not in missing:
@@ -808,7 +815,7 @@ def throughput_figures(s: Section, systems: list[System],
         s.figure(f"{label}: commits/job", "commits", [m.commits / count for m in ms])
         s.figure(f"{label}: CPU ms/job", "ms", [1000 * m.cpu / count for m in ms])
     handler, shell, hand, hand_shell = (x.name for x in systems[:4])
-    others = systems[4:]
+    others = [x for x in systems[4:] if not isinstance(x, CronjobsSystem)]
     for name, baseline in ((handler, hand), (shell, hand_shell)):
         for workers in (1, 4):
             label = f"{name} x{workers}"

@@ -12,9 +12,11 @@
 
 ``python -I -S .../cronjobs/child.py --watchdog``
     The watchdog of one tick (see :class:`cronjobs.runner.Watchdog`). Reads lines
-    ``watch PGID`` / ``forget PGID`` / ``close`` from stdin. When stdin ends, with or
-    without ``close``, every process group still watched is killed (SIGKILL) and it exits:
-    an end without ``close`` means the tick died. It imports nothing but the standard
+    ``watch PGID [DEADLINE]`` / ``renew PGID DEADLINE`` / ``forget PGID`` / ``close`` from
+    stdin; ``-PID`` in place of a group is the single process PID (the tick itself, while
+    it runs handlers in-process). When stdin ends, with or without ``close``, every process
+    group still watched is killed (SIGKILL) and it exits: an end without ``close`` means
+    the tick died. It imports nothing but the standard
     library, so it can run isolated (``-I -S``) and starts quickly.
 
 Return values that cannot be stored as JSON (not serialisable, NaN or infinity, NUL
@@ -185,9 +187,13 @@ def _die_by(signum: int) -> None:
 
 
 def _kill_groups(groups: Iterable[int]) -> None:
+    """SIGKILL each process group; a negative entry -PID is the single process PID."""
     for pgid in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
+            if pgid < 0:
+                os.kill(-pgid, signal.SIGKILL)
+            else:
+                os.killpg(pgid, signal.SIGKILL)
 
 
 def watchdog(fd: int) -> int:
@@ -218,10 +224,11 @@ def watchdog(fd: int) -> int:
             _kill_groups(expired)
             for group in expired:
                 del watched[group]
-    if watched:
-        _kill_groups(watched)
+    groups = [g for g in watched if g > 0]  # the tick itself (-PID) ended already
+    if groups:
+        _kill_groups(groups)
         time.sleep(0.1)
-        _kill_groups(watched)  # anything forked while the first signal was being sent
+        _kill_groups(groups)  # anything forked while the first signal was being sent
     return 0
 
 
@@ -231,9 +238,9 @@ def _apply(lines: Iterable[bytes], watched: dict[int, float | None]) -> bool:
         words = line.split()
         if words == [b"close"]:
             return True
-        if len(words) < 2 or not words[1].isdigit() or int(words[1]) <= 1:
+        if len(words) < 2 or not words[1].lstrip(b"-").isdigit() or abs(int(words[1])) <= 1:
             continue
-        group = int(words[1])
+        group = int(words[1])  # -PID: the single process PID (a tick running handlers)
         deadline = _number(words[2]) if len(words) == 3 else None
         renewing = words[0] == b"renew" and group in watched and deadline is not None
         if words[0] == b"watch" or renewing:

@@ -14,25 +14,28 @@ import dataclasses
 import datetime as dt
 import fnmatch
 import logging
+import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cronjobs.errors import DatabaseUnavailable
-from cronjobs.models import AttemptOutcome, Claimed, RunStatus
+from cronjobs.models import AttemptOutcome, Claimed, Outcome, RunStatus
 from cronjobs.store import Store
 
 if TYPE_CHECKING:  # imported when there is something to run: an idle tick stays light
     from cronjobs.alerts import Alerts, Event
+    from cronjobs.inprocess import InProcess, InProcessJob
     from cronjobs.runner import Result, Running, Watchdog
 
 log = logging.getLogger(__name__)
 
-POLL = 0.05  # seconds between checks of running jobs
+POLL = 0.05  # longest wait between checks of running jobs (a finished job wakes it)
 RECLAIM_EVERY = 5.0  # seconds between reclaim passes while the tick is busy
-CLAIM_RETRY = 1.0  # seconds between claims that found less work than capacity
+CLAIM_RETRY = (0.05, 1.0)  # wait after a claim that found less than capacity: first, most
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class ExecOptions:
     max_runtime: float = 45.0
     grace: float = 25.0
     apps: tuple[str, ...] = ()
+    in_process: bool = False  # handlers run in threads of the tick (cronjobs.inprocess)
+    due_at: dt.datetime | None = None  # the instant this tick materialised up to
     now: dt.datetime | None = None  # pinned instant for "is it due" (tests); else the DB clock
     tick_id: int | None = None
 
@@ -77,7 +82,7 @@ class ExecReport:
 @dataclass
 class _Active:
     claim: Claimed
-    job: Running | _Done
+    job: Running | InProcessJob | _Done
     last_beat: float  # monotonic time of the last renewed lease
     stop_requested: AttemptOutcome | None = None
 
@@ -103,6 +108,10 @@ class Executor:
         self.report = ExecReport()
         self.active: dict[int, _Active] = {}
         self.watchdog: Watchdog | None = None
+        self.wake = threading.Event()  # set when a job ends
+        self._inprocess: InProcess | None = None
+        self._abandoned = False  # an in-process handler was given up on while running
+        self._self_watched = False  # the watchdog holds a deadline for this process
         self._alerts: Alerts | None = None
 
     @property
@@ -132,34 +141,52 @@ class Executor:
 
     def _loop(self, started: float, last_reclaim: float) -> None:
         claiming = True
-        last_short_claim = -CLAIM_RETRY
+        next_claim = 0.0  # monotonic time of the next claim
+        retry = CLAIM_RETRY[0]
         stopping = False
         while True:
+            self.wake.clear()
             now = time.monotonic()
             if not stopping and self.should_stop():
                 stopping = True
                 claiming = False
                 self._interrupt_all()
             if claiming and (now - started >= self.options.max_runtime
-                             or self._capacity_left() == 0):
+                             or self._capacity_left() == 0 or self._abandoned):
                 claiming = False
+            self._poll_jobs()
             free = self.options.concurrency - len(self.active)
-            if claiming and free > 0 and now - last_short_claim >= CLAIM_RETRY:
+            if claiming and free > 0 and now >= next_claim:
                 if now - last_reclaim >= RECLAIM_EVERY:
                     self._reclaim()
                     last_reclaim = now
                 got = self._claim(min(free, self._capacity_left()))
                 if got < free:
-                    last_short_claim = now
-                    if not self.active:
-                        return  # nothing running and nothing more to claim
+                    # Nothing more is due now. Stay while runs are still being
+                    # materialised by other ticks (they will be due in a moment).
+                    if not self.active and not self._others_materialising():
+                        return
+                    next_claim = now + retry
+                    retry = min(retry * 2, CLAIM_RETRY[1])
+                else:
+                    retry = CLAIM_RETRY[0]
+                continue  # look at what just started before waiting
             if not self.active and not claiming:
                 return
-            self._poll_jobs()
             self._heartbeat()
             if self._alerts is not None:
                 self._alerts.poll()
-            time.sleep(POLL)
+            wait = POLL
+            if claiming and free > 0:
+                wait = max(0.0, min(wait, next_claim - now))
+            self.wake.wait(wait)
+
+    def _others_materialising(self) -> bool:
+        """Whether definitions are due but locked: another tick is materialising them."""
+        due_at = self.options.due_at
+        if self.options.run_ids is not None or due_at is None:
+            return False
+        return bool(self._db(lambda s: s.definitions_due(now=due_at)))
 
     def _capacity_left(self) -> int:
         if self.options.max_runs is None:
@@ -217,7 +244,8 @@ class Executor:
                         extra={"action": "refuse", "run_id": claim.id, "job": claim.name})
             refused = Result(AttemptOutcome.FAILED, None, refusal, "", None, 0.0)
             dead = dataclasses.replace(claim, max_attempts=claim.attempt)  # no retry
-            self._finish(_Active(dead, _Done(refused), time.monotonic()), refused)
+            # recorded with the other outcomes on the next pass
+            self.active[claim.id] = _Active(dead, _Done(refused), time.monotonic())
             return
         context = JobContext(run_id=claim.id, job=claim.name, scheduled_for=claim.scheduled_for,
                              attempt=claim.attempt, payload=dict(claim.payload or {}))
@@ -225,18 +253,47 @@ class Executor:
                     handler=claim.handler, apps=self.options.apps,
                     timeout=claim.timeout.total_seconds() if claim.timeout else None,
                     kill_grace=min(10.0, self.options.grace))
-        log.info("run claimed", extra={"action": "claim", "run_id": claim.id,
-                                       "job": claim.name, "attempt": claim.attempt})
+        log.debug("run claimed", extra={"action": "claim", "run_id": claim.id,
+                                        "job": claim.name, "attempt": claim.attempt})
         claimed_at = time.monotonic()
-        job = start(work, self.watchdog, _deadline(claimed_at, claim))
+        job: Running | InProcessJob
+        if claim.kind == "handler" and self.options.in_process:
+            if self._inprocess is None:
+                from cronjobs.inprocess import InProcess  # noqa: PLC0415 - see the imports
+
+                self._inprocess = InProcess(self.options.apps, self.wake)
+            job = self._inprocess.start(work)
+        else:
+            job = start(work, self.watchdog, _deadline(claimed_at, claim), self.wake)
         self.active[claim.id] = _Active(claim, job, claimed_at)
+        self._watch_self()
 
     def _poll_jobs(self) -> None:
+        ended: list[tuple[_Active, Result]] = []
         for run_id, active in list(self.active.items()):
             result = active.job.poll()
             if result is not None:
                 del self.active[run_id]
-                self._finish(active, result)
+                ended.append((active, result))
+                if getattr(active.job, "abandoned", False):
+                    self._abandoned = True
+        if ended:
+            self._finish(ended)
+            self._watch_self()
+
+    def _watch_self(self) -> None:
+        """While handlers run in this process, the watchdog holds the earliest deadline of
+        their leases, and kills this whole process if it passes unrenewed (a frozen tick)."""
+        if self.watchdog is None:
+            return
+        deadlines = [_deadline(a.last_beat, a.claim) for a in self.active.values()
+                     if a.job.pid == 0 and not isinstance(a.job, _Done)]
+        if deadlines:
+            self.watchdog.watch(-os.getpid(), min(deadlines))
+            self._self_watched = True
+        elif self._self_watched:
+            self.watchdog.forget(-os.getpid())
+            self._self_watched = False
 
     def _heartbeat(self) -> None:
         now = time.monotonic()
@@ -266,6 +323,7 @@ class Executor:
                 a.last_beat = now
                 if self.watchdog is not None and a.job.pid:
                     self.watchdog.renew(a.job.pid, _deadline(now, a.claim))
+        self._watch_self()
 
     def _stop(self, active: _Active, outcome: AttemptOutcome, reason: str) -> None:
         if active.stop_requested is None:
@@ -278,53 +336,62 @@ class Executor:
         for active in self.active.values():
             self._stop(active, AttemptOutcome.INTERRUPTED, "interrupted: the tick was stopped")
 
-    def _finish(self, active: _Active, result: Result) -> None:
-        claim = active.claim
-        outcome = result.outcome
-        if outcome == AttemptOutcome.LOST:
-            self.report.lost += 1
-            self.report.finished.append(Finished(claim.id, claim.name, claim.attempt,
-                                                 outcome.value, None, result.error))
-            return  # the lease is gone: whoever holds the run now records its outcome
-        status, retry_in, extra = _next_status(claim, outcome)
-        recorded = self._db(lambda s: s.finish_run(
-            claim.id, claim.lease_token, status=status, outcome=outcome,
-            exit_code=result.exit_code, error=result.error, output_tail=result.output_tail,
-            result=result.result, retry_in=retry_in, extra_attempts=extra),
-            until=active.last_beat + claim.lease.total_seconds())
-        if not recorded:
-            self.report.lost += 1
-            self.report.finished.append(Finished(claim.id, claim.name, claim.attempt,
-                                                 "lost", None, "lease lost before the outcome "
-                                                 "was recorded"))
+    def _finish(self, ended: list[tuple[_Active, Result]]) -> None:
+        """Record the outcomes of attempts that ended, in one statement."""
+        writes: list[tuple[_Active, Result, Outcome]] = []
+        for active, result in ended:
+            claim = active.claim
+            if result.outcome == AttemptOutcome.LOST:
+                # the lease is gone: whoever holds the run now records its outcome
+                self._record_lost(claim, result.outcome.value, result.error)
+                continue
+            status, retry_in, extra = _next_status(claim, result.outcome)
+            writes.append((active, result, Outcome(
+                claim.id, claim.lease_token, status, result.outcome, result.exit_code,
+                result.error, result.output_tail, result.result, retry_in, extra)))
+        if not writes:
             return
-        counter = {RunStatus.SUCCEEDED: "succeeded", RunStatus.FAILED: "failed",
-                   RunStatus.DEAD: "dead", RunStatus.CANCELLED: "cancelled",
-                   RunStatus.QUEUED: "interrupted"}[status]
-        setattr(self.report, counter, getattr(self.report, counter) + 1)
-        if status == RunStatus.DEAD:
-            self.report.failed += 1
-        self.report.finished.append(Finished(claim.id, claim.name, claim.attempt,
-                                             outcome.value, status.value, result.error))
-        log.info("run %s %s", claim.id, status.value,
-                 extra={"action": "finish", "run_id": claim.id, "job": claim.name,
-                        "outcome": outcome.value})
-        if status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.DEAD):
-            from cronjobs.alerts import Event  # noqa: PLC0415 - see the imports above
+        until = min(a.last_beat + a.claim.lease.total_seconds() for a, _, _ in writes)
+        outcomes = [o for _, _, o in writes]
+        recorded = self._db(lambda s: s.finish_runs(outcomes), until=until)
+        for active, result, outcome in writes:
+            claim = active.claim
+            if recorded is None or claim.id not in recorded:
+                self._record_lost(claim, "lost", "lease lost before the outcome was recorded")
+                continue
+            status = outcome.status
+            counter = {RunStatus.SUCCEEDED: "succeeded", RunStatus.FAILED: "failed",
+                       RunStatus.DEAD: "dead", RunStatus.CANCELLED: "cancelled",
+                       RunStatus.QUEUED: "interrupted"}[status]
+            setattr(self.report, counter, getattr(self.report, counter) + 1)
+            if status == RunStatus.DEAD:
+                self.report.failed += 1
+            self.report.finished.append(Finished(claim.id, claim.name, claim.attempt,
+                                                 result.outcome.value, status.value,
+                                                 result.error))
+            log.info("run %s %s", claim.id, status.value,
+                     extra={"action": "finish", "run_id": claim.id, "job": claim.name,
+                            "outcome": result.outcome.value})
+            if status in (RunStatus.FAILED, RunStatus.DEAD):
+                from cronjobs.alerts import Event  # noqa: PLC0415 - see the imports above
 
-            event = Event("dead" if status == RunStatus.DEAD else "failed", claim.id,
-                          claim.name, claim.scheduled_for, claim.attempt, status.value,
-                          result.error, result.exit_code)
-            self._after_attempt(claim.definition_id, event,
-                                succeeded=status == RunStatus.SUCCEEDED)
+                event = Event("dead" if status == RunStatus.DEAD else "failed", claim.id,
+                              claim.name, claim.scheduled_for, claim.attempt, status.value,
+                              result.error, result.exit_code)
+                self._after_attempt(claim.definition_id, event)
 
-    def _after_attempt(self, definition_id: int, event: Event, *,
-                       succeeded: bool = False) -> None:
-        """Count the job's failures in a row (pausing it if it asks for that) and fire the
-        alert command the outcome calls for."""
-        row = self._db(lambda s: s.record_job_outcome(definition_id, succeeded=succeeded,
+    def _record_lost(self, claim: Claimed, outcome: str, error: str | None) -> None:
+        self.report.lost += 1
+        self.report.finished.append(Finished(claim.id, claim.name, claim.attempt, outcome,
+                                             None, error))
+
+    def _after_attempt(self, definition_id: int, event: Event) -> None:
+        """After a failure: count the job's failures in a row (pausing it if it asks for
+        that) and fire the alert command the outcome calls for. (A success resets the count
+        as its outcome is recorded.)"""
+        row = self._db(lambda s: s.record_job_outcome(definition_id, succeeded=False,
                                                       error=event.error))
-        if row is None or succeeded:
+        if row is None:
             return
         command = row["alert_command"] or self.options.alert_command
         if row["just_paused"]:

@@ -277,3 +277,19 @@ class Claimed:
     lease: dt.timedelta
     backoff: dt.timedelta
     backoff_max: dt.timedelta
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt ended, as recorded: the run's next status and the attempt's details."""
+
+    run_id: int
+    token: Any  # the lease token the attempt ran under (the fence)
+    status: RunStatus
+    outcome: AttemptOutcome
+    exit_code: int | None
+    error: str | None
+    output_tail: str | None
+    result: Any
+    retry_in: dt.timedelta | None = None
+    extra_attempts: int = 0

@@ -27,11 +27,11 @@ Process groups
     (Processes that detach into a session of their own are outside any supervision.)
 
 Dying with the tick
-    The job's main process has ``PR_SET_PDEATHSIG = SIGKILL`` (Linux), and a
-    :class:`Watchdog` process kills every group the tick still watched if the tick dies
-    (``kill -9``, the OOM killer). Note that Linux sends the parent-death signal when the
-    *thread* that started the job ends: call :func:`start` from a thread that lives as long
-    as the job (the tick's main thread).
+    A :class:`Watchdog` process kills every group the tick still watched if the tick dies
+    (``kill -9``, the OOM killer). When no watchdog could be started, the job's main
+    process gets ``PR_SET_PDEATHSIG = SIGKILL`` (Linux) instead. Note that Linux sends the
+    parent-death signal when the *thread* that started the job ends: call :func:`start`
+    from a thread that lives as long as the job (the tick's main thread).
 
 Outcomes
     exit 0: SUCCEEDED; exit N: FAILED ``exit code N`` (for a handler that raised, the
@@ -157,6 +157,46 @@ def _die_with_parent(parent: int) -> None:
 # -- the output pump ----------------------------------------------------------------------
 
 
+class Tail:
+    """The last ``limit`` bytes of a job's output; memory stays under ``2 * limit + chunk``
+    whatever the job prints. Shared by both ways of running a job."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.data = bytearray()
+        self.total = 0  # bytes seen
+
+    def keep(self, data: bytes) -> None:
+        self.total += len(data)
+        limit = self.limit
+        if limit == 0:
+            return
+        if len(data) >= limit:
+            self.data[:] = data[-limit:]
+            return
+        self.data += data
+        if len(self.data) > 2 * limit:
+            del self.data[: len(self.data) - limit]
+
+    def text(self, note: str | None = None) -> str:
+        """The tail as text, with ``note`` (from the runner) as its last line."""
+        data = bytes(self.data)
+        total = self.total
+        if note:
+            line = (b"\n" if data and not data.endswith(b"\n") else b"") + note.encode() + b"\n"
+            data += line
+            total += len(line)
+        limit = self.limit
+        if len(data) > limit:
+            data = data[len(data) - limit:] if limit else b""
+        if total > len(data):  # cut: start at a character boundary
+            skip = 0
+            while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
+                skip += 1
+            data = data[skip:]
+        return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+
+
 class _Pump:
     """A thread moving bytes between the tick and one job: the spec in, output and result out.
 
@@ -166,11 +206,10 @@ class _Pump:
 
     def __init__(self, name: str, output: int, output_limit: int,
                  channel: int | None, result_limit: int,
-                 spec_fd: int | None, spec: bytes) -> None:
-        self.output_limit = output_limit
+                 spec_fd: int | None, spec: bytes, *, pid: int = 0,
+                 wake: threading.Event | None = None) -> None:
+        self.output = Tail(output_limit)
         self.result_limit = result_limit + RESULT_SLACK
-        self.tail = bytearray()
-        self.total = 0  # bytes of output seen
         self.result = bytearray()
         self.result_overflow = False
         self._fds = {output: "out"}
@@ -181,6 +220,9 @@ class _Pump:
             self._fds[spec_fd] = "spec"
         self._spec = memoryview(spec)
         self._stopping = threading.Event()
+        self._done = threading.Event()  # every fd reached its end (or reading was stopped)
+        self._pid = pid
+        self._wake = wake
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
@@ -188,7 +230,7 @@ class _Pump:
 
     @property
     def finished(self) -> bool:
-        return not self._thread.is_alive()
+        return self._done.is_set()
 
     def stop(self) -> None:
         """Stop reading (what is still unread is dropped); the thread ends within 0.25 s."""
@@ -212,6 +254,19 @@ class _Pump:
                 selector.unregister(key.fd)
                 os.close(key.fd)
             selector.close()
+            self._done.set()
+        self._signal_exit()
+
+    def _signal_exit(self) -> None:
+        """Once the output ended (usually: the job exited), wait for the main process to
+        exit — without reaping it — and wake the tick, so a finished job is noticed at once
+        rather than on the tick's next poll."""
+        if self._wake is None:
+            return
+        if self._pid:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitid(os.P_PID, self._pid, os.WEXITED | os.WNOWAIT)
+        self._wake.set()
 
     def _move(self, fd: int, role: str) -> bool:
         """Move one chunk; False when this fd is done."""
@@ -233,22 +288,10 @@ class _Pump:
         if not data:
             return False
         if role == "out":
-            self._keep_output(data)
+            self.output.keep(data)
         else:
             self._keep_result(data)
         return True
-
-    def _keep_output(self, data: bytes) -> None:
-        self.total += len(data)
-        limit = self.output_limit
-        if limit == 0:
-            return
-        if len(data) >= limit:
-            self.tail[:] = data[-limit:]
-            return
-        self.tail += data
-        if len(self.tail) > 2 * limit:
-            del self.tail[: len(self.tail) - limit]
 
     def _keep_result(self, data: bytes) -> None:
         if self.result_overflow:
@@ -268,25 +311,6 @@ class _Pump:
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
-
-    def output(self, note: str | None = None) -> str:
-        """The tail as text, with ``note`` (from the runner) as its last line."""
-        data = bytes(self.tail)
-        total = self.total
-        if note:
-            line = (b"\n" if data and not data.endswith(b"\n") else b"") + note.encode() + b"\n"
-            data += line
-            total += len(line)
-        limit = self.output_limit
-        if len(data) > limit:
-            data = data[len(data) - limit:] if limit else b""
-        if total > len(data):  # cut: start at a character boundary
-            skip = 0
-            while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
-                skip += 1
-            data = data[skip:]
-        return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-
 
 # -- process groups -----------------------------------------------------------------------
 
@@ -314,6 +338,19 @@ def _live_members(pgid: int) -> list[int] | None:
     return found
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` is alive (zombies excluded). One system call
+    in the usual case, an empty group; /proc is read only when something is left."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # a member changed its user (setuid): alive, and not ours to signal
+    members = _live_members(pgid)
+    return members is None or bool(members)
+
+
 def _signal_group(pgid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
@@ -332,7 +369,7 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def _seconds(value: float) -> str:
+def seconds_text(value: float) -> str:
     """Compact duration: 2s, 90s → 1m30s, 0.5s."""
     if value >= 1 and value == int(value):
         return format_duration(dt.timedelta(seconds=value))
@@ -391,16 +428,15 @@ class Running:
                 self._enforce(now)
                 return None
             self._ended = now
-            # The unreaped main process keeps the group id ours: signal leftovers now.
-            leftovers = _live_members(self.pid)
-            if leftovers is None:  # no /proc: cannot tell, so make sure
-                _signal_group(self.pid, signal.SIGKILL)
-                self._kill_at = now
-            elif leftovers and self._term_at is None:
-                _terminate_group(self.pid)
-                self._term_at = now
             self._returncode = process.wait()
-            if not leftovers:
+            # Reaped, the main pid stays reserved by the kernel for as long as anything
+            # left in its group lives on (it is their group id), so signals sent to the
+            # group from here on can only reach leftovers of this job.
+            if _group_alive(self.pid):
+                if self._term_at is None:
+                    _terminate_group(self.pid)
+                    self._term_at = now
+            else:
                 self._group_gone(now)
         if self._group_gone_at is None:
             if not self._leftovers_settled(now):
@@ -462,8 +498,8 @@ class Running:
         timeout = self.work.timeout
         if self._stop is None and timeout is not None and now - self._started >= timeout:
             self._timed_out = True
-            self._request_stop(AttemptOutcome.TIMED_OUT, f"timed out after {_seconds(timeout)}",
-                               now)
+            self._request_stop(AttemptOutcome.TIMED_OUT,
+                               f"timed out after {seconds_text(timeout)}", now)
             return
         if (self._term_at is not None and self._kill_at is None
                 and now >= self._term_at + self.work.kill_grace):
@@ -473,8 +509,7 @@ class Running:
 
     def _leftovers_settled(self, now: float) -> bool:
         """After the main process exited: whether its group is empty (or given up on)."""
-        members = _live_members(self.pid)
-        if not members:
+        if not _group_alive(self.pid):
             return True
         if self._kill_at is None:
             if self._term_at is None:
@@ -486,7 +521,8 @@ class Running:
             return False
         if now < self._kill_at + SETTLE:
             return False
-        log.warning("processes %s of job %s survived SIGKILL", members, self.work.context.job)
+        log.warning("processes %s of job %s survived SIGKILL", _live_members(self.pid),
+                    self.work.context.job)
         return True
 
     def _group_gone(self, now: float) -> None:
@@ -503,14 +539,14 @@ class Running:
         if pump.result_overflow:
             note = (f"cronjobs: the handler's result was dropped: more than "
                     f"{self.work.result_limit} bytes")
-        output = pump.output(note)
+        output = pump.output.text(note)
         exit_code = code if code >= 0 else None
         result: Any = None
         if self._stop is not None:
             outcome, error = self._stop
             if self._timed_out and self._killed_running:
                 error += (f" (SIGTERM, then SIGKILL after "
-                          f"{_seconds(self.work.kill_grace)})")
+                          f"{seconds_text(self.work.kill_grace)})")
         elif code < 0:
             outcome, error = AttemptOutcome.FAILED, f"killed by signal {_signal_name(-code)}"
         elif code != 0:
@@ -539,11 +575,13 @@ def _close(*fds: int | None) -> None:
 
 
 def start(work: Work, watchdog: Watchdog | None = None,
-          deadline: float | None = None) -> Running:
+          deadline: float | None = None, wake: threading.Event | None = None) -> Running:
     """Start ``work`` and return at once. A job that cannot be started at all (no
     /bin/sh, out of processes) gives a Running whose result is FAILED, with pid 0.
     With a ``watchdog``, the job's group is killed if the tick dies, or when ``deadline``
-    (``time.monotonic()``; the end of the lease) passes without ``watchdog.renew``."""
+    (``time.monotonic()``; the end of the lease) passes without ``watchdog.renew``.
+    ``wake`` is set when the job's main process has exited (and its output ended), so
+    that the caller can wait on it instead of polling."""
     env = dict(os.environ if work.env is None else work.env)
     env.update(work.context.environment())
     spec = b""
@@ -560,6 +598,10 @@ def start(work: Work, watchdog: Watchdog | None = None,
         argv = ["/bin/sh", "-c", work.command]
     output_r, output_w = os.pipe()
     _grow_pipe(output_w)
+    # Without a watchdog the parent-death signal is the only guard against outliving a
+    # killed tick. With one, it is left out: a preexec function rules out vfork, and
+    # forking the whole tick for every job costs more than the job (`true`) itself.
+    guarded = watchdog is not None and watchdog.pid is not None
     started = time.monotonic()
     try:
         process = subprocess.Popen(
@@ -570,7 +612,8 @@ def start(work: Work, watchdog: Watchdog | None = None,
             pass_fds=() if channel_w is None else (channel_w,),
             start_new_session=True,
             # only a prctl() call: safe after fork even with other threads around
-            preexec_fn=functools.partial(_die_with_parent, os.getpid()),  # noqa: PLW1509
+            preexec_fn=(None if guarded  # noqa: PLW1509
+                        else functools.partial(_die_with_parent, os.getpid())),
             env=env,
         )
     except (OSError, subprocess.SubprocessError) as exc:
@@ -581,7 +624,7 @@ def start(work: Work, watchdog: Watchdog | None = None,
     if watchdog is not None:
         watchdog.watch(process.pid, deadline)
     pump = _Pump(f"cronjobs-job-{process.pid}", output_r, work.output_limit,
-                 channel_r, work.result_limit, spec_w, spec)
+                 channel_r, work.result_limit, spec_w, spec, pid=process.pid, wake=wake)
     pump.start()
     return Running(work, process, pump, watchdog, started)
 

@@ -24,15 +24,14 @@ from cronjobs.errors import Conflict, CronjobsError, DatabaseUnavailable, Invali
 from cronjobs.models import (
     Advance,
     Attempt,
-    AttemptOutcome,
     Claimed,
     Definition,
     DefinitionSpec,
     DefinitionSummary,
     NewRun,
     NewSkip,
+    Outcome,
     Run,
-    RunStatus,
     Skip,
     SkipReason,
     Trigger,
@@ -293,6 +292,12 @@ class Store:
 
     # -- execution ----------------------------------------------------------------------
 
+    def definitions_due(self, *, now: dt.datetime) -> bool:
+        """Whether a definition still has a slot due at ``now`` (after this tick's
+        materialisation: one that another tick is materialising right now)."""
+        row = self._row("definitions_due", {"now": now})
+        return bool(row and row["due"])
+
     def reclaim_expired(self, *, limit: int = 1000) -> list[Row]:
         """Runs whose lease expired go back to the queue (or die); their attempt is lost."""
         return self._rows("reclaim_expired", {"limit": limit})
@@ -321,18 +326,25 @@ class Store:
         })
         return {row["id"]: bool(row["cancel_requested"]) for row in rows}
 
-    def finish_run(self, run_id: int, token: Any, *, status: RunStatus,
-                   outcome: AttemptOutcome, exit_code: int | None, error: str | None,
-                   output_tail: str | None, result: Any, retry_in: dt.timedelta | None = None,
-                   extra_attempts: int = 0) -> bool:
-        """Record an attempt's outcome if this worker still holds the lease."""
-        rows = self._rows("finish_run", {
-            "id": run_id, "token": token, "status": status.value, "outcome": outcome.value,
-            "exit_code": exit_code, "error": error, "output_tail": output_tail,
-            "result": Jsonb(result) if result is not None else None,
-            "retry_in": retry_in or dt.timedelta(0), "extra_attempts": extra_attempts,
+    def finish_runs(self, outcomes: Sequence[Outcome]) -> set[int]:
+        """Record several attempts' outcomes in one statement, each only if this worker
+        still holds its lease; returns the ids recorded. A success resets its job's count
+        of consecutive failures (failures are counted by :meth:`record_job_outcome`)."""
+        if not outcomes:
+            return set()
+        rows = self._rows("finish_runs", {
+            "ids": [o.run_id for o in outcomes],
+            "tokens": [o.token for o in outcomes],
+            "statuses": [o.status.value for o in outcomes],
+            "outcomes": [o.outcome.value for o in outcomes],
+            "exit_codes": [o.exit_code for o in outcomes],
+            "errors": [o.error for o in outcomes],
+            "output_tails": [o.output_tail for o in outcomes],
+            "results": [Jsonb(o.result) if o.result is not None else None for o in outcomes],
+            "retry_ins": [o.retry_in or dt.timedelta(0) for o in outcomes],
+            "extra_attempts": [o.extra_attempts for o in outcomes],
         })
-        return bool(rows)
+        return {row["id"] for row in rows}
 
     def record_job_outcome(self, definition_id: int, *, succeeded: bool, error: str | None
                            ) -> Row | None:

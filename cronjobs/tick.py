@@ -35,6 +35,7 @@ class TickOptions:
     retention: dt.timedelta | None = None  # prune a little history older than this
     handlers_only: bool = False
     allowed_commands: tuple[str, ...] = ()
+    in_process: bool = False  # run handlers in threads of the tick (cronjobs.inprocess)
 
 
 @dataclass
@@ -78,7 +79,8 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
             max_runtime=options.max_runtime, grace=options.grace, apps=options.apps,
             now=options.now, tick_id=tick_id, alert_command=options.alert_command,
             run_ids=options.run_ids, handlers_only=options.handlers_only,
-            allowed_commands=options.allowed_commands),
+            allowed_commands=options.allowed_commands, in_process=options.in_process,
+            due_at=now),
             reconnect=reconnect, should_stop=should_stop)
         report.execute = executor.run()
         if options.retention is not None and not should_stop():

@@ -159,6 +159,13 @@ ORDER BY next_due_at, id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
+-- name: definitions_due
+-- Whether any definition has a slot due at the instant (no lock taken: a tick that already
+-- materialised uses it to see that other ticks are still materialising).
+SELECT EXISTS (
+    SELECT 1 FROM job_definitions WHERE removed_at IS NULL AND next_due_at <= %(now)s
+) AS due;
+
 -- name: unscheduled_definitions
 -- Valid definitions with no next slot (e.g. inserted with SQL): the tick schedules them.
 SELECT * FROM job_definitions
@@ -328,29 +335,50 @@ FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(leases)s::interval[])
 WHERE r.id = v.id AND r.lease_token = v.token AND r.status = 'running'
 RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel_requested;
 
--- name: finish_run
--- Record an attempt's outcome, fenced by the lease token: zero rows means the lease was
--- lost and nothing is recorded.
-WITH run AS (
+-- name: finish_runs
+-- Record the outcomes of several attempts in one statement, each fenced by its lease
+-- token: a run missing from the result had lost its lease, and nothing was recorded for
+-- it. A success also ends its job's run of consecutive failures (locking the few
+-- definitions that had one, in id order, so that concurrent finishes cannot deadlock).
+WITH v AS (
+    SELECT *
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(statuses)s::text[],
+                %(outcomes)s::text[], %(exit_codes)s::integer[], %(errors)s::text[],
+                %(output_tails)s::text[], %(results)s::jsonb[], %(retry_ins)s::interval[],
+                %(extra_attempts)s::integer[])
+         AS v (id, token, status, outcome, exit_code, error, output_tail, result, retry_in,
+               extra_attempts)
+), run AS (
     UPDATE job_runs AS r
-    SET status = %(status)s,
-        eligible_at = CASE WHEN %(status)s IN ('queued', 'failed')
-                           THEN clock_timestamp() + %(retry_in)s ELSE r.eligible_at END,
-        max_attempts = r.max_attempts + %(extra_attempts)s,
-        finished_at = CASE WHEN %(status)s IN ('succeeded', 'dead', 'cancelled')
+    SET status = v.status,
+        eligible_at = CASE WHEN v.status IN ('queued', 'failed')
+                           THEN clock_timestamp() + v.retry_in ELSE r.eligible_at END,
+        max_attempts = r.max_attempts + v.extra_attempts,
+        finished_at = CASE WHEN v.status IN ('succeeded', 'dead', 'cancelled')
                            THEN clock_timestamp() END,
-        exit_code = %(exit_code)s, error = %(error)s, output_tail = %(output_tail)s,
-        result = %(result)s,
+        exit_code = v.exit_code, error = v.error, output_tail = v.output_tail,
+        result = v.result,
         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
         updated_at = clock_timestamp()
-    WHERE r.id = %(id)s AND r.lease_token = %(token)s AND r.status = 'running'
-    RETURNING r.id, r.attempt
+    FROM v
+    WHERE r.id = v.id AND r.lease_token = v.token AND r.status = 'running'
+    RETURNING r.id, r.attempt, r.definition_id, v.token, v.status, v.outcome, v.exit_code,
+              v.error, v.output_tail
 ), attempt AS (
     UPDATE job_attempts AS a
-    SET outcome = %(outcome)s, finished_at = clock_timestamp(), exit_code = %(exit_code)s,
-        error = %(error)s, output_tail = %(output_tail)s
+    SET outcome = run.outcome, finished_at = clock_timestamp(), exit_code = run.exit_code,
+        error = run.error, output_tail = run.output_tail
     FROM run
-    WHERE a.run_id = run.id AND a.attempt = run.attempt AND a.lease_token = %(token)s
+    WHERE a.run_id = run.id AND a.attempt = run.attempt AND a.lease_token = run.token
+), failing AS (
+    SELECT d.id FROM job_definitions AS d
+    WHERE d.id IN (SELECT definition_id FROM run WHERE status = 'succeeded')
+      AND d.consecutive_failures <> 0
+    ORDER BY d.id
+    FOR UPDATE OF d
+), reset AS (
+    UPDATE job_definitions AS d SET consecutive_failures = 0
+    FROM failing WHERE d.id = failing.id
 )
 SELECT id FROM run;
 

@@ -1,0 +1,93 @@
+"""Recording outcomes: several attempts in one statement, each fenced by its lease token,
+and a tick that waits for runs other ticks are still materialising."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+import psycopg
+
+from conftest import Invoke
+from cronjobs.models import AttemptOutcome, Outcome, RunStatus
+from cronjobs.store import Store
+
+
+def _queued_runs(cli: Invoke, name: str, *options: str) -> None:
+    assert cli("define", name, "0 0 1 1 *", "--command", "true", "--overlap", "allow",
+               *options).exit_code == 0
+    assert cli("backfill", name, "--from", "2021-01-01T00:00:00Z",
+               "--to", "2023-01-01T00:00:00Z").exit_code == 0
+
+
+def test_outcomes_are_recorded_together_and_fenced(cli: Invoke, store: Store,
+                                                   db: psycopg.Connection[Any]) -> None:
+    _queued_runs(cli, "work")
+    claims = store.claim_runs(now=None, worker="w", limit=10, tick_id=None)
+    assert len(claims) == 3
+    first, second, third = claims
+    db.execute("UPDATE job_definitions SET consecutive_failures = 2")
+    # the third run was taken over meanwhile: its old token no longer fences anything
+    db.execute("UPDATE job_runs SET lease_token = gen_random_uuid() WHERE id = %s",
+               (third.id,))
+    recorded = store.finish_runs([
+        Outcome(first.id, first.lease_token, RunStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED,
+                0, None, "ok\n", {"n": 1}),
+        Outcome(second.id, second.lease_token, RunStatus.FAILED, AttemptOutcome.FAILED, 3,
+                "exit code 3", "", None, dt.timedelta(minutes=5)),
+        Outcome(third.id, third.lease_token, RunStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED,
+                0, None, "", None),
+    ])
+    assert recorded == {first.id, second.id}
+    rows = db.execute("SELECT id, status, exit_code, error, result, eligible_at > now() "
+                      "FROM job_runs ORDER BY id").fetchall()
+    assert rows == [(first.id, "succeeded", 0, None, {"n": 1}, False),
+                    (second.id, "failed", 3, "exit code 3", None, True),
+                    (third.id, "running", None, None, None, False)]
+    assert db.execute("SELECT run_id, outcome, output_tail FROM job_attempts ORDER BY run_id"
+                      ).fetchall() == [(first.id, "succeeded", "ok\n"),
+                                       (second.id, "failed", ""),
+                                       (third.id, "running", None)]
+    # a success ends the job's run of failures
+    assert db.execute("SELECT consecutive_failures FROM job_definitions").fetchone() == (0,)
+    # recording again changes nothing: the leases are spent
+    assert store.finish_runs([
+        Outcome(first.id, first.lease_token, RunStatus.FAILED, AttemptOutcome.FAILED, 1,
+                "late", "", None)]) == set()
+    assert store.finish_runs([]) == set()
+
+
+def test_a_tick_waits_for_runs_another_tick_is_materialising(
+        cli: Invoke, database_url: str, db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "every", "* * * * *", "--command", "true").exit_code == 0
+    with psycopg.connect(database_url) as other:
+        # "another tick": it holds the due definition while it materialises it
+        minute = other.execute("SELECT date_trunc('minute', now())").fetchone()[0]  # type: ignore[index]
+        other.execute("UPDATE job_definitions SET cursor_at = %s, next_due_at = %s",
+                      (minute - dt.timedelta(seconds=30), minute))
+        other.commit()
+        other.execute("SELECT id FROM job_definitions FOR UPDATE")
+        tick = subprocess.Popen(
+            [sys.executable, "-m", "cronjobs", "--database-url", database_url, "tick",
+             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while db.execute("SELECT count(*) FROM job_ticks").fetchone() == (0,):
+            assert time.monotonic() < deadline and tick.poll() is None
+            time.sleep(0.05)
+        time.sleep(0.5)  # it materialised nothing (all locked) and has nothing to claim
+        assert tick.poll() is None  # ... yet it is still there
+        other.execute("""
+            INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts,
+                                  eligible_at, exclusive)
+            SELECT id, %s, 'schedule', 3, %s, true FROM job_definitions""", (minute, minute))
+        other.execute("UPDATE job_definitions SET cursor_at = now(), "
+                      "next_due_at = %s", (minute + dt.timedelta(minutes=1),))
+        other.commit()
+    out, err = tick.communicate(timeout=60)
+    assert tick.returncode == 0, err
+    counts = json.loads(out)["counts"]
+    assert (counts["materialised"], counts["claimed"], counts["succeeded"]) == (0, 1, 1)
