@@ -179,7 +179,7 @@ def test_cancelling_an_in_process_run(cli: Invoke, database_url: str,
                                       tmp_path: Path) -> None:
     _one_run(cli, "hang", "--lease", "10s")
     tick = _tick(database_url, jobs, "--json")
-    _wait_for(lambda: (tmp_path / "log").exists(), "the handler to start")
+    _wait_for((tmp_path / "log").exists, "the handler to start")
     db.execute("UPDATE job_runs SET cancel_requested_at = now()")
     report = _finish(tick)
     assert [(r["outcome"], r["status"]) for r in report["runs"]] == [("cancelled", "cancelled")]
@@ -193,7 +193,7 @@ def test_a_frozen_in_process_tick_is_killed_before_its_lease_expires(
         tmp_path: Path) -> None:
     _one_run(cli, "hang", "--lease", "10s")
     frozen = _tick(database_url, jobs, "--json")
-    _wait_for(lambda: (tmp_path / "log").exists(), "the handler to start")
+    _wait_for((tmp_path / "log").exists, "the handler to start")
     frozen.send_signal(signal.SIGSTOP)
     try:
         # Its watchdog kills the whole tick (the handler is in it) before the lease ends.
