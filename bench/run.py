@@ -591,6 +591,8 @@ class CronjobsSystem(System):
                      else "cronjobs, no-op Python handlers, --in-process" if in_process
                      else "cronjobs, no-op Python handlers, isolated (default)")
         self.prefix = "noop-" if kind == "handler" else "true-"
+        if kind == "handler" and not in_process:
+            self.db_purpose = "tp_cronjobs_isolated"
 
     def prepare(self) -> None:
         if self.kind == "handler":

@@ -111,7 +111,7 @@ class Executor:
         self.wake = threading.Event()  # set when a job ends
         self._inprocess: InProcess | None = None
         self._abandoned = False  # an in-process handler was given up on while running
-        self._self_watched = False  # the watchdog holds a deadline for this process
+        self._self_deadline: float | None = None  # what the watchdog holds for this process
         self._alerts: Alerts | None = None
 
     @property
@@ -154,13 +154,14 @@ class Executor:
             if claiming and (now - started >= self.options.max_runtime
                              or self._capacity_left() == 0 or self._abandoned):
                 claiming = False
-            self._poll_jobs()
+            ended = self._poll_jobs()
             free = self.options.concurrency - len(self.active)
             if claiming and free > 0 and now >= next_claim:
                 if now - last_reclaim >= RECLAIM_EVERY:
                     self._reclaim()
                     last_reclaim = now
-                got = self._claim(min(free, self._capacity_left()))
+                # the outcomes and the next claim share one transaction
+                got = self._finish(ended, claim_limit=min(free, self._capacity_left()))
                 if got < free:
                     # Nothing more is due now. Stay while runs are still being
                     # materialised by other ticks (they will be due in a moment).
@@ -171,6 +172,7 @@ class Executor:
                 else:
                     retry = CLAIM_RETRY[0]
                 continue  # look at what just started before waiting
+            self._finish(ended)
             if not self.active and not claiming:
                 return
             self._heartbeat()
@@ -208,17 +210,6 @@ class Executor:
                 "dead" if row["status"] == RunStatus.DEAD else "failed", row["id"],
                 row["job"], row["scheduled_for"], row["attempt"], row["status"], row["error"],
                 None))
-
-    def _claim(self, limit: int) -> int:
-        if limit <= 0:
-            return 0
-        claims = self._db(lambda s: s.claim_runs(
-            now=self.options.now, worker=self.options.worker, limit=limit,
-            tick_id=self.options.tick_id, run_ids=self.options.run_ids)) or []
-        for claim in claims:
-            self.report.claimed += 1
-            self._start(claim)
-        return len(claims)
 
     def _refusal(self, claim: Claimed) -> str | None:
         """Why this worker will not run ``claim`` (a security setting), or None."""
@@ -266,9 +257,9 @@ class Executor:
         else:
             job = start(work, self.watchdog, _deadline(claimed_at, claim), self.wake)
         self.active[claim.id] = _Active(claim, job, claimed_at)
-        self._watch_self()
 
-    def _poll_jobs(self) -> None:
+    def _poll_jobs(self) -> list[tuple[_Active, Result]]:
+        """The jobs that ended, taken out of ``active``."""
         ended: list[tuple[_Active, Result]] = []
         for run_id, active in list(self.active.items()):
             result = active.job.poll()
@@ -277,23 +268,25 @@ class Executor:
                 ended.append((active, result))
                 if getattr(active.job, "abandoned", False):
                     self._abandoned = True
-        if ended:
-            self._finish(ended)
-            self._watch_self()
+        return ended
 
     def _watch_self(self) -> None:
         """While handlers run in this process, the watchdog holds the earliest deadline of
-        their leases, and kills this whole process if it passes unrenewed (a frozen tick)."""
+        their leases, and kills this whole process if it passes unrenewed (a frozen tick).
+        An earlier deadline is sent at once; a later one at most once a second."""
         if self.watchdog is None:
             return
         deadlines = [_deadline(a.last_beat, a.claim) for a in self.active.values()
                      if a.job.pid == 0 and not isinstance(a.job, _Done)]
+        sent = self._self_deadline
         if deadlines:
-            self.watchdog.watch(-os.getpid(), min(deadlines))
-            self._self_watched = True
-        elif self._self_watched:
+            deadline = min(deadlines)
+            if sent is None or deadline < sent or deadline > sent + 1.0:
+                self.watchdog.watch(-os.getpid(), deadline)
+                self._self_deadline = deadline
+        elif sent is not None:
             self.watchdog.forget(-os.getpid())
-            self._self_watched = False
+            self._self_deadline = None
 
     def _heartbeat(self) -> None:
         now = time.monotonic()
@@ -336,8 +329,10 @@ class Executor:
         for active in self.active.values():
             self._stop(active, AttemptOutcome.INTERRUPTED, "interrupted: the tick was stopped")
 
-    def _finish(self, ended: list[tuple[_Active, Result]]) -> None:
-        """Record the outcomes of attempts that ended, in one statement."""
+    def _finish(self, ended: list[tuple[_Active, Result]], *, claim_limit: int = 0) -> int:
+        """Record the outcomes of attempts that ended, in one statement; with
+        ``claim_limit``, claim up to that many runs in the same transaction and start them.
+        Returns the number claimed."""
         writes: list[tuple[_Active, Result, Outcome]] = []
         for active, result in ended:
             claim = active.claim
@@ -349,11 +344,19 @@ class Executor:
             writes.append((active, result, Outcome(
                 claim.id, claim.lease_token, status, result.outcome, result.exit_code,
                 result.error, result.output_tail, result.result, retry_in, extra)))
-        if not writes:
-            return
-        until = min(a.last_beat + a.claim.lease.total_seconds() for a, _, _ in writes)
         outcomes = [o for _, _, o in writes]
-        recorded = self._db(lambda s: s.finish_runs(outcomes), until=until)
+        claims: list[Claimed] = []
+        recorded: set[int] | None = set()
+        if claim_limit > 0:
+            until = (min(a.last_beat + a.claim.lease.total_seconds() for a, _, _ in writes)
+                     if writes else None)
+            both = self._db(lambda s: s.finish_and_claim(
+                outcomes, now=self.options.now, worker=self.options.worker, limit=claim_limit,
+                tick_id=self.options.tick_id, run_ids=self.options.run_ids), until=until)
+            recorded, claims = both if both is not None else (None, [])
+        elif writes:
+            until = min(a.last_beat + a.claim.lease.total_seconds() for a, _, _ in writes)
+            recorded = self._db(lambda s: s.finish_runs(outcomes), until=until)
         for active, result, outcome in writes:
             claim = active.claim
             if recorded is None or claim.id not in recorded:
@@ -379,6 +382,12 @@ class Executor:
                               claim.name, claim.scheduled_for, claim.attempt, status.value,
                               result.error, result.exit_code)
                 self._after_attempt(claim.definition_id, event)
+        for claimed in claims:
+            self.report.claimed += 1
+            self._start(claimed)
+        if ended or claims:
+            self._watch_self()
+        return len(claims)
 
     def _record_lost(self, claim: Claimed, outcome: str, error: str | None) -> None:
         self.report.lost += 1

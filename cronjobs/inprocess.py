@@ -24,6 +24,7 @@ What the speed costs, and how the tick makes up for it:
 from __future__ import annotations
 
 import json
+import queue
 import sys
 import threading
 import time
@@ -77,6 +78,12 @@ class InProcess:
         self._wake = wake
         self._handlers: dict[str, Callable[[JobContext], Any]] | None = None
         self._load_error: str | None = None
+        # Threads are reused: a new one only when none is waiting for work (an abandoned
+        # handler keeps its thread).
+        self._work: queue.SimpleQueue[tuple[InProcessJob, Callable[[JobContext], Any]]] = (
+            queue.SimpleQueue())
+        self._idle = 0
+        self._lock = threading.Lock()
 
     def _handler(self, name: str) -> Callable[[JobContext], Any] | str:
         """The handler called ``name``, or why there is none."""
@@ -102,11 +109,23 @@ class InProcess:
         job = InProcessJob(work, self._wake)
         if isinstance(handler, str):
             job.fail(handler)
-        else:
-            thread = threading.Thread(target=job.run, args=(handler,), daemon=True,
-                                      name=f"cronjobs-run-{work.context.run_id}")
-            thread.start()
+            return job
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1
+        self._work.put((job, handler))
+        if spawn:
+            threading.Thread(target=self._serve, daemon=True, name="cronjobs-handler").start()
         return job
+
+    def _serve(self) -> None:
+        """A handler thread: run attempts as they come."""
+        while True:
+            job, handler = self._work.get()
+            job.run(handler)
+            with self._lock:
+                self._idle += 1
 
 
 class InProcessJob:

@@ -292,6 +292,25 @@ class Store:
 
     # -- execution ----------------------------------------------------------------------
 
+    def finish_and_claim(self, outcomes: Sequence[Outcome], *, now: dt.datetime | None,
+                         worker: str, limit: int, tick_id: int | None,
+                         run_ids: Sequence[int] | None = None
+                         ) -> tuple[set[int], list[Claimed]]:
+        """:meth:`claim_runs` and :meth:`finish_runs` in one transaction: one commit (one
+        flush of the write-ahead log) for both. When the claim conflicts with another
+        worker's (see claim_runs), the outcomes are recorded on their own."""
+        if not outcomes:
+            return set(), self.claim_runs(now=now, worker=worker, limit=limit,
+                                          tick_id=tick_id, run_ids=run_ids)
+        try:
+            with self.transaction():
+                claims = self.claim_runs(now=now, worker=worker, limit=limit,
+                                         tick_id=tick_id, run_ids=run_ids, conflict=True)
+                recorded = self.finish_runs(outcomes)
+        except Conflict:
+            return self.finish_runs(outcomes), []
+        return recorded, claims
+
     def definitions_due(self, *, now: dt.datetime) -> bool:
         """Whether a definition still has a slot due at ``now`` (after this tick's
         materialisation: one that another tick is materialising right now)."""
@@ -303,8 +322,11 @@ class Store:
         return self._rows("reclaim_expired", {"limit": limit})
 
     def claim_runs(self, *, now: dt.datetime | None, worker: str, limit: int,
-                   tick_id: int | None, run_ids: Sequence[int] | None = None
-                   ) -> list[Claimed]:
+                   tick_id: int | None, run_ids: Sequence[int] | None = None,
+                   conflict: bool = False) -> list[Claimed]:
+        """Claim up to ``limit`` due runs. Another worker claiming an exclusive run of the
+        same job at the same moment makes the claim find nothing (or, with ``conflict``,
+        raise Conflict: the transaction it was part of is aborted)."""
         params = {"now": now, "worker": worker, "limit": limit, "scan": max(limit * 4, 20),
                   "tick_id": tick_id, "run_ids": list(run_ids) if run_ids is not None else None}
         try:
@@ -312,6 +334,8 @@ class Store:
         except Conflict:
             # Another worker claimed an exclusive run of the same job at the same moment;
             # the unique index refused the second one. Nothing was claimed: try again later.
+            if conflict:
+                raise
             return []
         return [_build(Claimed, row) for row in rows]
 

@@ -284,18 +284,20 @@ WITH candidates AS (
     SELECT r.id, r.definition_id, r.exclusive, r.eligible_at
     FROM job_runs AS r
     WHERE r.status IN ('queued', 'failed')
-      AND r.eligible_at <= coalesce(%(now)s::timestamptz, clock_timestamp())
+      AND r.eligible_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
       AND (%(run_ids)s::bigint[] IS NULL OR r.id = ANY(%(run_ids)s::bigint[]))
       -- a paused job's runs wait (a manual trigger still runs)
       AND (r.trigger = 'manual' OR NOT EXISTS (
           SELECT 1 FROM job_definitions AS pd
           WHERE pd.id = r.definition_id AND pd.paused_at IS NOT NULL
             AND (pd.paused_until IS NULL
-                 OR pd.paused_until > coalesce(%(now)s::timestamptz, clock_timestamp()))))
+                 OR pd.paused_until > coalesce(%(now)s::timestamptz, statement_timestamp()))))
       AND NOT (r.exclusive AND EXISTS (
           SELECT 1 FROM job_runs AS o
           WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
-    ORDER BY r.eligible_at, r.id
+    -- the order of job_runs_due_idx, so that the scan stops after `scan` rows however long
+    -- the queue (ties are taken in index order, then sorted by id below)
+    ORDER BY r.eligible_at
     LIMIT %(scan)s
     FOR UPDATE OF r SKIP LOCKED
 ), picked AS (
