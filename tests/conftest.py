@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -176,3 +177,12 @@ def peak_rss(argv: list[str], env: dict[str, str] | None = None,
                          env=env if env is not None else os.environ.copy()).stdout
     code, mib = json.loads(out.strip().splitlines()[-1])
     return int(code), float(mib)
+
+
+def wait_for(predicate: Callable[[], Any], what: str, limit: float = 60.0) -> None:
+    """Poll ``predicate`` until it is true; fail saying ``what`` did not happen."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.1)

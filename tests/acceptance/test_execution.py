@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import Invoke, count, peak_rss
+from conftest import Invoke, count, peak_rss, wait_for
 
 
 def _tick(database_url: str, *args: str, env: dict[str, str] | None = None
@@ -25,14 +25,6 @@ def _tick(database_url: str, *args: str, env: dict[str, str] | None = None
         [sys.executable, "-m", "cronjobs", "--database-url", database_url, "tick", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=env if env is not None else os.environ.copy())
-
-
-def _wait_for(predicate: Any, what: str, limit: float = 60.0) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def _attempts(db: psycopg.Connection[Any], run_id: int) -> list[tuple[Any, ...]]:
@@ -98,18 +90,18 @@ def test_kill_9_of_a_tick_mid_job(cli: Invoke, database_url: str,
     marker = _define_slow_once(cli, tmp_path)
     first = _tick(database_url)
     pid_file = tmp_path / "pid-1"
-    _wait_for(pid_file.exists, "the first attempt to start")
+    wait_for(pid_file.exists, "the first attempt to start")
     job_pid = int(pid_file.read_text())
     first.kill()
     first.wait()
-    _wait_for(lambda: not _pid_alive(job_pid), "the orphaned job to die", 15)
+    wait_for(lambda: not _pid_alive(job_pid), "the orphaned job to die", 15)
     # Until the lease expires nobody else may run it.
     early = _tick(database_url, "--json")
     out, err = early.communicate(timeout=60)
     assert early.returncode == 0, err
     assert json.loads(out)["counts"]["claimed"] == 0
     run_id = db.execute("SELECT id FROM job_runs").fetchone()[0]  # type: ignore[index]
-    _wait_for(lambda: db.execute("SELECT lease_expires_at < now() FROM job_runs"
+    wait_for(lambda: db.execute("SELECT lease_expires_at < now() FROM job_runs"
                                  ).fetchone() == (True,), "the lease to expire", 30)
     second = _tick(database_url, "--json")
     out, err = second.communicate(timeout=60)
@@ -126,14 +118,14 @@ def test_frozen_tick_is_fenced_out(cli: Invoke, database_url: str,
                                    db: psycopg.Connection[Any], tmp_path: Path) -> None:
     marker = _define_slow_once(cli, tmp_path)
     frozen = _tick(database_url, "--json")
-    _wait_for((tmp_path / "pid-1").exists, "the first attempt to start")
+    wait_for((tmp_path / "pid-1").exists, "the first attempt to start")
     job_pid = int((tmp_path / "pid-1").read_text())
     frozen.send_signal(signal.SIGSTOP)
     try:
-        _wait_for(lambda: db.execute("SELECT lease_expires_at < now() FROM job_runs"
+        wait_for(lambda: db.execute("SELECT lease_expires_at < now() FROM job_runs"
                                      ).fetchone() == (True,), "the lease to expire", 30)
         # A worker that cannot renew its lease must not keep its job running.
-        _wait_for(lambda: not _pid_alive(job_pid), "the frozen worker's job to die", 15)
+        wait_for(lambda: not _pid_alive(job_pid), "the frozen worker's job to die", 15)
         other = _tick(database_url, "--json")
         out, err = other.communicate(timeout=60)
         assert other.returncode == 0, err
@@ -156,7 +148,7 @@ def test_sigterm_interrupts_and_requeues(cli: Invoke, database_url: str,
                                          db: psycopg.Connection[Any], tmp_path: Path) -> None:
     _define_slow_once(cli, tmp_path)
     tick = _tick(database_url, "--grace", "2s", "--json")
-    _wait_for((tmp_path / "pid-1").exists, "the first attempt to start")
+    wait_for((tmp_path / "pid-1").exists, "the first attempt to start")
     job_pid = int((tmp_path / "pid-1").read_text())
     tick.send_signal(signal.SIGTERM)
     _, err = tick.communicate(timeout=60)
@@ -182,7 +174,7 @@ def test_failures_are_retried_with_backoff_then_dead(cli: Invoke, database_url: 
     status, eligible_later = db.execute(
         "SELECT status, eligible_at > now() FROM job_runs").fetchone() or ()
     assert status == "failed" and eligible_later
-    _wait_for(lambda: db.execute("SELECT eligible_at <= now() FROM job_runs").fetchone()
+    wait_for(lambda: db.execute("SELECT eligible_at <= now() FROM job_runs").fetchone()
               == (True,), "the backoff to pass", 15)
     second = _tick(database_url, "--json")
     out, _ = second.communicate(timeout=60)
@@ -213,7 +205,7 @@ def test_cancel_requested_stops_a_running_job(cli: Invoke, database_url: str,
                                               tmp_path: Path) -> None:
     _define_slow_once(cli, tmp_path)
     tick = _tick(database_url, "--json")
-    _wait_for((tmp_path / "pid-1").exists, "the first attempt to start")
+    wait_for((tmp_path / "pid-1").exists, "the first attempt to start")
     db.execute("UPDATE job_runs SET cancel_requested_at = now()")
     _, err = tick.communicate(timeout=60)
     assert tick.returncode == 0, err
@@ -264,7 +256,7 @@ def test_database_restart_while_a_job_runs_loses_nothing(tmp_path: Path) -> None
                         "2020-01-01T00:00:00Z").returncode == 0
         tick = subprocess.Popen([sys.executable, "-m", "cronjobs", "tick", "--json"], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        _wait_for(started.exists, "the job to start")
+        wait_for(started.exists, "the job to start")
         assert embedded.stop() is True
         time.sleep(1)
         server = embedded.ensure_running()

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import Invoke, count
+from conftest import Invoke, count, wait_for
 
 JOBS = '''
 import os, sys, time
@@ -85,14 +84,6 @@ def _one_run(cli: Invoke, name: str, *options: str) -> None:
     result = cli("backfill", name, "--from", "2020-01-01T00:00:00Z",
                  "--to", "2020-01-01T00:00:00Z")
     assert result.exit_code == 0, result.stderr
-
-
-def _wait_for(predicate: Any, what: str, limit: float = 60.0) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.mark.smoke
@@ -166,7 +157,7 @@ def test_a_handler_past_its_timeout_is_recorded_and_the_tick_exits(
     assert (status, error) == ("failed", "timed out after 1s")
     assert "the handler was still running in the tick" in output
     # the retry runs (and finishes) in a later tick
-    _wait_for(lambda: db.execute("SELECT eligible_at <= now() FROM job_runs WHERE "
+    wait_for(lambda: db.execute("SELECT eligible_at <= now() FROM job_runs WHERE "
                                  "status = 'failed'").fetchone() == (True,), "the backoff")
     assert _finish(_tick(database_url, jobs, "--json"))["counts"]["succeeded"] == 1
     assert db.execute("SELECT status, attempt, result FROM job_runs AS r JOIN job_definitions "
@@ -179,7 +170,7 @@ def test_cancelling_an_in_process_run(cli: Invoke, database_url: str,
                                       tmp_path: Path) -> None:
     _one_run(cli, "hang", "--lease", "10s")
     tick = _tick(database_url, jobs, "--json")
-    _wait_for((tmp_path / "log").exists, "the handler to start")
+    wait_for((tmp_path / "log").exists, "the handler to start")
     db.execute("UPDATE job_runs SET cancel_requested_at = now()")
     report = _finish(tick)
     assert [(r["outcome"], r["status"]) for r in report["runs"]] == [("cancelled", "cancelled")]
@@ -193,7 +184,7 @@ def test_a_frozen_in_process_tick_is_killed_before_its_lease_expires(
         tmp_path: Path) -> None:
     _one_run(cli, "hang", "--lease", "10s")
     frozen = _tick(database_url, jobs, "--json")
-    _wait_for((tmp_path / "log").exists, "the handler to start")
+    wait_for((tmp_path / "log").exists, "the handler to start")
     frozen.send_signal(signal.SIGSTOP)
     try:
         # Its watchdog kills the whole tick (the handler is in it) before the lease ends.
@@ -202,7 +193,7 @@ def test_a_frozen_in_process_tick_is_killed_before_its_lease_expires(
         if frozen.poll() is None:
             frozen.kill()
     assert frozen.returncode == -signal.SIGKILL
-    _wait_for(lambda: db.execute("SELECT lease_expires_at < now() FROM job_runs"
+    wait_for(lambda: db.execute("SELECT lease_expires_at < now() FROM job_runs"
                                  ).fetchone() == (True,), "the lease to expire", 30)
     report = _finish(_tick(database_url, jobs, "--json"))
     assert (report["counts"]["reclaimed"], report["counts"]["succeeded"]) == (1, 1)
