@@ -131,6 +131,7 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import functools
+import importlib
 import itertools
 import re
 import zoneinfo
@@ -161,6 +162,13 @@ def _croniter() -> Any:
     import croniter as library  # noqa: PLC0415  # type: ignore[import-untyped, unused-ignore]
 
     return library
+
+
+@functools.cache
+def _croniter_module() -> Any:
+    """The module croniter.croniter (the package's name ``croniter`` is its class)."""
+    _croniter()
+    return importlib.import_module("croniter.croniter")
 
 
 _FIELDS_HELP = "5 fields (minute hour day-of-month month day-of-week)"
@@ -342,16 +350,29 @@ def _parse_hash(f: _Field, whole: str, hash_key: str) -> frozenset[int]:
     if f is _DOM_F and text == "H":
         # Keep "monthly" jobs monthly: never the 29th-31st, which some months lack.
         text = "H(1-28)"
-    probe = ["*"] * 5
-    probe[f.index] = text
     # croniter hashes every field of one key with the same CRC (shifted by the field's
     # position), so minute and hour come out correlated: "H H * * *" would only reach
     # 240 of the 1440 times of day. A key per field makes them independent.
     key = f"{hash_key}\x1f{f.name}".encode()
     try:
-        expanded: Any = _croniter().croniter.expand(" ".join(probe), hash_id=key)
+        # What croniter.expand(expression, hash_id=key) does first, alone: its hash
+        # expander turns the (lower-cased) H field into a plain one, a number or a range
+        # with a step. Reading that plain field is then the same for every name that
+        # hashes alike, so it is done once (a test checks this against croniter.expand).
+        library = _croniter_module()
+        plain = library.HashExpander(library.croniter).expand(
+            "", f.index, text.lower(), hash_id=key)
+        return _plain_values(f, plain)
     except (ValueError, TypeError) as exc:  # pragma: no cover - validated above
         raise _FieldError(f"{f.name} field '{whole}' is not valid: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=1024)
+def _plain_values(f: _Field, plain: str) -> frozenset[int]:
+    """croniter's reading of the plain field ``plain`` that an H field hashed into."""
+    probe = ["*"] * 5
+    probe[f.index] = plain
+    expanded: Any = _croniter().croniter.expand(" ".join(probe))
     return _croniter_values(f, expanded[0][f.index])
 
 

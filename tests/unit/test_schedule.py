@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import itertools
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -19,6 +20,7 @@ from cronjobs.schedule import (
     Schedule,
     _full,
     _parse_field,
+    _parse_hash,
     _walls,
     check_timezone,
     parse,
@@ -329,6 +331,23 @@ def test_h_forms() -> None:
         assert monthly[0].day <= 28
 
 
+def test_h_fields_are_what_croniter_expand_makes_of_them() -> None:
+    # The hash expander alone, then the plain field it gives read once for all names:
+    # exactly what croniter.expand(expression, hash_id=...) makes of the field.
+    forms = [["H", "h", "H/15", "H/1", "H(0-29)", "H(10-50)/7", "H(58-59)/5"],
+             ["H", "H/6", "H/1", "H(2-5)/2", "H(0-1)"], ["H", "H/3", "H/1", "H(1-9)/4"],
+             ["H", "H/5", "H/1", "H(2-4)"], ["H", "H/2", "H/1", "H(1-5)", "H(0-6)/3"]]
+    for f in _ALL_FIELDS:
+        for form in forms[f.index]:
+            probe = ["*"] * 5
+            probe[f.index] = "H(1-28)" if f.index == 2 and form == "H" else form
+            for i in range(150):
+                key = f"job-{i}"
+                raw = croniter.expand(" ".join(probe), hash_id=f"{key}\x1f{f.name}".encode())
+                expected = croniter_set(f.index, raw[0][f.index])
+                assert _parse_hash(f, form, key) == expected, (form, key)
+
+
 def test_h_without_a_name_is_deterministic() -> None:
     start = u("2024-01-01T00:00")
     assert parse("H H * * *").next_after(start) == parse("H H * * *").next_after(start)
@@ -427,6 +446,13 @@ def test_croniter_reads_the_handed_expression_as_debian_does() -> None:
         assert croniter_fields(schedule) == spec_fields(schedule)
 
 
+def croniter_set(index: int, raw: list[Any]) -> frozenset[int]:
+    """One field of croniter.expand's answer as a set (a '*' is the whole field)."""
+    if "*" in raw:
+        return _full(_ALL_FIELDS[index])
+    return frozenset(0 if index == 4 and int(v) == 7 else int(v) for v in raw)
+
+
 def debian_item(index: int, low: int, high: int, step: int) -> frozenset[int]:
     values = set(range(low, high + 1, step))
     if index == 4 and 7 in values:
@@ -435,15 +461,12 @@ def debian_item(index: int, low: int, high: int, step: int) -> frozenset[int]:
 
 
 def croniter_reading(index: int, text: str) -> frozenset[int]:
-    """croniter's reading of what the validation hands it for ``text`` in field ``index``:
-    corrections 4 and 5 alone, without the guard."""
+    """croniter's reading of what the validation hands it for ``text`` in field ``index``
+    (corrections 4 and 5)."""
     values, handed = _parse_field(_ALL_FIELDS[index], text)
     fields = ["*"] * 5
     fields[index] = handed
-    raw = croniter.expand(" ".join(fields))[0][index]
-    if "*" in raw:
-        return frozenset(range(FIELDS[index][0], (6 if index == 4 else FIELDS[index][1]) + 1))
-    read = frozenset(0 if index == 4 and v == 7 else int(v) for v in raw)
+    read = croniter_set(index, croniter.expand(" ".join(fields))[0][index])
     assert read == values, text  # the validation's own reading
     return read
 
@@ -957,9 +980,7 @@ def spec_fields(schedule: Schedule) -> list[frozenset[int]]:
 def croniter_fields(schedule: Schedule) -> list[frozenset[int]]:
     """croniter's reading of the expression the schedule hands it."""
     expanded = croniter.expand(schedule._compiled.cron_expression)[0]
-    return [_full(f) if "*" in raw else
-            frozenset(0 if f.index == 4 and int(v) == 7 else int(v) for v in raw)
-            for f, raw in zip(_ALL_FIELDS, expanded, strict=True)]
+    return [croniter_set(index, raw) for index, raw in enumerate(expanded)]
 
 
 H_FORMS = [["H", "H/15", "H(0-29)", "H(10-50)/7"], ["H", "H(2-5)/2", "H/6"], ["H", "H(1-9)"],
