@@ -24,6 +24,7 @@ from cronjobs.models import (
     Advance,
     Catchup,
     Definition,
+    DueDefinition,
     NewRun,
     NewSkip,
     Overlap,
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 TICK = dt.timedelta(microseconds=1)
 COUNT_LIMIT = 10_000  # skipped ranges are counted up to this many slots
 NONE_WINDOW = dt.timedelta(minutes=1)  # catch-up "none": on time means within a minute
-BATCH = 500
+BATCH = 2000
 BACKFILL_LIMIT = 10_000
 
 
@@ -73,7 +74,7 @@ class MaterialiseReport:
     decisions: list[Decided] = field(default_factory=list)
 
 
-def decide(d: Definition, now: dt.datetime, *, running: int = 0, waiting: int = 0) -> Decision:
+def decide(d: DueDefinition, now: dt.datetime, *, running: int = 0, waiting: int = 0) -> Decision:
     """Decide every slot of ``d`` in (cursor, now]. ``running`` counts the job's runs that
     hold a live lease, ``waiting`` its runs queued or awaiting a retry."""
     try:
@@ -119,7 +120,7 @@ def decide(d: Definition, now: dt.datetime, *, running: int = 0, waiting: int = 
     return Decision(d.id, tuple(runs), tuple(skips), advance, cancel_running=cancel)
 
 
-def _catch_up(d: Definition, sched: schedules.Schedule, first: dt.datetime,
+def _catch_up(d: DueDefinition, sched: schedules.Schedule, first: dt.datetime,
               latest: dt.datetime, now: dt.datetime,
               skip: Callable[[dt.datetime, dt.datetime, SkipReason, str | None], None]
               ) -> list[dt.datetime]:
@@ -159,7 +160,7 @@ def _catch_up(d: Definition, sched: schedules.Schedule, first: dt.datetime,
     return chosen
 
 
-def _apply_overlap(d: Definition, chosen: list[dt.datetime], running: int, waiting: int
+def _apply_overlap(d: DueDefinition, chosen: list[dt.datetime], running: int, waiting: int
                    ) -> tuple[list[dt.datetime], list[NewSkip], bool]:
     if not chosen:
         return [], [], False
@@ -181,7 +182,7 @@ def _apply_overlap(d: Definition, chosen: list[dt.datetime], running: int, waiti
     return keep, skips, policy == Overlap.REPLACE and running > 0
 
 
-def _invalid(d: Definition, now: dt.datetime, reason: str) -> Decision:
+def _invalid(d: DueDefinition, now: dt.datetime, reason: str) -> Decision:
     skips: tuple[NewSkip, ...] = ()
     start = d.next_due_at or d.cursor_at
     if start <= now:
@@ -189,7 +190,7 @@ def _invalid(d: Definition, now: dt.datetime, reason: str) -> Decision:
     return Decision(d.id, (), skips, Advance(d.id, max(now, d.cursor_at), None, reason))
 
 
-def _pause_detail(d: Definition) -> str:
+def _pause_detail(d: DueDefinition) -> str:
     return "paused" + (f": {d.pause_note}" if d.pause_note else "")
 
 
@@ -220,7 +221,7 @@ def _count(sched: schedules.Schedule, first: dt.datetime, last: dt.datetime) -> 
     return total if total <= COUNT_LIMIT else None
 
 
-def exclusive(d: Definition) -> bool:
+def exclusive(d: Definition | DueDefinition) -> bool:
     """Whether the job's runs must not run beside each other (overlap skip or queue)."""
     return Overlap(d.overlap) in (Overlap.SKIP, Overlap.QUEUE)
 
@@ -268,8 +269,7 @@ def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, b
                        by_id[dec.definition_id].max_attempts, slot,
                        exclusive(by_id[dec.definition_id]))
                 for dec in decisions for slot in dec.runs]
-    created = {(row["definition_id"], row["scheduled_for"])
-               for row in store.insert_runs(new_runs, now=now, tick_id=tick_id)}
+    created = set(store.insert_runs(new_runs, now=now, tick_id=tick_id))
     skips = [s for dec in decisions for s in dec.skips]
     store.insert_skips(skips, now=now, tick_id=tick_id)
     store.advance_definitions([dec.advance for dec in decisions])
@@ -280,7 +280,7 @@ def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, b
     return len(definitions)
 
 
-def _report(report: MaterialiseReport, by_id: dict[int, Definition],
+def _report(report: MaterialiseReport, by_id: dict[int, DueDefinition],
             decisions: list[Decision], created: set[tuple[int, dt.datetime]]) -> None:
     for dec in decisions:
         name = by_id[dec.definition_id].name
