@@ -192,7 +192,7 @@ _MONTH_LONG = ("", "January", "February", "March", "April", "May", "June", "July
 _MAX_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: five constants
 class _Field:
     index: int
     name: str
@@ -269,6 +269,7 @@ def _unsupported(f: _Field, whole: str) -> None:
         )
 
 
+@functools.lru_cache(maxsize=4096)  # fields recur across expressions: '*', '0', '*/5'
 def _parse_field(f: _Field, whole: str) -> tuple[frozenset[int], str]:
     """One standard (non-H) field: its values as Debian reads them (day-of-week 7 folded
     into 0), and the text to hand croniter, with corrections 4 and 5 applied."""
@@ -533,6 +534,11 @@ def _normalise(expression: object) -> str:
             f"invalid schedule {expression!r}: expected a string such as '30 3 * * *', "
             f"not {type(expression).__name__}"
         )
+    return _normalised(expression)
+
+
+@functools.lru_cache(maxsize=8192)
+def _normalised(expression: str) -> str:
     if len(expression) > MAX_LENGTH:
         raise ScheduleError(
             f"invalid schedule: it is {len(expression)} characters long; at most "
