@@ -261,44 +261,48 @@ def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, b
         definitions += store.unscheduled_definitions(limit=batch)
     if not definitions:
         return 0
-    by_id = {d.id: d for d in definitions}
-    active = store.active_runs(list(by_id))
-    decisions = [decide(d, now, running=active.get(d.id, (0, 0))[0],
-                        waiting=active.get(d.id, (0, 0))[1]) for d in definitions]
-    new_runs = [NewRun(dec.definition_id, slot, Trigger.SCHEDULE,
-                       by_id[dec.definition_id].max_attempts, slot,
-                       exclusive(by_id[dec.definition_id]))
-                for dec in decisions for slot in dec.runs]
+    active = store.active_runs([d.id for d in definitions])
+    idle = (0, 0)
+    decided = []
+    for d in definitions:
+        running, waiting = active.get(d.id, idle)
+        decided.append((d, decide(d, now, running=running, waiting=waiting)))
+    new_runs = [NewRun(d.id, slot, Trigger.SCHEDULE, d.max_attempts, slot, exclusive(d))
+                for d, dec in decided for slot in dec.runs]
     created = set(store.insert_runs(new_runs, now=now, tick_id=tick_id))
-    skips = [s for dec in decisions for s in dec.skips]
+    skips = [s for _, dec in decided for s in dec.skips]
     store.insert_skips(skips, now=now, tick_id=tick_id)
-    store.advance_definitions([dec.advance for dec in decisions])
-    cancel = [dec.definition_id for dec in decisions if dec.cancel_running]
+    store.advance_definitions([dec.advance for _, dec in decided])
+    cancel = [d.id for d, dec in decided if dec.cancel_running]
     if cancel:
         store.request_cancel_running(cancel, now=now)
-    _report(report, by_id, decisions, created)
+    _report(report, decided, created)
     return len(definitions)
 
 
-def _report(report: MaterialiseReport, by_id: dict[int, DueDefinition],
-            decisions: list[Decision], created: set[tuple[int, dt.datetime]]) -> None:
-    for dec in decisions:
-        name = by_id[dec.definition_id].name
+def _report(report: MaterialiseReport, decided: list[tuple[DueDefinition, Decision]],
+            created: set[tuple[int, dt.datetime]]) -> None:
+    logged = log.isEnabledFor(logging.INFO)  # thousands of records: build none unread
+    for d, dec in decided:
+        name = d.name
         report.definitions += 1
         if dec.advance.invalid_reason is not None:
             report.invalid.append(name)
         for slot in dec.runs:
-            made = (dec.definition_id, slot) in created
+            made = (d.id, slot) in created
             report.materialised += made
             report.decisions.append(Decided(name, slot, slot, 1, "run" if made else "exists"))
-            log.info("run materialised" if made else "slot already had a run",
-                     extra={"action": "materialise", "job": name, "slot": slot.isoformat()})
+            if logged:
+                log.info("run materialised" if made else "slot already had a run",
+                         extra={"action": "materialise", "job": name,
+                                "slot": slot.isoformat()})
         for s in dec.skips:
             report.skipped_slots += s.slot_count or 1
             report.decisions.append(Decided(name, s.first_slot, s.last_slot, s.slot_count,
                                             s.reason.value, s.detail))
-            log.info("slots skipped", extra={"action": "skip", "job": name,
-                                             "reason": s.reason.value})
+            if logged:
+                log.info("slots skipped", extra={"action": "skip", "job": name,
+                                                 "reason": s.reason.value})
 
 
 # -- backfill -----------------------------------------------------------------------------
