@@ -38,7 +38,8 @@ log = logging.getLogger(__name__)
 TICK = dt.timedelta(microseconds=1)
 COUNT_LIMIT = 10_000  # skipped ranges are counted up to this many slots
 NONE_WINDOW = dt.timedelta(minutes=1)  # catch-up "none": on time means within a minute
-BATCH = 2000
+BATCH = 5000
+PART = 100  # definitions decided and written at a time within a batch
 BACKFILL_LIMIT = 10_000
 
 
@@ -229,14 +230,15 @@ def exclusive(d: Definition | DueDefinition) -> bool:
 # -- applying decisions -------------------------------------------------------------------
 
 def materialise(store: Store, now: dt.datetime, *, tick_id: int | None = None,
-                batch: int = BATCH, dry_run: bool = False) -> MaterialiseReport:
+                batch: int = BATCH, part: int = PART, dry_run: bool = False
+                ) -> MaterialiseReport:
     """Decide every due slot of every due definition, in batches of short transactions.
     Concurrent ticks take different definitions (SKIP LOCKED). With ``dry_run`` everything
     is decided in one transaction that is rolled back: nothing is written."""
     report = MaterialiseReport()
 
     def one_batch(first: bool) -> int:
-        return _materialise_batch(store, now, tick_id=tick_id, batch=batch,
+        return _materialise_batch(store, now, tick_id=tick_id, batch=batch, part=part,
                                   include_unscheduled=first, report=report)
 
     if dry_run:
@@ -255,7 +257,8 @@ def materialise(store: Store, now: dt.datetime, *, tick_id: int | None = None,
 
 
 def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, batch: int,
-                       include_unscheduled: bool, report: MaterialiseReport) -> int:
+                       part: int, include_unscheduled: bool, report: MaterialiseReport
+                       ) -> int:
     definitions = store.due_definitions(now=now, limit=batch)
     if include_unscheduled:
         definitions += store.unscheduled_definitions(limit=batch)
@@ -263,20 +266,28 @@ def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, b
         return 0
     active = store.active_runs([d.id for d in definitions])
     idle = (0, 0)
-    decided = []
-    for d in definitions:
-        running, waiting = active.get(d.id, idle)
-        decided.append((d, decide(d, now, running=running, waiting=waiting)))
-    new_runs = [NewRun(d.id, slot, Trigger.SCHEDULE, d.max_attempts, slot, exclusive(d))
-                for d, dec in decided for slot in dec.runs]
-    created = set(store.insert_runs(new_runs, now=now, tick_id=tick_id))
-    skips = [s for _, dec in decided for s in dec.skips]
-    store.insert_skips(skips, now=now, tick_id=tick_id)
-    store.advance_definitions([dec.advance for _, dec in decided])
+    decided: list[tuple[DueDefinition, Decision]] = []
+    answers = []
+    # The batch is decided a part at a time, each part written while the next one is
+    # decided: in the pipeline its statements go out without waiting for the server.
+    with store.pipeline():
+        for start in range(0, len(definitions), part):
+            some = []
+            for d in definitions[start:start + part]:
+                running, waiting = active.get(d.id, idle)
+                some.append((d, decide(d, now, running=running, waiting=waiting)))
+            new_runs = [NewRun(d.id, slot, Trigger.SCHEDULE, d.max_attempts, slot,
+                               exclusive(d))
+                        for d, dec in some for slot in dec.runs]
+            answers.append(store.send_runs(new_runs, now=now, tick_id=tick_id))
+            store.insert_skips([s for _, dec in some for s in dec.skips], now=now,
+                               tick_id=tick_id)
+            store.advance_definitions([dec.advance for _, dec in some])
+            decided += some
     cancel = [d.id for d, dec in decided if dec.cancel_running]
     if cancel:
         store.request_cancel_running(cancel, now=now)
-    _report(report, decided, created)
+    _report(report, decided, {run for answer in answers for run in answer()})
     return len(definitions)
 
 
