@@ -41,6 +41,9 @@ NONE_WINDOW = dt.timedelta(minutes=1)  # catch-up "none": on time means within a
 BATCH = 5000
 PART = 100  # definitions decided and written at a time within a batch
 BACKFILL_LIMIT = 10_000
+# The policies by their value in the row (a lookup, cheaper than calling the enum).
+_CATCHUPS = {c.value: c for c in Catchup}
+_OVERLAPS = {o.value: o for o in Overlap}
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,10 @@ def decide(d: DueDefinition, now: dt.datetime, *, running: int = 0, waiting: int
     hold a live lease, ``waiting`` its runs queued or awaiting a retry."""
     try:
         sched = schedules.parse(d.schedule, d.timezone, hash_key=d.name)
+        # From the cursor, not d.next_due_at: that is how the row was found, worked out when
+        # the cursor last moved, and it may be stale since (new zone rules, a schedule
+        # edited with SQL). Jobs sharing a schedule, a zone and a cursor (those decided by
+        # the same tick) share this answer: the schedule module remembers it.
         first = sched.next_after(d.cursor_at)
     except ScheduleError as exc:
         return _invalid(d, now, exc.message)
@@ -127,7 +134,7 @@ def _catch_up(d: DueDefinition, sched: schedules.Schedule, first: dt.datetime,
               ) -> list[dt.datetime]:
     """Which of the due slots first..latest run, by the catch-up policy and the starting
     deadline; the others are recorded through ``skip``."""
-    catchup = Catchup(d.catchup)
+    catchup = _CATCHUPS[d.catchup]
     deadline = d.starting_deadline
     if deadline is None and catchup == Catchup.NONE:
         deadline = NONE_WINDOW
@@ -165,7 +172,7 @@ def _apply_overlap(d: DueDefinition, chosen: list[dt.datetime], running: int, wa
                    ) -> tuple[list[dt.datetime], list[NewSkip], bool]:
     if not chosen:
         return [], [], False
-    policy = Overlap(d.overlap)
+    policy = _OVERLAPS[d.overlap]
     busy = running > 0 or waiting > 0
     keep = chosen
     if policy == Overlap.SKIP and busy:
@@ -224,7 +231,7 @@ def _count(sched: schedules.Schedule, first: dt.datetime, last: dt.datetime) -> 
 
 def exclusive(d: Definition | DueDefinition) -> bool:
     """Whether the job's runs must not run beside each other (overlap skip or queue)."""
-    return Overlap(d.overlap) in (Overlap.SKIP, Overlap.QUEUE)
+    return _OVERLAPS[d.overlap] in (Overlap.SKIP, Overlap.QUEUE)
 
 
 # -- applying decisions -------------------------------------------------------------------
