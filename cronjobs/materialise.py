@@ -24,6 +24,7 @@ from cronjobs.models import (
     Advance,
     Catchup,
     Definition,
+    DueDefinition,
     NewRun,
     NewSkip,
     Overlap,
@@ -37,8 +38,12 @@ log = logging.getLogger(__name__)
 TICK = dt.timedelta(microseconds=1)
 COUNT_LIMIT = 10_000  # skipped ranges are counted up to this many slots
 NONE_WINDOW = dt.timedelta(minutes=1)  # catch-up "none": on time means within a minute
-BATCH = 500
+BATCH = 5000
+PART = 100  # definitions decided and written at a time within a batch
 BACKFILL_LIMIT = 10_000
+# The policies by their value in the row (a lookup, cheaper than calling the enum).
+_CATCHUPS = {c.value: c for c in Catchup}
+_OVERLAPS = {o.value: o for o in Overlap}
 
 
 @dataclass(frozen=True)
@@ -73,11 +78,15 @@ class MaterialiseReport:
     decisions: list[Decided] = field(default_factory=list)
 
 
-def decide(d: Definition, now: dt.datetime, *, running: int = 0, waiting: int = 0) -> Decision:
+def decide(d: DueDefinition, now: dt.datetime, *, running: int = 0, waiting: int = 0) -> Decision:
     """Decide every slot of ``d`` in (cursor, now]. ``running`` counts the job's runs that
     hold a live lease, ``waiting`` its runs queued or awaiting a retry."""
     try:
         sched = schedules.parse(d.schedule, d.timezone, hash_key=d.name)
+        # From the cursor, not d.next_due_at: that is how the row was found, worked out when
+        # the cursor last moved, and it may be stale since (new zone rules, a schedule
+        # edited with SQL). Jobs sharing a schedule, a zone and a cursor (those decided by
+        # the same tick) share this answer: the schedule module remembers it.
         first = sched.next_after(d.cursor_at)
     except ScheduleError as exc:
         return _invalid(d, now, exc.message)
@@ -119,13 +128,13 @@ def decide(d: Definition, now: dt.datetime, *, running: int = 0, waiting: int = 
     return Decision(d.id, tuple(runs), tuple(skips), advance, cancel_running=cancel)
 
 
-def _catch_up(d: Definition, sched: schedules.Schedule, first: dt.datetime,
+def _catch_up(d: DueDefinition, sched: schedules.Schedule, first: dt.datetime,
               latest: dt.datetime, now: dt.datetime,
               skip: Callable[[dt.datetime, dt.datetime, SkipReason, str | None], None]
               ) -> list[dt.datetime]:
     """Which of the due slots first..latest run, by the catch-up policy and the starting
     deadline; the others are recorded through ``skip``."""
-    catchup = Catchup(d.catchup)
+    catchup = _CATCHUPS[d.catchup]
     deadline = d.starting_deadline
     if deadline is None and catchup == Catchup.NONE:
         deadline = NONE_WINDOW
@@ -159,11 +168,11 @@ def _catch_up(d: Definition, sched: schedules.Schedule, first: dt.datetime,
     return chosen
 
 
-def _apply_overlap(d: Definition, chosen: list[dt.datetime], running: int, waiting: int
+def _apply_overlap(d: DueDefinition, chosen: list[dt.datetime], running: int, waiting: int
                    ) -> tuple[list[dt.datetime], list[NewSkip], bool]:
     if not chosen:
         return [], [], False
-    policy = Overlap(d.overlap)
+    policy = _OVERLAPS[d.overlap]
     busy = running > 0 or waiting > 0
     keep = chosen
     if policy == Overlap.SKIP and busy:
@@ -181,7 +190,7 @@ def _apply_overlap(d: Definition, chosen: list[dt.datetime], running: int, waiti
     return keep, skips, policy == Overlap.REPLACE and running > 0
 
 
-def _invalid(d: Definition, now: dt.datetime, reason: str) -> Decision:
+def _invalid(d: DueDefinition, now: dt.datetime, reason: str) -> Decision:
     skips: tuple[NewSkip, ...] = ()
     start = d.next_due_at or d.cursor_at
     if start <= now:
@@ -189,7 +198,7 @@ def _invalid(d: Definition, now: dt.datetime, reason: str) -> Decision:
     return Decision(d.id, (), skips, Advance(d.id, max(now, d.cursor_at), None, reason))
 
 
-def _pause_detail(d: Definition) -> str:
+def _pause_detail(d: DueDefinition) -> str:
     return "paused" + (f": {d.pause_note}" if d.pause_note else "")
 
 
@@ -220,22 +229,23 @@ def _count(sched: schedules.Schedule, first: dt.datetime, last: dt.datetime) -> 
     return total if total <= COUNT_LIMIT else None
 
 
-def exclusive(d: Definition) -> bool:
+def exclusive(d: Definition | DueDefinition) -> bool:
     """Whether the job's runs must not run beside each other (overlap skip or queue)."""
-    return Overlap(d.overlap) in (Overlap.SKIP, Overlap.QUEUE)
+    return _OVERLAPS[d.overlap] in (Overlap.SKIP, Overlap.QUEUE)
 
 
 # -- applying decisions -------------------------------------------------------------------
 
 def materialise(store: Store, now: dt.datetime, *, tick_id: int | None = None,
-                batch: int = BATCH, dry_run: bool = False) -> MaterialiseReport:
+                batch: int = BATCH, part: int = PART, dry_run: bool = False
+                ) -> MaterialiseReport:
     """Decide every due slot of every due definition, in batches of short transactions.
     Concurrent ticks take different definitions (SKIP LOCKED). With ``dry_run`` everything
     is decided in one transaction that is rolled back: nothing is written."""
     report = MaterialiseReport()
 
     def one_batch(first: bool) -> int:
-        return _materialise_batch(store, now, tick_id=tick_id, batch=batch,
+        return _materialise_batch(store, now, tick_id=tick_id, batch=batch, part=part,
                                   include_unscheduled=first, report=report)
 
     if dry_run:
@@ -254,51 +264,63 @@ def materialise(store: Store, now: dt.datetime, *, tick_id: int | None = None,
 
 
 def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, batch: int,
-                       include_unscheduled: bool, report: MaterialiseReport) -> int:
+                       part: int, include_unscheduled: bool, report: MaterialiseReport
+                       ) -> int:
     definitions = store.due_definitions(now=now, limit=batch)
     if include_unscheduled:
         definitions += store.unscheduled_definitions(limit=batch)
     if not definitions:
         return 0
-    by_id = {d.id: d for d in definitions}
-    active = store.active_runs(list(by_id))
-    decisions = [decide(d, now, running=active.get(d.id, (0, 0))[0],
-                        waiting=active.get(d.id, (0, 0))[1]) for d in definitions]
-    new_runs = [NewRun(dec.definition_id, slot, Trigger.SCHEDULE,
-                       by_id[dec.definition_id].max_attempts, slot,
-                       exclusive(by_id[dec.definition_id]))
-                for dec in decisions for slot in dec.runs]
-    created = {(row["definition_id"], row["scheduled_for"])
-               for row in store.insert_runs(new_runs, now=now, tick_id=tick_id)}
-    skips = [s for dec in decisions for s in dec.skips]
-    store.insert_skips(skips, now=now, tick_id=tick_id)
-    store.advance_definitions([dec.advance for dec in decisions])
-    cancel = [dec.definition_id for dec in decisions if dec.cancel_running]
+    active = store.active_runs([d.id for d in definitions])
+    idle = (0, 0)
+    decided: list[tuple[DueDefinition, Decision]] = []
+    answers = []
+    # The batch is decided a part at a time, each part written while the next one is
+    # decided: in the pipeline its statements go out without waiting for the server.
+    with store.pipeline():
+        for start in range(0, len(definitions), part):
+            some = []
+            for d in definitions[start:start + part]:
+                running, waiting = active.get(d.id, idle)
+                some.append((d, decide(d, now, running=running, waiting=waiting)))
+            new_runs = [NewRun(d.id, slot, Trigger.SCHEDULE, d.max_attempts, slot,
+                               exclusive(d))
+                        for d, dec in some for slot in dec.runs]
+            answers.append(store.send_runs(new_runs, now=now, tick_id=tick_id))
+            store.insert_skips([s for _, dec in some for s in dec.skips], now=now,
+                               tick_id=tick_id)
+            store.advance_definitions([dec.advance for _, dec in some])
+            decided += some
+    cancel = [d.id for d, dec in decided if dec.cancel_running]
     if cancel:
         store.request_cancel_running(cancel, now=now)
-    _report(report, by_id, decisions, created)
+    _report(report, decided, {run for answer in answers for run in answer()})
     return len(definitions)
 
 
-def _report(report: MaterialiseReport, by_id: dict[int, Definition],
-            decisions: list[Decision], created: set[tuple[int, dt.datetime]]) -> None:
-    for dec in decisions:
-        name = by_id[dec.definition_id].name
+def _report(report: MaterialiseReport, decided: list[tuple[DueDefinition, Decision]],
+            created: set[tuple[int, dt.datetime]]) -> None:
+    logged = log.isEnabledFor(logging.INFO)  # thousands of records: build none unread
+    for d, dec in decided:
+        name = d.name
         report.definitions += 1
         if dec.advance.invalid_reason is not None:
             report.invalid.append(name)
         for slot in dec.runs:
-            made = (dec.definition_id, slot) in created
+            made = (d.id, slot) in created
             report.materialised += made
             report.decisions.append(Decided(name, slot, slot, 1, "run" if made else "exists"))
-            log.info("run materialised" if made else "slot already had a run",
-                     extra={"action": "materialise", "job": name, "slot": slot.isoformat()})
+            if logged:
+                log.info("run materialised" if made else "slot already had a run",
+                         extra={"action": "materialise", "job": name,
+                                "slot": slot.isoformat()})
         for s in dec.skips:
             report.skipped_slots += s.slot_count or 1
             report.decisions.append(Decided(name, s.first_slot, s.last_slot, s.slot_count,
                                             s.reason.value, s.detail))
-            log.info("slots skipped", extra={"action": "skip", "job": name,
-                                             "reason": s.reason.value})
+            if logged:
+                log.info("slots skipped", extra={"action": "skip", "job": name,
+                                                 "reason": s.reason.value})
 
 
 # -- backfill -----------------------------------------------------------------------------

@@ -61,78 +61,85 @@ Every function takes and returns aware datetimes; slots come back in UTC, strict
 increasing, each instant at most once. Naive datetimes are a programming error
 (``ValueError``).
 
-croniter, and what this module corrects
----------------------------------------
-croniter is the project's cron parser, and this is the only module that imports it.
-croniter parses each (normalised, see below) expression and iterates it: ``get_next``
-and ``get_prev`` on *naive* wall-clock time give the matching wall-clock minutes, and
-this module maps those wall times to instants with the daylight-saving rules above.
-croniter's own time-zone iteration is not used, because it departs from them: given an
-aware start it runs ``30 2 * * *`` twice on the fall-back night in Europe/Berlin and
-invents a 03:00 run of ``*/30 2 * * *`` for the hour the clock skips.
+Matching, and croniter
+----------------------
+Validation and matching are the module's own. Validation reads each field the way
+Debian's cron does, naming the field in its error messages, and rejects anything beyond
+Debian's syntax (seconds and year fields, ``L``, ``W``, ``#``, ``?``, ``R``). What it
+yields, the set of values of each field and the day rule, is what a small matcher walks
+to find the matching wall-clock minutes, forward or back: it skips the months, days and
+hours that are not in their sets, so a search costs a few microseconds. Like croniter's
+``get_next`` and ``get_prev``, a search gives up after 50 years of wall-clock time without
+a match. This module then maps those wall times to instants with the daylight-saving
+rules above.
 
-Where croniter reads an expression differently from Debian's cron, the module corrects
-it before croniter sees it:
+croniter is the project's cron library, and this is the only module that imports it. It
+expands ``H`` fields (its hash of the job's name), and it is the oracle the tests check
+the matcher against. Its own time-zone iteration is not used, because it departs from
+the rules above: given an aware start it runs ``30 2 * * *`` twice on the fall-back night
+in Europe/Berlin and invents a 03:00 run of ``*/30 2 * * *`` for the hour the clock
+skips.
+
+For the tests, each compiled expression also carries the expression croniter reads as
+Debian's cron reads the original. Where croniter would read an expression differently,
+that text is corrected:
 
 1. **Which day rule applies.** croniter ORs the two day fields whenever both are
-   restricted (by default, ``day_or=True``), so it would read ``0 0 */2 * mon`` as "odd days or
-   Mondays". The module passes ``day_or`` from Debian's rule: OR only when neither day
-   field starts with ``*``.
+   restricted (by default, ``day_or=True``), so it would read ``0 0 */2 * mon`` as "odd
+   days or Mondays". Debian ORs only when neither day field starts with ``*``; croniter
+   is told ``day_or`` from that rule.
 2. **A day field that lists every day.** croniter turns such a field into ``*`` when the
    other day field contains a ``*`` anywhere, and then ANDs, so ``0 0 1-31 * 1,*/2``
    would run on some weekdays only; Debian ORs and runs it every day. With OR and a
-   field that matches every day, croniter gets ``*`` for both day fields.
+   field that matches every day, both day fields become ``*`` (for the matcher too).
 3. **A day of the month that none of the months has, under OR** (``0 0 30 2 mon``).
-   croniter gets the answer right but searches 50 years for a 30 February on every step
-   (about a millisecond each); the day-of-month drops out (``*``, AND), leaving the
-   weekday to decide, which is what OR means here.
+   The day-of-month drops out (``*``, AND), leaving the weekday to decide, which is what
+   OR means here (for the matcher too; croniter would search 50 years for a 30 February
+   on every step).
 4. **Single-value ranges.** croniter reads ``a-a`` as the whole cycle: ``5-5`` as ``*``,
-   ``5-5/3`` as ``*/3``, ``jan-jan`` as every month. Debian reads the one value; the
-   module hands croniter ``a``.
+   ``5-5/3`` as ``*/3``, ``jan-jan`` as every month. Debian reads the one value: ``a``.
 5. **``a/n`` in day-of-week** stops at 6 (Saturday) in croniter and at 7 (Sunday again)
-   in Debian: ``mon/2`` is Monday, Wednesday, Friday and Sunday. Handed over as
-   ``a-7/n``, which croniter reads as Debian does.
+   in Debian: ``mon/2`` is Monday, Wednesday, Friday and Sunday. Written ``a-7/n``,
+   which croniter reads as Debian does.
 6. **Macros and ``H``.** Macros are expanded here (given a hash key croniter reads
    ``@daily`` as a hashed time). ``H`` fields are expanded one field at a time, each
-   with its own key (see above); croniter then iterates the resulting numbers.
-7. **A guard.** When an expression is compiled, croniter's reading of each field is
-   compared with Debian's (computed by the validation here, which also names the field
-   in error messages); any other disagreement, say from another croniter version, is
-   settled by handing croniter that field as the explicit list of its values.
+   with its own key (see above), and written as the list of their values.
 
-Validation is the module's own and comes first, so that error messages name the field
-(croniter's do not) and anything croniter accepts beyond Debian's syntax (seconds and
-year fields, ``L``, ``W``, ``#``, ``?``, ``R``) is rejected before croniter sees it. It
-also yields Debian's reading of each field, which corrections 2, 3 and 7 and the "never
-fires" check use. croniter parses an expression once per expression and job name
-(cached); each search then steps a copy of that parsed croniter, so ``next_after`` costs
-about one croniter step.
+The tests check that croniter reads that text field by field as the validation does, and
+that its ``get_next`` and ``get_prev`` find the same wall-clock minutes as the matcher.
+
+Sharing work
+------------
+An expression is compiled once per expression and job name (the name matters only for
+``H``), into a schedule that is shared: every job whose fields come out the same (``H``
+jobs whose names hash alike, ``*/30`` and ``0,30``) gets the same compiled object. Each
+process remembers the last answers of ``next_after`` and ``latest_at_or_before`` for a
+compiled schedule, a zone and an instant (a bounded cache), so jobs sharing a schedule,
+a zone and a cursor are worked out once.
 
 Searching backwards
 -------------------
-``Schedule.latest_at_or_before`` walks back with croniter's ``get_prev``, which gives up
-after 50 years of wall-clock time without a match (croniter's
-``max_years_between_matches``). Every accepted schedule fires at least once every 40
-years (the longest wait is for a 29 February on a given weekday across 2100), so
-``None`` only comes back when there is no slot at all before the instant: near year 1.
+``Schedule.latest_at_or_before`` walks the matching wall times back, giving up after 50
+years of wall-clock time without a match, as croniter's ``get_prev`` does. Every accepted
+schedule fires at least once every 40 years (the longest wait is for a 29 February on a
+given weekday across 2100), so ``None`` only comes back when there is no slot at all
+before the instant: near year 1.
 """
 
 from __future__ import annotations
 
-import copy
+import calendar
 import datetime as dt
 import functools
+import importlib
 import itertools
 import re
 import zoneinfo
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cronjobs.errors import ScheduleError
-
-if TYPE_CHECKING:
-    from croniter import croniter  # type: ignore[import-untyped, unused-ignore]
 
 __all__ = ["MACROS", "MAX_LENGTH", "Schedule", "check_timezone", "parse"]
 
@@ -142,21 +149,27 @@ MAX_LENGTH = 200
 _UTC = dt.UTC
 _MINUTE = dt.timedelta(minutes=1)
 _ZERO = dt.timedelta(0)
-# Where the parsed croniter templates stand; every use moves a copy elsewhere.
-_TEMPLATE_START = dt.datetime(2000, 1, 1)
-# How croniter stops: no match within 50 years, or the calendar ends (year 1 or 9999).
+# croniter's bound, kept: a search gives up after 50 years of wall-clock time without a
+# match (and at the ends of the calendar, years 1 and 9999).
+_SEARCH_YEARS = 50
+# How many answers of next_after and latest_at_or_before a process remembers, each kind.
+_MEMO = 16_384
+
+
 @functools.cache
 def _croniter() -> Any:
-    """croniter, imported on first use: a tick with nothing due never needs it."""
+    """croniter, imported on first use: only H fields need it."""
     import croniter as library  # noqa: PLC0415  # type: ignore[import-untyped, unused-ignore]
 
     return library
 
 
 @functools.cache
-def _croniter_end() -> tuple[type[BaseException], ...]:
-    """What croniter raises when a search runs out of range."""
-    return (_croniter().CroniterBadDateError, OverflowError, ValueError)
+def _croniter_module() -> Any:
+    """The module croniter.croniter (the package's name ``croniter`` is its class)."""
+    _croniter()
+    return importlib.import_module("croniter.croniter")
+
 
 _FIELDS_HELP = "5 fields (minute hour day-of-month month day-of-week)"
 
@@ -179,7 +192,7 @@ _MONTH_LONG = ("", "January", "February", "March", "April", "May", "June", "July
 _MAX_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: five constants
 class _Field:
     index: int
     name: str
@@ -256,6 +269,7 @@ def _unsupported(f: _Field, whole: str) -> None:
         )
 
 
+@functools.lru_cache(maxsize=4096)  # fields recur across expressions: '*', '0', '*/5'
 def _parse_field(f: _Field, whole: str) -> tuple[frozenset[int], str]:
     """One standard (non-H) field: its values as Debian reads them (day-of-week 7 folded
     into 0), and the text to hand croniter, with corrections 4 and 5 applied."""
@@ -337,16 +351,29 @@ def _parse_hash(f: _Field, whole: str, hash_key: str) -> frozenset[int]:
     if f is _DOM_F and text == "H":
         # Keep "monthly" jobs monthly: never the 29th-31st, which some months lack.
         text = "H(1-28)"
-    probe = ["*"] * 5
-    probe[f.index] = text
     # croniter hashes every field of one key with the same CRC (shifted by the field's
     # position), so minute and hour come out correlated: "H H * * *" would only reach
     # 240 of the 1440 times of day. A key per field makes them independent.
     key = f"{hash_key}\x1f{f.name}".encode()
     try:
-        expanded: Any = _croniter().croniter.expand(" ".join(probe), hash_id=key)
+        # What croniter.expand(expression, hash_id=key) does first, alone: its hash
+        # expander turns the (lower-cased) H field into a plain one, a number or a range
+        # with a step. Reading that plain field is then the same for every name that
+        # hashes alike, so it is done once (a test checks this against croniter.expand).
+        library = _croniter_module()
+        plain = library.HashExpander(library.croniter).expand(
+            "", f.index, text.lower(), hash_id=key)
+        return _plain_values(f, plain)
     except (ValueError, TypeError) as exc:  # pragma: no cover - validated above
         raise _FieldError(f"{f.name} field '{whole}' is not valid: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=1024)
+def _plain_values(f: _Field, plain: str) -> frozenset[int]:
+    """croniter's reading of the plain field ``plain`` that an H field hashed into."""
+    probe = ["*"] * 5
+    probe[f.index] = plain
+    expanded: Any = _croniter().croniter.expand(" ".join(probe))
     return _croniter_values(f, expanded[0][f.index])
 
 
@@ -371,21 +398,53 @@ def _possible_days(months: frozenset[int], days: frozenset[int]) -> bool:
     return any(d <= _MAX_DAYS[m] for m in months for d in days)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Spec:
-    """A compiled expression: what croniter iterates, and Debian's DST class."""
+    """A schedule as Debian's cron reads it: the values of each field, the day rule and the
+    DST class. There is one object per distinct schedule (see ``_shared``), compared by
+    identity, so that what is worked out for one job serves every job sharing its
+    schedule, whatever its expression looked like or which name its H fields came from."""
 
-    cron_expression: str  # numeric, H expanded, corrected: what croniter parses
-    day_or: bool  # what croniter is told: OR the day fields
+    minutes: tuple[int, ...]  # ascending
+    hours: tuple[int, ...]  # ascending
+    doms: frozenset[int]
+    months: tuple[int, ...]  # ascending
+    dows: frozenset[int]  # 0-6, Sunday is 0
+    day_or: bool  # a day matches when either day field does (else both must)
     wildcard: bool  # Debian: the minute or hour field starts with '*'
-    template: croniter[dt.datetime] = field(repr=False, compare=False)
 
-    def cursor(self, wall: dt.datetime) -> croniter[dt.datetime]:
-        """A croniter positioned at the naive wall time ``wall``. A copy of the parsed
-        template: croniter is stateful, and parsing again would cost more than the step."""
-        cron = copy.copy(self.template)
-        cron.set_current(wall)
-        return cron
+    def days(self, year: int, month: int) -> tuple[int, ...]:
+        """The days of ``month`` that match, ascending."""
+        return _month_days(self, year, month)
+
+
+@functools.lru_cache(maxsize=4096)
+def _month_days(spec: _Spec, year: int, month: int) -> tuple[int, ...]:
+    length = calendar.monthrange(year, month)[1]
+    doms, dows = spec.doms, spec.dows
+    weekday = dt.date(year, month, 1).isoweekday() - 1  # of the 0th day, Sunday is 0
+    if spec.day_or:
+        return tuple(d for d in range(1, length + 1)
+                     if d in doms or (weekday + d) % 7 in dows)
+    return tuple(d for d in range(1, length + 1)
+                 if d in doms and (weekday + d) % 7 in dows)
+
+
+@functools.lru_cache(maxsize=8192)
+def _shared(values: tuple[frozenset[int], ...], day_or: bool, wildcard: bool) -> _Spec:
+    """The one _Spec of these field values, day rule and DST class."""
+    minutes, hours, doms, months, dows = values
+    return _Spec(tuple(sorted(minutes)), tuple(sorted(hours)), doms, tuple(sorted(months)),
+                 dows, day_or, wildcard)
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """An expression compiled for one job: its schedule, and the expression croniter reads
+    as that same schedule (corrections 1-6), which the tests hand croniter as the oracle."""
+
+    spec: _Spec
+    cron_expression: str  # numeric, H expanded, corrected
 
 
 def _never_fires(months: frozenset[int], days: frozenset[int]) -> str:
@@ -405,29 +464,8 @@ def _join(items: list[str], word: str = "and") -> str:
     return ", ".join(items[:-1]) + f" {word} " + items[-1]
 
 
-def _template(texts: list[str], day_or: bool) -> croniter[dt.datetime]:
-    built: croniter[dt.datetime] = _croniter().croniter(
-        " ".join(texts), _TEMPLATE_START, ret_type=dt.datetime, day_or=day_or)
-    return built
-
-
-def _agreeing(
-    texts: list[str], values: list[frozenset[int]], day_or: bool
-) -> tuple[list[str], croniter[dt.datetime]]:
-    """Correction 7: croniter's reading of each field checked against Debian's; a field it
-    reads differently is handed over as the explicit list of its values."""
-    template = _template(texts, day_or)
-    read = [_croniter_values(f, raw) for f, raw in zip(_ALL_FIELDS, template.expanded,
-                                                       strict=True)]
-    if read == values:
-        return texts, template
-    texts = [text if got == want else _listed(want)
-             for text, got, want in zip(texts, read, values, strict=True)]
-    return texts, _template(texts, day_or)
-
-
 @functools.lru_cache(maxsize=8192)
-def _compile(expression: str, hash_key: str) -> _Spec:
+def _compile(expression: str, hash_key: str) -> _Compiled:
     """Validate and compile a normalised expression (raises ScheduleError)."""
     if expression.startswith("@"):
         expression = _macro(expression)  # correction 6: croniter may hash macros
@@ -464,13 +502,8 @@ def _compile(expression: str, hash_key: str) -> _Spec:
         texts[2] = "*"
         values[2] = _full(_DOM_F)
         day_or = False
-    texts, template = _agreeing(texts, values, day_or)
-    return _Spec(
-        cron_expression=" ".join(texts),
-        day_or=day_or,
-        wildcard=parts[0].startswith("*") or parts[1].startswith("*"),
-        template=template,
-    )
+    wildcard = parts[0].startswith("*") or parts[1].startswith("*")
+    return _Compiled(_shared(tuple(values), day_or, wildcard), " ".join(texts))
 
 
 def _macro(expression: str) -> str:
@@ -501,6 +534,11 @@ def _normalise(expression: object) -> str:
             f"invalid schedule {expression!r}: expected a string such as '30 3 * * *', "
             f"not {type(expression).__name__}"
         )
+    return _normalised(expression)
+
+
+@functools.lru_cache(maxsize=8192)
+def _normalised(expression: str) -> str:
     if len(expression) > MAX_LENGTH:
         raise ScheduleError(
             f"invalid schedule: it is {len(expression)} characters long; at most "
@@ -613,15 +651,18 @@ class Schedule:
     expression: str  # as written (stripped, whitespace collapsed)
     timezone: str  # IANA name
     hash_key: str = ""
+    _compiled: _Compiled = field(init=False, repr=False, compare=False, hash=False)
     _spec: _Spec = field(init=False, repr=False, compare=False, hash=False)
     _zone: zoneinfo.ZoneInfo = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         text = _normalise(self.expression)
-        # H is the only thing the key changes: share one compiled spec otherwise.
+        # H is the only thing the key changes: share one compiled expression otherwise.
         key = self.hash_key if "h" in text.lower() and text[0] != "@" else ""
+        compiled = _compile(text, key)
         object.__setattr__(self, "expression", text)
-        object.__setattr__(self, "_spec", _compile(text, key))
+        object.__setattr__(self, "_compiled", compiled)
+        object.__setattr__(self, "_spec", compiled.spec)
         object.__setattr__(self, "_zone", check_timezone(self.timezone))
 
     @property
@@ -639,11 +680,12 @@ class Schedule:
 
     def next_after(self, instant: dt.datetime) -> dt.datetime:
         """The first slot strictly after ``instant``, as an aware UTC datetime."""
-        for slot in self.iter_after(instant):
-            return slot
-        raise ScheduleError(
-            f"schedule '{self.expression}' has no slot after {instant.isoformat()}"
-        )
+        slot = _next_after(self._spec, self._zone, _naive_utc(instant))
+        if slot is None:
+            raise ScheduleError(
+                f"schedule '{self.expression}' has no slot after {instant.isoformat()}"
+            )
+        return slot
 
     def between(self, after: dt.datetime, until: dt.datetime) -> Iterator[dt.datetime]:
         """The slots s with after < s <= until, ascending, as aware UTC datetimes."""
@@ -652,127 +694,211 @@ class Schedule:
 
     def latest_at_or_before(self, instant: dt.datetime) -> dt.datetime | None:
         """The last slot s with s <= ``instant``, as an aware UTC datetime; None when there
-        is none within the 50 years croniter searches back (in practice: none at all).
-
-        croniter's ``get_prev`` walks the matching wall times back from the clock at
-        ``instant``; the first one with a slot not after ``instant`` gives the answer."""
-        until = _aware(instant).astimezone(_UTC).replace(tzinfo=None)
-        zone, wildcard = self._zone, self._spec.wildcard
-        found: dt.datetime | None = None
-        try:
-            local = until.replace(tzinfo=_UTC).astimezone(zone)
-            limit = local.replace(tzinfo=None, fold=0)
-            if local.fold:
-                # `instant` is in the second copy of a repeated hour: the first copy of
-                # the rest of that hour is already past.
-                _, first, second = _classify(limit, zone)
-                limit += second - first
-            for wall in self._walls(limit.replace(second=0, microsecond=0), backward=True):
-                kind, first, second = _classify(wall, zone)
-                if kind == _SKIPPED:
-                    if wildcard:
-                        continue  # nothing runs at a wall time the clock skips
-                    first = second = _gap_end(wall, zone, first - second)
-                if wildcard and second <= until:  # a repeated time's second copy
-                    found = second
-                elif first <= until:
-                    found = first
-                if found is not None:
-                    break
-        except OverflowError:  # the wall clock ran into year 1
-            return None
-        if found is None:
-            return None
-        if wildcard and found != second:
-            # The first copy of a repeated wall time: the second copy of an earlier one in
-            # the same stretch may be later, and not after `instant` either.
-            for slot in self._iter_wildcard(found):
-                if slot.replace(tzinfo=None) > until:
-                    break
-                found = slot.replace(tzinfo=None)
-        return found.replace(tzinfo=_UTC)
+        is none within the 50 years searched back (in practice: none at all)."""
+        return _latest_at_or_before(self._spec, self._zone, _naive_utc(instant))
 
     def iter_after(self, instant: dt.datetime) -> Iterator[dt.datetime]:
         """Successive slots strictly after ``instant``, as aware UTC datetimes."""
-        after = _aware(instant).astimezone(_UTC).replace(tzinfo=None)
+        after = _naive_utc(instant)
         if self._spec.wildcard:
-            return self._iter_wildcard(after)
-        return self._iter_fixed(after)
+            return _iter_wildcard(self._spec, self._zone, after)
+        return _iter_fixed(self._spec, self._zone, after)
 
-    # Both generators work on naive UTC instants and naive wall times.
 
-    def _start(self, after: dt.datetime, back: bool) -> dt.datetime:
-        """The wall-clock minute to start matching from."""
-        wall = after.replace(tzinfo=_UTC).astimezone(self._zone).replace(tzinfo=None)
-        if back:
-            kind, first, second = _classify(wall, self._zone)
-            if kind == _REPEATED:
-                # `after` is in a repeated hour: the second copy of earlier wall times
-                # in it may still be ahead of `after`.
-                wall -= second - first
-        if wall.second or wall.microsecond:
-            wall = wall.replace(second=0, microsecond=0) + _MINUTE
-        if not back:
-            kind, first, second = _classify(wall - _MINUTE, self._zone)
-            if kind == _SKIPPED:
-                # Just after a gap that ends between two whole minutes (Africa/Monrovia,
-                # 1972): the one run for its skipped times may still be ahead.
-                wall -= _MINUTE + (first - second)
-        return wall
+def _naive_utc(instant: dt.datetime) -> dt.datetime:
+    return _aware(instant).astimezone(_UTC).replace(tzinfo=None)
 
-    def _walls(self, start: dt.datetime, *, backward: bool = False) -> Iterator[dt.datetime]:
-        """croniter's matching wall-clock minutes (naive) from the minute ``start`` on, or
-        back from it with ``backward``; ``start`` itself included if it matches."""
-        try:
-            # get_next and get_prev are strict: stand one minute outside.
-            cron = self._spec.cursor(start - _MINUTE if not backward else start + _MINUTE)
-        except OverflowError:  # the first or last minute of the calendar
-            return
-        step: Callable[[type[dt.datetime]], dt.datetime] = (
-            cron.get_prev if backward else cron.get_next)
-        while True:
-            try:
-                wall = step(dt.datetime)
-            except _croniter_end():
-                return
-            yield wall
 
-    def _iter_fixed(self, after: dt.datetime) -> Iterator[dt.datetime]:
-        zone = self._zone
-        last = after
-        for wall in self._walls(self._start(after, back=False)):
+# Everything below works on naive UTC instants and naive wall times. The answers of the two
+# memoised searches depend on nothing but their arguments (the spec stands for the
+# schedule), so jobs sharing a schedule, a zone and a cursor share them.
+
+
+@functools.lru_cache(maxsize=_MEMO)
+def _next_after(spec: _Spec, zone: dt.tzinfo, after: dt.datetime) -> dt.datetime | None:
+    slots = (_iter_wildcard if spec.wildcard else _iter_fixed)(spec, zone, after)
+    return next(slots, None)
+
+
+@functools.lru_cache(maxsize=_MEMO)
+def _latest_at_or_before(spec: _Spec, zone: dt.tzinfo, until: dt.datetime
+                         ) -> dt.datetime | None:
+    """The matching wall times walked back from the clock at ``until``: the first one with
+    a slot not after ``until`` gives the answer."""
+    wildcard = spec.wildcard
+    found: dt.datetime | None = None
+    try:
+        local = until.replace(tzinfo=_UTC).astimezone(zone)
+        limit = local.replace(tzinfo=None, fold=0)
+        if local.fold:
+            # `until` is in the second copy of a repeated hour: the first copy of the rest
+            # of that hour is already past.
+            _, first, second = _classify(limit, zone)
+            limit += second - first
+        for wall in _walls(spec, limit.replace(second=0, microsecond=0), backward=True):
             kind, first, second = _classify(wall, zone)
             if kind == _SKIPPED:
-                first = _gap_end(wall, zone, first - second)
-            if first > last:  # skipped times collapse into one run after the gap
-                last = first
+                if wildcard:
+                    continue  # nothing runs at a wall time the clock skips
+                first = second = _gap_end(wall, zone, first - second)
+            if wildcard and second <= until:  # a repeated time's second copy
+                found = second
+            elif first <= until:
+                found = first
+            if found is not None:
+                break
+    except OverflowError:  # the wall clock ran into year 1
+        return None
+    if found is None:
+        return None
+    if wildcard and found != second:
+        # The first copy of a repeated wall time: the second copy of an earlier one in the
+        # same stretch may be later, and not after `until` either.
+        for slot in _iter_wildcard(spec, zone, found):
+            if slot.replace(tzinfo=None) > until:
+                break
+            found = slot.replace(tzinfo=None)
+    return found.replace(tzinfo=_UTC)
+
+
+def _start(zone: dt.tzinfo, after: dt.datetime, back: bool) -> dt.datetime:
+    """The wall-clock minute to start matching from."""
+    wall = after.replace(tzinfo=_UTC).astimezone(zone).replace(tzinfo=None)
+    if back:
+        kind, first, second = _classify(wall, zone)
+        if kind == _REPEATED:
+            # `after` is in a repeated hour: the second copy of earlier wall times in it
+            # may still be ahead of `after`.
+            wall -= second - first
+    if wall.second or wall.microsecond:
+        wall = wall.replace(second=0, microsecond=0) + _MINUTE
+    if not back:
+        kind, first, second = _classify(wall - _MINUTE, zone)
+        if kind == _SKIPPED:
+            # Just after a gap that ends between two whole minutes (Africa/Monrovia, 1972):
+            # the one run for its skipped times may still be ahead.
+            wall -= _MINUTE + (first - second)
+    return wall
+
+
+def _iter_fixed(spec: _Spec, zone: dt.tzinfo, after: dt.datetime) -> Iterator[dt.datetime]:
+    last = after
+    for wall in _walls(spec, _start(zone, after, back=False)):
+        kind, first, second = _classify(wall, zone)
+        if kind == _SKIPPED:
+            first = _gap_end(wall, zone, first - second)
+        if first > last:  # skipped times collapse into one run after the gap
+            last = first
+            yield first.replace(tzinfo=_UTC)
+
+
+def _iter_wildcard(spec: _Spec, zone: dt.tzinfo, after: dt.datetime
+                   ) -> Iterator[dt.datetime]:
+    walls = _walls(spec, _start(zone, after, back=True))
+    wall = next(walls, None)
+    while wall is not None:
+        kind, first, second = _classify(wall, zone)
+        if kind == _SINGLE:
+            if first > after:
                 yield first.replace(tzinfo=_UTC)
+            wall = next(walls, None)
+        elif kind == _SKIPPED:
+            wall = next(walls, None)
+        else:
+            # A repeated stretch: every matching minute in it once on the first copy of
+            # the clock, then once more on the second copy.
+            end = wall + (second - first)
+            firsts, seconds = [first], [second]
+            wall = next(walls, None)
+            while wall is not None and wall < end:
+                kind, first, second = _classify(wall, zone)
+                if kind != _REPEATED:
+                    break
+                firsts.append(first)
+                seconds.append(second)
+                wall = next(walls, None)
+            for instant in firsts + seconds:
+                if instant > after:
+                    yield instant.replace(tzinfo=_UTC)
 
-    def _iter_wildcard(self, after: dt.datetime) -> Iterator[dt.datetime]:
-        zone = self._zone
-        walls = self._walls(self._start(after, back=True))
-        wall = next(walls, None)
-        while wall is not None:
-            kind, first, second = _classify(wall, zone)
-            if kind == _SINGLE:
-                if first > after:
-                    yield first.replace(tzinfo=_UTC)
-                wall = next(walls, None)
-            elif kind == _SKIPPED:
-                wall = next(walls, None)
-            else:
-                # A repeated stretch: every matching minute in it once on the first
-                # copy of the clock, then once more on the second copy.
-                end = wall + (second - first)
-                firsts, seconds = [first], [second]
-                wall = next(walls, None)
-                while wall is not None and wall < end:
-                    kind, first, second = _classify(wall, zone)
-                    if kind != _REPEATED:
-                        break
-                    firsts.append(first)
-                    seconds.append(second)
-                    wall = next(walls, None)
-                for instant in firsts + seconds:
-                    if instant > after:
-                        yield instant.replace(tzinfo=_UTC)
+
+# -- matching wall-clock minutes ------------------------------------------------------------
+
+
+def _walls(spec: _Spec, start: dt.datetime, *, backward: bool = False
+           ) -> Iterator[dt.datetime]:
+    """The matching wall-clock minutes (naive) from the minute ``start`` on, or back from it
+    with ``backward``; ``start`` itself included if it matches. Like croniter, a search
+    gives up after 50 years without a match, and at the ends of the calendar."""
+    return _walls_back(spec, start) if backward else _walls_on(spec, start)
+
+
+def _walls_on(spec: _Spec, start: dt.datetime) -> Iterator[dt.datetime]:
+    # `at`: still on the start's own month, day and hour, so the fields below it begin
+    # at the start's values; once past them, every field begins at its first value.
+    year, at = start.year, True
+    give_up = min(year + _SEARCH_YEARS, dt.MAXYEAR)
+    hours, minutes = spec.hours, spec.minutes
+    while year <= give_up:
+        for month in spec.months:
+            if at:
+                if month < start.month:
+                    continue
+                at = month == start.month
+            for day in spec.days(year, month):
+                if at:
+                    if day < start.day:
+                        continue
+                    at = day == start.day
+                for hour in hours:
+                    if at:
+                        if hour < start.hour:
+                            continue
+                        at = hour == start.hour
+                    for minute in minutes:
+                        if at and minute < start.minute:
+                            continue
+                        at = False
+                        yield dt.datetime(year, month, day, hour, minute)
+                        give_up = min(year + _SEARCH_YEARS, dt.MAXYEAR)
+                    at = False
+                at = False
+            at = False
+        at = False
+        year += 1
+
+
+def _walls_back(spec: _Spec, start: dt.datetime) -> Iterator[dt.datetime]:
+    # The mirror image of _walls_on: every field walks down from the start's values, then
+    # from its last value.
+    year, at = start.year, True
+    give_up = max(year - _SEARCH_YEARS, dt.MINYEAR)
+    hours, minutes = spec.hours[::-1], spec.minutes[::-1]
+    months = spec.months[::-1]
+    while year >= give_up:
+        for month in months:
+            if at:
+                if month > start.month:
+                    continue
+                at = month == start.month
+            for day in reversed(spec.days(year, month)):
+                if at:
+                    if day > start.day:
+                        continue
+                    at = day == start.day
+                for hour in hours:
+                    if at:
+                        if hour > start.hour:
+                            continue
+                        at = hour == start.hour
+                    for minute in minutes:
+                        if at and minute > start.minute:
+                            continue
+                        at = False
+                        yield dt.datetime(year, month, day, hour, minute)
+                        give_up = max(year - _SEARCH_YEARS, dt.MINYEAR)
+                    at = False
+                at = False
+            at = False
+        at = False
+        year -= 1

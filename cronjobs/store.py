@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
 from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import errors as pgerrors
-from psycopg.rows import dict_row
+from psycopg.rows import RowFactory, args_row, dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
 from cronjobs import sql
@@ -28,6 +28,7 @@ from cronjobs.models import (
     Definition,
     DefinitionSpec,
     DefinitionSummary,
+    DueDefinition,
     NewRun,
     NewSkip,
     Outcome,
@@ -69,6 +70,40 @@ class Store:
         with _translated(), self.conn.cursor(row_factory=dict_row) as cur:
             cur.execute(sql.query(name), params)
             return cur.fetchall() if cur.description is not None else []
+
+    @contextmanager
+    def pipeline(self) -> Iterator[None]:
+        """Statements run inside go to the server without waiting for their answers (the
+        server runs them in order, in the same transaction), so that the caller can work
+        meanwhile; the block ends when every answer is in. An error surfaces at the latest
+        there."""
+        with _translated(), self.conn.pipeline():
+            yield
+
+    def _send(self, name: str, params: Mapping[str, Any]) -> None:
+        """Run a statement whose answer is only whether it worked."""
+        with _translated(), self.conn.cursor() as cur:
+            cur.execute(sql.query(name), params)
+
+    def _binary(self, name: str, params: Mapping[str, Any], row_factory: RowFactory[T]
+                ) -> list[T]:
+        """Rows in binary, made by ``row_factory``: cheaper than text and dicts for the
+        thousands of rows of a materialising tick."""
+        return self._binary_later(name, params, row_factory)()
+
+    def _binary_later(self, name: str, params: Mapping[str, Any],
+                      row_factory: RowFactory[T]) -> Callable[[], list[T]]:
+        """``_binary``, its rows read when the returned function is called: inside
+        ``pipeline()``, after the block, so that nothing waits for them before."""
+        with _translated():
+            cur = self.conn.cursor(row_factory=row_factory, binary=True)
+            cur.execute(sql.query(name), params)
+
+        def rows() -> list[T]:
+            with _translated(), cur:
+                return cur.fetchall()
+
+        return rows
 
     def _row(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
         rows = self._rows(name, params)
@@ -224,24 +259,31 @@ class Store:
         params |= {"id": tick_id, "status": status, "error": error}
         self._rows("finish_tick", params)
 
-    def due_definitions(self, *, now: dt.datetime, limit: int) -> list[Definition]:
-        rows = self._rows("due_definitions", {"now": now, "limit": limit})
-        return [_build(Definition, row) for row in rows]
+    def due_definitions(self, *, now: dt.datetime, limit: int) -> list[DueDefinition]:
+        return self._binary("due_definitions", {"now": now, "limit": limit},
+                            args_row(DueDefinition))
 
-    def unscheduled_definitions(self, *, limit: int) -> list[Definition]:
-        return [_build(Definition, row)
-                for row in self._rows("unscheduled_definitions", {"limit": limit})]
+    def unscheduled_definitions(self, *, limit: int) -> list[DueDefinition]:
+        return self._binary("unscheduled_definitions", {"limit": limit},
+                            args_row(DueDefinition))
 
     def active_runs(self, definition_ids: list[int]) -> dict[int, tuple[int, int]]:
         """{definition_id: (running with a live lease, waiting)}"""
-        rows = self._rows("active_runs", {"definition_ids": definition_ids})
-        return {row["definition_id"]: (row["running"], row["waiting"]) for row in rows}
+        rows = self._binary("active_runs", {"definition_ids": definition_ids}, tuple_row)
+        return {definition_id: (running, waiting) for definition_id, running, waiting in rows}
 
     def insert_runs(self, runs: Sequence[NewRun], *, now: dt.datetime,
-                    tick_id: int | None) -> list[Row]:
-        """Insert runs; slots that already have one are left alone. Returns the new ones."""
+                    tick_id: int | None) -> list[tuple[int, dt.datetime]]:
+        """Insert runs; slots that already have one are left alone. Returns the
+        (definition_id, scheduled_for) of the new ones."""
+        return self.send_runs(runs, now=now, tick_id=tick_id)()
+
+    def send_runs(self, runs: Sequence[NewRun], *, now: dt.datetime, tick_id: int | None
+                  ) -> Callable[[], list[tuple[int, dt.datetime]]]:
+        """``insert_runs``, the new runs read when the returned function is called (inside
+        ``pipeline()``: after the block)."""
         if not runs:
-            return []
+            return list  # nothing sent, nothing new: []
         params = {
             "definition_ids": [r.definition_id for r in runs],
             "slots": [r.scheduled_for for r in runs],
@@ -252,13 +294,13 @@ class Store:
             "now": now,
             "tick_id": tick_id,
         }
-        return self._rows("insert_runs", params)
+        return self._binary_later("insert_runs", params, tuple_row)
 
     def insert_skips(self, skips: Sequence[NewSkip], *, now: dt.datetime,
                      tick_id: int | None) -> None:
         if not skips:
             return
-        self._rows("insert_skips", {
+        self._send("insert_skips", {
             "definition_ids": [s.definition_id for s in skips],
             "first_slots": [s.first_slot for s in skips],
             "last_slots": [s.last_slot for s in skips],
@@ -272,7 +314,7 @@ class Store:
     def advance_definitions(self, advances: Sequence[Advance]) -> None:
         if not advances:
             return
-        self._rows("advance_definitions", {
+        self._send("advance_definitions", {
             "ids": [a.definition_id for a in advances],
             "cursors": [a.cursor_at for a in advances],
             "next_dues": [a.next_due_at for a in advances],

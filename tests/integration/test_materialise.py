@@ -14,8 +14,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import Invoke, count
+from conftest import Invoke, count, snapshot
 from cronjobs import schedule as schedules
+from cronjobs.errors import CronjobsError
+from cronjobs.materialise import materialise
 from cronjobs.store import Store
 from cronjobs.tick import TickOptions, tick
 
@@ -110,6 +112,57 @@ def test_concurrent_ticks_over_a_simulated_day(cli: Invoke, db: psycopg.Connecti
     assert count(db, "job_ticks") == sum(len(s) for s in sequences) + 1
 
 
+BULK = ("INSERT INTO job_definitions (name, schedule, timezone, kind, command, cursor_at, "
+        "next_due_at) SELECT 'bulk-' || i, (ARRAY['* * * * *', '*/2 * * * *', 'H * * * *', "
+        "'0,30 2 * * *', '7 3 * * *'])[1 + i %% 5], (ARRAY['UTC', 'Europe/Berlin', "
+        "'Asia/Kolkata'])[1 + i %% 3], 'command', 'true', %(start)s, %(start)s "
+        "FROM generate_series(1, %(n)s) AS i")
+
+
+def test_small_batches_in_small_parts_decide_every_slot_once(
+        cli: Invoke, db: psycopg.Connection[Any], store: Store) -> None:
+    # Batches of 7 definitions decided and written 3 at a time, over a simulated day of
+    # irregular ticks: every batch splits into parts, and every slot is decided once.
+    _seed(cli, db)
+    db.execute(BULK, {"start": START, "n": 40})
+    instants = _instants(3)
+    for t in instants:
+        materialise(store, t, batch=7, part=3)
+    end = max(instants)
+    materialise(store, end, batch=7, part=3)
+    _assert_every_slot_decided_once(db, end)
+
+
+def test_a_batch_reports_runs_that_existed_and_is_written_whole_or_not_at_all(
+        db: psycopg.Connection[Any], store: Store) -> None:
+    db.execute(BULK, {"start": START, "n": 12})
+    db.execute("UPDATE job_definitions SET schedule = '* * * * *', overlap = 'allow', "
+               "next_due_at = %s", (START + dt.timedelta(minutes=1),))
+    # A run of the 11th definition's slot is there already (parts of 2: the sixth part).
+    db.execute("INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts, "
+               "eligible_at) SELECT id, %(slot)s, 'schedule', 3, %(slot)s "
+               "FROM job_definitions WHERE name = 'bulk-11'",
+               {"slot": START + dt.timedelta(minutes=1)})
+    now = START + dt.timedelta(minutes=1, seconds=5)
+    report = materialise(store, now, batch=5, part=2)
+    assert (report.definitions, report.materialised) == (12, 11)
+    assert [d.job for d in report.decisions if d.outcome == "exists"] == ["bulk-11"]
+    assert count(db, "job_runs") == 12
+    # A part that fails (the 5th of 6) undoes the whole batch, the parts before it too.
+    db.execute("CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+               "IF (SELECT name FROM job_definitions WHERE id = NEW.definition_id) "
+               "= 'bulk-9' THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$")
+    db.execute("CREATE TRIGGER refuse BEFORE INSERT ON job_runs "
+               "FOR EACH ROW EXECUTE FUNCTION refuse()")
+    before = snapshot(db)
+    with pytest.raises(CronjobsError, match="refused"):
+        materialise(store, now + dt.timedelta(minutes=1), batch=12, part=2)
+    assert snapshot(db) == before
+    db.execute("DROP TRIGGER refuse ON job_runs")
+    report = materialise(store, now + dt.timedelta(minutes=1), batch=12, part=2)
+    assert report.materialised == 12
+
+
 @pytest.mark.smoke
 def test_concurrent_cli_ticks_at_the_same_instant(cli: Invoke, db: psycopg.Connection[Any],
                                                   database_url: str) -> None:
@@ -129,8 +182,6 @@ def test_concurrent_cli_ticks_at_the_same_instant(cli: Invoke, db: psycopg.Conne
 
 def test_dry_run_writes_nothing(cli: Invoke, db: psycopg.Connection[Any]) -> None:
     _seed(cli, db)
-    from conftest import snapshot
-
     before = snapshot(db)
     result = cli("tick", "--now", (START + dt.timedelta(hours=1)).isoformat(), "--dry-run")
     assert result.exit_code == 0, result.stderr

@@ -9,25 +9,19 @@ from typing import Any
 import pytest
 
 from cronjobs.materialise import decide
-from cronjobs.models import Definition
+from cronjobs.models import DueDefinition
 
 
 def u(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
 
 
-def definition(**changes: Any) -> Definition:
-    base = Definition(
-        id=1, name="job", schedule="0 * * * *", timezone="UTC", kind="command", handler=None,
-        command="true", payload={}, catchup="latest", catchup_limit=100,
-        starting_deadline=None, overlap="skip", max_attempts=3,
-        backoff=dt.timedelta(seconds=30), backoff_max=dt.timedelta(hours=1),
-        timeout=dt.timedelta(hours=1), lease=dt.timedelta(seconds=60), alert_command=None,
-        alert_on_failure=False, pause_after_failures=None, consecutive_failures=0,
-        paused_at=None, paused_until=None, pause_note=None, invalid_reason=None,
-        removed_at=None, cursor_at=u("2026-01-01T00:00:00"),
-        next_due_at=u("2026-01-01T01:00:00"), schedule_since=u("2026-01-01T00:00:00"),
-        created_at=u("2026-01-01T00:00:00"), updated_at=u("2026-01-01T00:00:00"),
+def definition(**changes: Any) -> DueDefinition:
+    base = DueDefinition(
+        id=1, name="job", schedule="0 * * * *", timezone="UTC", catchup="latest",
+        catchup_limit=100, starting_deadline=None, overlap="skip", max_attempts=3,
+        paused_at=None, paused_until=None, pause_note=None,
+        cursor_at=u("2026-01-01T00:00:00"), next_due_at=u("2026-01-01T01:00:00"),
     )
     return dataclasses.replace(base, **changes)
 

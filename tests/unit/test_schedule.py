@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import itertools
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -17,9 +18,10 @@ from cronjobs.errors import ScheduleError, UsageError
 from cronjobs.schedule import (
     _ALL_FIELDS,
     Schedule,
-    _agreeing,
     _full,
     _parse_field,
+    _parse_hash,
+    _walls,
     check_timezone,
     parse,
 )
@@ -329,6 +331,23 @@ def test_h_forms() -> None:
         assert monthly[0].day <= 28
 
 
+def test_h_fields_are_what_croniter_expand_makes_of_them() -> None:
+    # The hash expander alone, then the plain field it gives read once for all names:
+    # exactly what croniter.expand(expression, hash_id=...) makes of the field.
+    forms = [["H", "h", "H/15", "H/1", "H(0-29)", "H(10-50)/7", "H(58-59)/5"],
+             ["H", "H/6", "H/1", "H(2-5)/2", "H(0-1)"], ["H", "H/3", "H/1", "H(1-9)/4"],
+             ["H", "H/5", "H/1", "H(2-4)"], ["H", "H/2", "H/1", "H(1-5)", "H(0-6)/3"]]
+    for f in _ALL_FIELDS:
+        for form in forms[f.index]:
+            probe = ["*"] * 5
+            probe[f.index] = "H(1-28)" if f.index == 2 and form == "H" else form
+            for i in range(150):
+                key = f"job-{i}"
+                raw = croniter.expand(" ".join(probe), hash_id=f"{key}\x1f{f.name}".encode())
+                expected = croniter_set(f.index, raw[0][f.index])
+                assert _parse_hash(f, form, key) == expected, (form, key)
+
+
 def test_h_without_a_name_is_deterministic() -> None:
     start = u("2024-01-01T00:00")
     assert parse("H H * * *").next_after(start) == parse("H H * * *").next_after(start)
@@ -394,7 +413,7 @@ def test_croniter_corrections(expression: str, handed: str, hash_key: str, after
     schedule = parse(expression, "UTC", hash_key=hash_key)
     assert take(schedule, u(after), len(expected)) == [u(e) for e in expected]
     # Corrected by rewriting, not left to the guard (correction 7).
-    assert schedule._spec.cron_expression == handed
+    assert schedule._compiled.cron_expression == handed
     # croniter alone departs here. If this fails, croniter changed: the correction may be
     # dead code now.
     raw = croniter(expression, u(after).replace(tzinfo=None), ret_type=dt.datetime,
@@ -407,7 +426,7 @@ def test_a_day_of_the_month_no_month_has_drops_out_under_or() -> None:
     # Correction 3: croniter would find the same Mondays, searching 50 years for a
     # 30 February on every step; it is handed the weekday alone.
     schedule = parse("0 0 30,31 2 mon")
-    assert schedule._spec.cron_expression == "0 0 * 2 1"
+    assert schedule._compiled.cron_expression == "0 0 * 2 1"
     assert not schedule._spec.day_or
     assert take(schedule, u("2025-01-01T00:00"), 2) == [u("2025-02-03T00:00"),
                                                         u("2025-02-10T00:00")]
@@ -418,17 +437,20 @@ def test_a_day_of_the_month_no_month_has_drops_out_under_or() -> None:
     assert u("2026-03-31T00:00") in either.between(u("2026-03-20T00:00"), u("2026-04-01T00:00"))
 
 
-def test_croniter_reading_is_checked_field_by_field() -> None:
-    # Correction 7: a field croniter reads differently from Debian goes over as a list.
-    full = [_full(f) for f in _ALL_FIELDS]
-    texts, template = _agreeing(["5-5", "*", "*", "*", "*"], [frozenset({5}), *full[1:]],
-                                day_or=False)
-    assert texts == ["5", "*", "*", "*", "*"]
-    assert template.get_next(dt.datetime, dt.datetime(2024, 1, 1, 10, 0)) == dt.datetime(
-        2024, 1, 1, 10, 5)
-    values = [frozenset({0, 30}), frozenset({2}), *full[2:]]
-    texts, _ = _agreeing(["*/30", "2", "*", "*", "*"], values, day_or=False)
-    assert texts == ["*/30", "2", "*", "*", "*"]  # read right: kept as written
+def test_croniter_reads_the_handed_expression_as_debian_does() -> None:
+    # The matcher iterates Debian's values; croniter, the oracle, gets the corrected text.
+    for expression, handed in [("5-5 * * * *", "5 * * * *"), ("*/30 2 * * *", "*/30 2 * * *"),
+                               ("0 0 * * mon/2", "0 0 * * mon-7/2")]:
+        schedule = parse(expression)
+        assert schedule._compiled.cron_expression == handed
+        assert croniter_fields(schedule) == spec_fields(schedule)
+
+
+def croniter_set(index: int, raw: list[Any]) -> frozenset[int]:
+    """One field of croniter.expand's answer as a set (a '*' is the whole field)."""
+    if "*" in raw:
+        return _full(_ALL_FIELDS[index])
+    return frozenset(0 if index == 4 and int(v) == 7 else int(v) for v in raw)
 
 
 def debian_item(index: int, low: int, high: int, step: int) -> frozenset[int]:
@@ -439,15 +461,12 @@ def debian_item(index: int, low: int, high: int, step: int) -> frozenset[int]:
 
 
 def croniter_reading(index: int, text: str) -> frozenset[int]:
-    """croniter's reading of what the validation hands it for ``text`` in field ``index``:
-    corrections 4 and 5 alone, without the guard."""
+    """croniter's reading of what the validation hands it for ``text`` in field ``index``
+    (corrections 4 and 5)."""
     values, handed = _parse_field(_ALL_FIELDS[index], text)
     fields = ["*"] * 5
     fields[index] = handed
-    raw = croniter.expand(" ".join(fields))[0][index]
-    if "*" in raw:
-        return frozenset(range(FIELDS[index][0], (6 if index == 4 else FIELDS[index][1]) + 1))
-    read = frozenset(0 if index == 4 and v == 7 else int(v) for v in raw)
+    read = croniter_set(index, croniter.expand(" ".join(fields))[0][index])
     assert read == values, text  # the validation's own reading
     return read
 
@@ -949,6 +968,59 @@ def test_agrees_with_cronsim(case: tuple[Schedule, tuple[frozenset[int], ...], b
     #   (see "santiago-wild-day-starts-in-gap").
     assume(not any(is_imaginary(c) for c in theirs))
     assert take(schedule, start, 10) == [c.astimezone(UTC) for c in theirs]
+
+
+def spec_fields(schedule: Schedule) -> list[frozenset[int]]:
+    """The values of each field that the matcher iterates."""
+    spec = schedule._spec
+    return [frozenset(spec.minutes), frozenset(spec.hours), spec.doms,
+            frozenset(spec.months), spec.dows]
+
+
+def croniter_fields(schedule: Schedule) -> list[frozenset[int]]:
+    """croniter's reading of the expression the schedule hands it."""
+    expanded = croniter.expand(schedule._compiled.cron_expression)[0]
+    return [croniter_set(index, raw) for index, raw in enumerate(expanded)]
+
+
+H_FORMS = [["H", "H/15", "H(0-29)", "H(10-50)/7"], ["H", "H(2-5)/2", "H/6"], ["H", "H(1-9)"],
+           ["H", "H/3"], ["H", "H(1-5)"]]
+
+
+@st.composite
+def oracle_cases(draw: st.DrawFn) -> tuple[Schedule, dt.datetime]:
+    """A schedule, H fields included, and a wall-clock minute from 1900 to 2200."""
+    expression, _, _ = draw(expressions())
+    texts = expression.split(" ")
+    for index in draw(st.sets(st.integers(0, 4), max_size=2)):
+        texts[index] = draw(st.sampled_from(H_FORMS[index]))
+    key = draw(st.text("abcdefghij-", min_size=1, max_size=6))
+    try:
+        schedule = parse(" ".join(texts), hash_key=key)
+    except ScheduleError as exc:
+        assert "never fires" in exc.message
+        assume(False)
+        raise
+    start = dt.datetime(1900, 1, 1) + dt.timedelta(minutes=draw(st.integers(0, 300 * 525_960)))
+    return schedule, start
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(oracle_cases())
+def test_matching_wall_times_agree_with_croniter(case: tuple[Schedule, dt.datetime]) -> None:
+    """The matcher finds the wall-clock minutes croniter finds for the expression it is
+    handed (Debian's reading, corrections 1-6), forward and back, the start included."""
+    schedule, start = case
+    assert croniter_fields(schedule) == spec_fields(schedule)
+    handed, day_or = schedule._compiled.cron_expression, schedule._spec.day_or
+    forward = croniter(handed, start - dt.timedelta(minutes=1), ret_type=dt.datetime,
+                       day_or=day_or)
+    theirs = [forward.get_next(dt.datetime) for _ in range(12)]
+    assert list(itertools.islice(_walls(schedule._spec, start), 12)) == theirs
+    backward = croniter(handed, start + dt.timedelta(minutes=1), ret_type=dt.datetime,
+                        day_or=day_or)
+    theirs = [backward.get_prev(dt.datetime) for _ in range(12)]
+    assert list(itertools.islice(_walls(schedule._spec, start, backward=True), 12)) == theirs
 
 
 def matches(values: tuple[frozenset[int], ...], day_and: bool, wall: dt.datetime) -> bool:
