@@ -229,6 +229,7 @@ class Executor:
 
         if self.watchdog is None:
             self.watchdog = Watchdog.start()
+            self.watchdog.autoflush = False  # flushed once per pass (_finish)
         refusal = self._refusal(claim)
         if refusal is not None:
             log.warning("run %s: %s", claim.id, refusal,
@@ -317,6 +318,8 @@ class Executor:
                 if self.watchdog is not None and a.job.pid:
                     self.watchdog.renew(a.job.pid, _deadline(now, a.claim))
         self._watch_self()
+        if self.watchdog is not None:
+            self.watchdog.flush()
 
     def _stop(self, active: _Active, outcome: AttemptOutcome, reason: str) -> None:
         if active.stop_requested is None:
@@ -387,6 +390,8 @@ class Executor:
             self._start(claimed)
         if ended or claims:
             self._watch_self()
+        if self.watchdog is not None:
+            self.watchdog.flush()
         return len(claims)
 
     def _record_lost(self, claim: Claimed, outcome: str, error: str | None) -> None:

@@ -23,8 +23,8 @@ What the speed costs, and how the tick makes up for it:
 
 from __future__ import annotations
 
+import functools
 import json
-import queue
 import sys
 import threading
 import time
@@ -36,7 +36,7 @@ from cronjobs.child import describe_exception, encode_result
 from cronjobs.context import JobContext
 from cronjobs.errors import ConfigurationError
 from cronjobs.models import AttemptOutcome
-from cronjobs.runner import Result, Tail, Work, seconds_text
+from cronjobs.runner import Result, Tail, Work, Workers, seconds_text
 
 _local = threading.local()  # .tail: the output tail of the handler this thread runs
 
@@ -78,12 +78,7 @@ class InProcess:
         self._wake = wake
         self._handlers: dict[str, Callable[[JobContext], Any]] | None = None
         self._load_error: str | None = None
-        # Threads are reused: a new one only when none is waiting for work (an abandoned
-        # handler keeps its thread).
-        self._work: queue.SimpleQueue[tuple[InProcessJob, Callable[[JobContext], Any]]] = (
-            queue.SimpleQueue())
-        self._idle = 0
-        self._lock = threading.Lock()
+        self._threads = Workers("cronjobs-handler")
 
     def _handler(self, name: str) -> Callable[[JobContext], Any] | str:
         """The handler called ``name``, or why there is none."""
@@ -110,22 +105,8 @@ class InProcess:
         if isinstance(handler, str):
             job.fail(handler)
             return job
-        with self._lock:
-            spawn = self._idle == 0
-            if not spawn:
-                self._idle -= 1
-        self._work.put((job, handler))
-        if spawn:
-            threading.Thread(target=self._serve, daemon=True, name="cronjobs-handler").start()
+        self._threads.submit(functools.partial(job.run, handler))
         return job
-
-    def _serve(self) -> None:
-        """A handler thread: run attempts as they come."""
-        while True:
-            job, handler = self._work.get()
-            job.run(handler)
-            with self._lock:
-                self._idle += 1
 
 
 class InProcessJob:

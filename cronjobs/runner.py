@@ -54,6 +54,7 @@ import functools
 import json
 import logging
 import os
+import queue
 import selectors
 import signal
 import subprocess
@@ -197,6 +198,39 @@ class Tail:
         return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
+class Workers:
+    """Daemon threads that are reused: a new one is started only when none is idle (a
+    thread blocked for good — an abandoned handler — simply never comes back)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._work: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, task: Callable[[], None]) -> None:
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1
+        self._work.put(task)
+        if spawn:
+            threading.Thread(target=self._serve, name=self._name, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            task = self._work.get()
+            try:
+                task()
+            except Exception:  # a task reports its own failures; the thread must go on
+                log.exception("a %s task failed", self._name)
+            with self._lock:
+                self._idle += 1
+
+
+_PUMPS = Workers("cronjobs-pump")
+
+
 class _Pump:
     """A thread moving bytes between the tick and one job: the spec in, output and result out.
 
@@ -204,7 +238,7 @@ class _Pump:
     ``result_limit + RESULT_SLACK`` bytes of result are held.
     """
 
-    def __init__(self, name: str, output: int, output_limit: int,
+    def __init__(self, output: int, output_limit: int,
                  channel: int | None, result_limit: int,
                  spec_fd: int | None, spec: bytes, *, pid: int = 0,
                  wake: threading.Event | None = None) -> None:
@@ -223,10 +257,9 @@ class _Pump:
         self._done = threading.Event()  # every fd reached its end (or reading was stopped)
         self._pid = pid
         self._wake = wake
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        _PUMPS.submit(self._run)
 
     @property
     def finished(self) -> bool:
@@ -574,6 +607,16 @@ def _close(*fds: int | None) -> None:
             os.close(fd)
 
 
+def _encoded(env: Mapping[str, str]) -> dict[bytes, bytes]:
+    return {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+
+
+@functools.lru_cache(maxsize=1)
+def _base_environment() -> dict[bytes, bytes]:
+    """The tick's environment, encoded once: it does not change while a tick runs."""
+    return dict(os.environb)
+
+
 def start(work: Work, watchdog: Watchdog | None = None,
           deadline: float | None = None, wake: threading.Event | None = None) -> Running:
     """Start ``work`` and return at once. A job that cannot be started at all (no
@@ -582,8 +625,8 @@ def start(work: Work, watchdog: Watchdog | None = None,
     (``time.monotonic()``; the end of the lease) passes without ``watchdog.renew``.
     ``wake`` is set when the job's main process has exited (and its output ended), so
     that the caller can wait on it instead of polling."""
-    env = dict(os.environ if work.env is None else work.env)
-    env.update(work.context.environment())
+    env = dict(_base_environment() if work.env is None else _encoded(work.env))
+    env.update(_encoded(work.context.environment()))
     spec = b""
     channel_r = channel_w = spec_r = spec_w = None
     if work.kind == "handler":
@@ -623,8 +666,8 @@ def start(work: Work, watchdog: Watchdog | None = None,
     _close(output_w, channel_w, spec_r)
     if watchdog is not None:
         watchdog.watch(process.pid, deadline)
-    pump = _Pump(f"cronjobs-job-{process.pid}", output_r, work.output_limit,
-                 channel_r, work.result_limit, spec_w, spec, pid=process.pid, wake=wake)
+    pump = _Pump(output_r, work.output_limit, channel_r, work.result_limit, spec_w, spec,
+                 pid=process.pid, wake=wake)
     pump.start()
     return Running(work, process, pump, watchdog, started)
 
@@ -650,6 +693,9 @@ class Watchdog:
         self._process = process
         self._lock = threading.Lock()
         self._warned = False
+        # With autoflush off, messages are sent by flush(): a caller starting many jobs in
+        # one pass (the tick) sends them together.
+        self.autoflush = True
 
     @classmethod
     def start(cls) -> Watchdog:
@@ -682,6 +728,14 @@ class Watchdog:
 
     def forget(self, pgid: int) -> None:
         self._send(f"forget {pgid}\n")
+
+    def flush(self) -> None:
+        """Send the messages written since the last flush."""
+        with self._lock:
+            if self._process is None or self._process.stdin is None:
+                return
+            with contextlib.suppress(OSError):  # gone: _send warns on the next message
+                self._process.stdin.flush()
 
     def close(self) -> None:
         """End the watchdog (killing any group still watched) and wait for it to exit."""
@@ -717,7 +771,8 @@ class Watchdog:
             assert stdin is not None  # noqa: S101
             try:
                 stdin.write(line.encode())
-                stdin.flush()
+                if self.autoflush:
+                    stdin.flush()
             except OSError as exc:
                 if not self._warned:
                     self._warned = True
