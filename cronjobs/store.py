@@ -10,7 +10,6 @@ import datetime as dt
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
 from typing import Any, LiteralString, TypeVar
 
 import psycopg
@@ -31,22 +30,23 @@ from cronjobs.models import (
     DefinitionSummary,
     NewRun,
     NewSkip,
+    Record,
     Run,
     RunStatus,
     Skip,
     SkipReason,
     Trigger,
+    field_names,
 )
 
 log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
-T = TypeVar("T")
+R = TypeVar("R", bound=Record)
 
 
-def _build(cls: type[T], row: Mapping[str, Any]) -> T:
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    return cls(**{name: row[name] for name in names})
+def _build(cls: type[R], row: Mapping[str, Any]) -> R:
+    return cls(**{name: row[name] for name in field_names(cls)})
 
 
 class Store:
