@@ -158,7 +158,7 @@ def _first_line(exc: BaseException | None) -> str:
 def _current(store: Store) -> bool:
     from cronjobs import sql
 
-    return store.migrations_table_exists() and store.schema_version() == sql.current_version()
+    return store.installed_version() == sql.current_version()
 
 
 def open_store(

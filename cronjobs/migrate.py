@@ -47,12 +47,12 @@ def migrate(store: Store) -> MigrationReport:
 def check_schema(store: Store) -> int:
     """Fail with a clear message unless the database is at the current schema version."""
     target = sql.current_version()
-    if not store.migrations_table_exists():
+    current = store.installed_version()
+    if current is None:
         raise SchemaNotReady(
             "the database has no cronjobs schema: run `cronjobs migrate` "
             "(or apply schema.sql with psql) first"
         )
-    current = store.schema_version()
     _refuse_newer(current, target)
     if current < target:
         raise SchemaNotReady(

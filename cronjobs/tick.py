@@ -62,12 +62,13 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
          should_stop: Callable[[], bool] = lambda: False) -> TickReport:
     """Run one tick and return what it did. Failing jobs are data in the report, not
     exceptions; only a tick that could not do its work raises."""
-    now = options.now if options.now is not None else store.now()
     if options.dry_run:
+        now = options.now if options.now is not None else store.now()
         report = TickReport(None, now, True)
         report.materialise = materialise(store, now, dry_run=True)
         return report
-    tick_id = store.insert_tick(worker=options.worker, now=now)
+    tick_id, started = store.insert_tick(worker=options.worker, now=options.now)
+    now = options.now if options.now is not None else started
     report = TickReport(tick_id, now, False)
     executor: Executor | None = None
     try:

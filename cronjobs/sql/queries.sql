@@ -140,7 +140,9 @@ SET status = 'cancelled', finished_at = %(now)s, error = %(reason)s, updated_at 
 WHERE definition_id = %(definition_id)s AND status IN ('queued', 'failed');
 
 -- name: insert_tick
-INSERT INTO job_ticks (worker, tick_at) VALUES (%(worker)s, %(now)s) RETURNING id;
+-- The tick's instant is the one given, else the database clock's: no separate `now` query.
+INSERT INTO job_ticks (worker, tick_at) VALUES (%(worker)s, coalesce(%(now)s, now()))
+RETURNING id, tick_at;
 
 -- name: finish_tick
 UPDATE job_ticks
