@@ -12,7 +12,6 @@ import datetime as dt
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -31,15 +30,16 @@ EXIT_UNHEALTHY = 3
 DURATION_HELP = "a duration such as 90s, 5m, 2h, 1d or 1h30m"
 
 
-@dataclass
 class App:
     """What every command shares: where the database is, and the user's modules."""
 
-    target: DatabaseTarget
-    apps: tuple[str, ...]
-    connect_timeout: float
-    verbose: int
-    _connected: Any = field(default=None)
+    def __init__(self, target: DatabaseTarget, apps: tuple[str, ...], connect_timeout: float,
+                 verbose: int) -> None:
+        self.target = target
+        self.apps = apps
+        self.connect_timeout = connect_timeout
+        self.verbose = verbose
+        self._connected: Any = None
 
     def store(self) -> Any:
         """Connect on first use (announcing the embedded default once, on stderr)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cronjobs import sql
 from cronjobs.errors import SchemaNotReady
@@ -12,8 +12,7 @@ from cronjobs.store import Store
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class MigrationReport:
+class MigrationReport(NamedTuple):
     from_version: int
     to_version: int
     applied: tuple[str, ...]

@@ -10,18 +10,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from cronjobs.execute import ExecOptions, ExecReport, Executor
 from cronjobs.materialise import MaterialiseReport, materialise
-from cronjobs.prune import prune
 from cronjobs.store import Store
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class TickOptions:
+class TickOptions(NamedTuple):
+    """How to tick: the `cronjobs tick` options."""
+
     now: dt.datetime | None = None
     dry_run: bool = False
     worker: str = "cronjobs"
@@ -37,14 +37,16 @@ class TickOptions:
     allowed_commands: tuple[str, ...] = ()
 
 
-@dataclass
 class TickReport:
-    tick_id: int | None
-    now: dt.datetime
-    dry_run: bool
-    materialise: MaterialiseReport = field(default_factory=MaterialiseReport)
-    execute: ExecReport = field(default_factory=ExecReport)
-    pruned: int = 0
+    """What one tick did, filled in as it goes."""
+
+    def __init__(self, tick_id: int | None, now: dt.datetime, dry_run: bool) -> None:
+        self.tick_id = tick_id
+        self.now = now
+        self.dry_run = dry_run
+        self.materialise = MaterialiseReport()
+        self.execute = ExecReport()
+        self.pruned = 0
 
     def counts(self) -> dict[str, int]:
         e = self.execute
@@ -84,6 +86,8 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
         report.execute = executor.run()
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.
+            from cronjobs.prune import prune  # noqa: PLC0415 - only with --retention
+
             report.pruned = prune(executor.store, older_than=options.retention,
                                   max_batches=1).runs
     except BaseException as exc:

@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import LiteralString
+from typing import LiteralString, NamedTuple
 
 _NAME = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -55,8 +54,7 @@ def schema() -> LiteralString:
     return _trusted(_read("schema.sql"))
 
 
-@dataclass(frozen=True)
-class Migration:
+class Migration(NamedTuple):
     version: int
     name: str
     sql: LiteralString
