@@ -65,7 +65,7 @@ class SkipReason(StrEnum):
 
 
 _completing = threading.Lock()
-_field_names: dict[type[Record], tuple[str, ...]] = {}
+_field_names: dict[type[Any], tuple[str, ...]] = {}
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(field,))
@@ -86,12 +86,13 @@ class Record:
         cls.__init__(self, *args, **kwargs)  # the generated one, from now on
 
 
-def field_names(cls: type[Record]) -> tuple[str, ...]:
-    """The fields of a row class, in order."""
+def field_names(cls: type[Any]) -> tuple[str, ...]:
+    """The fields of a row class (a dataclass, or a Record not yet made one), in order."""
     names = _field_names.get(cls)
     if names is None:
-        _complete(cls)
-        names = _field_names[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+        if issubclass(cls, Record):
+            _complete(cls)
+        names = _field_names[cls] = tuple(f.name for f in fields(cls))
     return names
 
 

@@ -36,7 +36,6 @@ from cronjobs.models import (
     DefinitionSummary,
     NewRun,
     NewSkip,
-    Record,
     Run,
     RunStatus,
     Skip,
@@ -48,10 +47,10 @@ from cronjobs.models import (
 log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
-R = TypeVar("R", bound=Record)
+T = TypeVar("T")
 
 
-def _build(cls: type[R], row: Mapping[str, Any]) -> R:
+def _build(cls: type[T], row: Mapping[str, Any]) -> T:
     return cls(**{name: row[name] for name in field_names(cls)})
 
 

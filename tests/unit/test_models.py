@@ -53,6 +53,15 @@ def test_field_names_before_any_instance() -> None:
     assert [f.name for f in dataclasses.fields(point)] == ["x", "y", "tags"]
 
 
+def test_field_names_of_a_plain_dataclass() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Plain:
+        a: int
+        b: str
+
+    assert field_names(Plain) == ("a", "b")
+
+
 def test_first_instances_from_many_threads_at_once() -> None:
     point = _fresh()
     made: list[Any] = []
