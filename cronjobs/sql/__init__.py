@@ -65,19 +65,28 @@ class Migration(NamedTuple):
 
 
 @cache
-def migrations() -> tuple[Migration, ...]:
-    """The numbered migrations, in order, checked to be 1..N without gaps."""
+def _migration_files() -> tuple[tuple[int, str, str], ...]:
+    """(version, name, file name) of the numbered migrations, in order, checked to be 1..N
+    without gaps."""
     found = []
     for entry in (_HERE / "migrations").iterdir():
         match = _MIGRATION.match(entry.name)
         if match:
-            sql = _trusted(entry.read_text(encoding="utf-8"))
-            found.append(Migration(int(match.group(1)), match.group(2), sql))
-    found.sort(key=lambda m: m.version)
-    if [m.version for m in found] != list(range(1, len(found) + 1)):
+            found.append((int(match.group(1)), match.group(2), entry.name))
+    found.sort()
+    if [version for version, _, _ in found] != list(range(1, len(found) + 1)):
         raise RuntimeError("migrations must be numbered 0001, 0002, ... without gaps")
     return tuple(found)
 
 
+@cache
+def migrations() -> tuple[Migration, ...]:
+    """The numbered migrations, in order."""
+    return tuple(Migration(version, name, _trusted(_read(f"migrations/{file}")))
+                 for version, name, file in _migration_files())
+
+
 def current_version() -> int:
-    return migrations()[-1].version
+    """The schema version this cronjobs needs: the last migration's (read from the file
+    names alone: every command checks it)."""
+    return _migration_files()[-1][0]
