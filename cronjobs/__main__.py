@@ -1,3 +1,3 @@
-from cronjobs.cli import main
+from cronjobs.cli import run
 
-main()
+run()

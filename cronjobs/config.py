@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from psycopg.conninfo import conninfo_to_dict
 
@@ -15,8 +15,7 @@ _URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
 _KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class DatabaseTarget:
+class DatabaseTarget(NamedTuple):
     """A database to connect to. ``conninfo`` is None for the embedded default."""
 
     conninfo: str | None

@@ -7,8 +7,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -33,8 +32,7 @@ _PERMANENT = (
 )
 
 
-@dataclass(frozen=True)
-class Connected:
+class Connected(NamedTuple):
     """An open store and where it leads (safe to print)."""
 
     store: Store
@@ -158,7 +156,7 @@ def _first_line(exc: BaseException | None) -> str:
 def _current(store: Store) -> bool:
     from cronjobs import sql
 
-    return store.migrations_table_exists() and store.schema_version() == sql.current_version()
+    return store.installed_version() == sql.current_version()
 
 
 def open_store(

@@ -16,10 +16,11 @@ import itertools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from cronjobs import schedule as schedules
 from cronjobs.durations import format_duration
 from cronjobs.errors import ScheduleError, UsageError
+from cronjobs.lazy import lazy_import
 from cronjobs.models import (
     Advance,
     Catchup,
@@ -32,6 +33,11 @@ from cronjobs.models import (
     Trigger,
 )
 from cronjobs.store import Store
+
+if TYPE_CHECKING:
+    from cronjobs import schedule as schedules
+else:  # loaded by the first definition that is due: an empty tick needs no schedule math
+    schedules = lazy_import("cronjobs.schedule")
 
 log = logging.getLogger(__name__)
 

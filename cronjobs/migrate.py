@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cronjobs import sql
 from cronjobs.errors import SchemaNotReady
@@ -12,8 +12,7 @@ from cronjobs.store import Store
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class MigrationReport:
+class MigrationReport(NamedTuple):
     from_version: int
     to_version: int
     applied: tuple[str, ...]
@@ -47,12 +46,12 @@ def migrate(store: Store) -> MigrationReport:
 def check_schema(store: Store) -> int:
     """Fail with a clear message unless the database is at the current schema version."""
     target = sql.current_version()
-    if not store.migrations_table_exists():
+    current = store.installed_version()
+    if current is None:
         raise SchemaNotReady(
             "the database has no cronjobs schema: run `cronjobs migrate` "
             "(or apply schema.sql with psql) first"
         )
-    current = store.schema_version()
     _refuse_newer(current, target)
     if current < target:
         raise SchemaNotReady(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any
+from typing import Any, dataclass_transform
 
 
 class Kind(StrEnum):
@@ -63,8 +64,47 @@ class SkipReason(StrEnum):
     SUPERSEDED = "superseded"
 
 
-@dataclass(frozen=True)
-class DefinitionSpec:
+_completing = threading.Lock()
+_field_names: dict[type[Any], tuple[str, ...]] = {}
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
+class Record:
+    """Base of the rows below: each one is a frozen dataclass, made one when it is first
+    instantiated (or its fields are asked for) rather than when this module is imported.
+
+    Generating a dataclass's methods compiles them, about half a millisecond per class;
+    `cronjobs tick` imports every row class but on an empty tick builds none of them. Once
+    made, a row is a plain frozen dataclass (``dataclasses.replace`` and ``fields`` work on
+    it); before that, ``field_names`` is the way to ask for its fields. A row class must
+    derive from this one directly.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        cls = type(self)
+        _complete(cls)
+        cls.__init__(self, *args, **kwargs)  # the generated one, from now on
+
+
+def field_names(cls: type[Any]) -> tuple[str, ...]:
+    """The fields of a row class (a dataclass, or a Record not yet made one), in order."""
+    names = _field_names.get(cls)
+    if names is None:
+        if issubclass(cls, Record):
+            _complete(cls)
+        names = _field_names[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+def _complete(cls: type[Record]) -> None:
+    with _completing:
+        if "__dataclass_fields__" not in cls.__dict__:
+            if cls.__base__ is not Record:
+                raise TypeError(f"{cls.__qualname__} must derive from Record directly")
+            dataclass(frozen=True)(cls)
+
+
+class DefinitionSpec(Record):
     """What `cronjobs define` asks for: the whole desired definition of one job."""
 
     name: str
@@ -88,8 +128,7 @@ class DefinitionSpec:
     pause_after_failures: int | None = None
 
 
-@dataclass(frozen=True)
-class Definition:
+class Definition(Record):
     """A row of job_definitions."""
 
     id: int
@@ -146,8 +185,7 @@ class Definition:
         return "active"
 
 
-@dataclass(frozen=True)
-class Run:
+class Run(Record):
     """A row of job_runs."""
 
     id: int
@@ -179,8 +217,7 @@ class Run:
     updated_at: dt.datetime
 
 
-@dataclass(frozen=True)
-class Attempt:
+class Attempt(Record):
     """A row of job_attempts."""
 
     id: int
@@ -196,8 +233,7 @@ class Attempt:
     output_tail: str | None
 
 
-@dataclass(frozen=True)
-class DefinitionSummary:
+class DefinitionSummary(Record):
     """A definition with its latest run, as `cronjobs list` shows it."""
 
     definition: Definition
@@ -205,8 +241,7 @@ class DefinitionSummary:
     last_run_at: dt.datetime | None
 
 
-@dataclass(frozen=True)
-class Skip:
+class Skip(Record):
     """A row of job_skips: slots decided but not run, and why."""
 
     id: int
@@ -220,8 +255,7 @@ class Skip:
     decided_at: dt.datetime
 
 
-@dataclass(frozen=True, slots=True)
-class DueDefinition:
+class DueDefinition(Record):
     """What deciding a definition's due slots reads of its row: a lighter row than
     Definition for the tick, which loads thousands at a time. The fields are in the order
     of the columns the store selects (``due_definitions``)."""
@@ -242,8 +276,7 @@ class DueDefinition:
     next_due_at: dt.datetime | None
 
 
-@dataclass(frozen=True)
-class NewRun:
+class NewRun(Record):
     """A run about to be materialised."""
 
     definition_id: int
@@ -254,8 +287,7 @@ class NewRun:
     exclusive: bool = True
 
 
-@dataclass(frozen=True)
-class NewSkip:
+class NewSkip(Record):
     """Slots decided not to run: one slot, or a range of them."""
 
     definition_id: int
@@ -266,8 +298,7 @@ class NewSkip:
     detail: str | None = None
 
 
-@dataclass(frozen=True)
-class Advance:
+class Advance(Record):
     """A definition's cursor moving forward after its slots were decided."""
 
     definition_id: int
@@ -277,8 +308,7 @@ class Advance:
     resumed: bool = False
 
 
-@dataclass(frozen=True)
-class Claimed:
+class Claimed(Record):
     """A run this worker just claimed, with what it needs to run it."""
 
     id: int
@@ -301,8 +331,7 @@ class Claimed:
     backoff_max: dt.timedelta
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(Record):
     """How one attempt ended, as recorded: the run's next status and the attempt's details."""
 
     run_id: int

@@ -10,7 +10,6 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
 from typing import Any, LiteralString, TypeVar
 
 import psycopg
@@ -20,7 +19,13 @@ from psycopg.types.json import Jsonb
 
 from cronjobs import sql
 from cronjobs.config import scrub
-from cronjobs.errors import Conflict, CronjobsError, DatabaseUnavailable, InvalidDefinition
+from cronjobs.errors import (
+    Conflict,
+    CronjobsError,
+    DatabaseUnavailable,
+    InvalidDefinition,
+    SchemaNotReady,
+)
 from cronjobs.models import (
     Advance,
     Attempt,
@@ -36,6 +41,7 @@ from cronjobs.models import (
     Skip,
     SkipReason,
     Trigger,
+    field_names,
 )
 
 log = logging.getLogger(__name__)
@@ -45,8 +51,7 @@ T = TypeVar("T")
 
 
 def _build(cls: type[T], row: Mapping[str, Any]) -> T:
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    return cls(**{name: row[name] for name in names})
+    return cls(**{name: row[name] for name in field_names(cls)})
 
 
 class Store:
@@ -135,6 +140,15 @@ class Store:
     def schema_version(self) -> int:
         row = self._row("schema_version")
         return int(row["version"]) if row else 0
+
+    def installed_version(self) -> int | None:
+        """The schema version, or None when the database has no cronjobs schema: the check
+        on connecting, in one statement. Not inside a transaction (where a missing table
+        would abort it); ``migrations_table_exists`` serves there."""
+        try:
+            return self.schema_version()
+        except SchemaNotReady:
+            return None
 
     def lock_migrations(self) -> None:
         self._rows("migration_lock")
@@ -248,9 +262,12 @@ class Store:
 
     # -- ticks and materialisation ------------------------------------------------------
 
-    def insert_tick(self, *, worker: str, now: dt.datetime) -> int:
+    def insert_tick(self, *, worker: str, now: dt.datetime | None) -> tuple[int, dt.datetime]:
+        """Record a tick starting at ``now`` (None: the database clock's now); returns its
+        id and its instant."""
         row = _required(self._row("insert_tick", {"worker": worker, "now": now}), "insert_tick")
-        return int(row["id"])
+        tick_at: dt.datetime = row["tick_at"]
+        return int(row["id"]), tick_at.astimezone(dt.UTC)
 
     def finish_tick(self, tick_id: int, *, status: str, counts: Mapping[str, int],
                     error: str | None = None) -> None:
@@ -512,6 +529,8 @@ def _translated() -> Iterator[None]:
         yield
     except CronjobsError:
         raise
+    except pgerrors.UndefinedTable as exc:
+        raise SchemaNotReady(f"{_first_line(exc)}: run `cronjobs migrate`") from exc
     except pgerrors.UniqueViolation as exc:
         raise Conflict(f"conflict: {_first_line(exc)}") from exc
     except pgerrors.IntegrityError as exc:

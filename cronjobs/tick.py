@@ -10,18 +10,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from cronjobs.execute import ExecOptions, ExecReport, Executor
 from cronjobs.materialise import MaterialiseReport, materialise
-from cronjobs.prune import prune
 from cronjobs.store import Store
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class TickOptions:
+class TickOptions(NamedTuple):
+    """How to tick: the `cronjobs tick` options."""
+
     now: dt.datetime | None = None
     dry_run: bool = False
     worker: str = "cronjobs"
@@ -38,14 +38,16 @@ class TickOptions:
     in_process: bool = False  # run handlers in threads of the tick (cronjobs.inprocess)
 
 
-@dataclass
 class TickReport:
-    tick_id: int | None
-    now: dt.datetime
-    dry_run: bool
-    materialise: MaterialiseReport = field(default_factory=MaterialiseReport)
-    execute: ExecReport = field(default_factory=ExecReport)
-    pruned: int = 0
+    """What one tick did, filled in as it goes."""
+
+    def __init__(self, tick_id: int | None, now: dt.datetime, dry_run: bool) -> None:
+        self.tick_id = tick_id
+        self.now = now
+        self.dry_run = dry_run
+        self.materialise = MaterialiseReport()
+        self.execute = ExecReport()
+        self.pruned = 0
 
     def counts(self) -> dict[str, int]:
         e = self.execute
@@ -63,12 +65,13 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
          should_stop: Callable[[], bool] = lambda: False) -> TickReport:
     """Run one tick and return what it did. Failing jobs are data in the report, not
     exceptions; only a tick that could not do its work raises."""
-    now = options.now if options.now is not None else store.now()
     if options.dry_run:
+        now = options.now if options.now is not None else store.now()
         report = TickReport(None, now, True)
         report.materialise = materialise(store, now, dry_run=True)
         return report
-    tick_id = store.insert_tick(worker=options.worker, now=now)
+    tick_id, started = store.insert_tick(worker=options.worker, now=options.now)
+    now = options.now if options.now is not None else started
     report = TickReport(tick_id, now, False)
     executor: Executor | None = None
     try:
@@ -85,6 +88,8 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
         report.execute = executor.run()
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.
+            from cronjobs.prune import prune  # noqa: PLC0415 - only with --retention
+
             report.pruned = prune(executor.store, older_than=options.retention,
                                   max_batches=1).runs
     except BaseException as exc:

