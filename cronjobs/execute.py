@@ -245,8 +245,9 @@ class Executor:
                     handler=claim.handler, apps=self.options.apps,
                     timeout=claim.timeout.total_seconds() if claim.timeout else None,
                     kill_grace=min(10.0, self.options.grace))
-        log.debug("run claimed", extra={"action": "claim", "run_id": claim.id,
-                                        "job": claim.name, "attempt": claim.attempt})
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("run claimed", extra={"action": "claim", "run_id": claim.id,
+                                            "job": claim.name, "attempt": claim.attempt})
         claimed_at = time.monotonic()
         job: Running | InProcessJob
         if claim.kind == "handler" and self.options.in_process:
@@ -375,9 +376,10 @@ class Executor:
             self.report.finished.append(Finished(claim.id, claim.name, claim.attempt,
                                                  result.outcome.value, status.value,
                                                  result.error))
-            log.info("run %s %s", claim.id, status.value,
-                     extra={"action": "finish", "run_id": claim.id, "job": claim.name,
-                            "outcome": result.outcome.value})
+            if log.isEnabledFor(logging.INFO):
+                log.info("run %s %s", claim.id, status.value,
+                         extra={"action": "finish", "run_id": claim.id, "job": claim.name,
+                                "outcome": result.outcome.value})
             if status in (RunStatus.FAILED, RunStatus.DEAD):
                 from cronjobs.alerts import Event  # noqa: PLC0415 - see the imports above
 
