@@ -133,7 +133,7 @@ def run_handler(channel: int) -> int:
 
     from cronjobs.context import JobContext  # noqa: PLC0415 - the watchdog mode imports nothing
     from cronjobs.errors import ConfigurationError  # noqa: PLC0415
-    from cronjobs.registry import load_apps  # noqa: PLC0415
+    from cronjobs.registry import load_apps, lookup  # noqa: PLC0415
 
     name = str(spec.get("handler"))
     limit = int(spec.get("result_limit", 64 * 1024))
@@ -143,12 +143,11 @@ def run_handler(channel: int) -> int:
         traceback.print_exception(exc.__cause__ or exc)
         _send(channel, _error_envelope(_one_line(exc.message)))
         return 1
-    handler = handlers.get(name)
-    if handler is None:
-        known = ", ".join(sorted(handlers)) or "none"
-        message = f"handler {name!r} is not registered by --app modules (registered: {known})"
-        print(f"cronjobs: {message}", file=sys.stderr)
-        _send(channel, _error_envelope(_one_line(message)))
+    try:
+        handler = lookup(handlers, name)
+    except ConfigurationError as exc:
+        print(f"cronjobs: {exc.message}", file=sys.stderr)
+        _send(channel, _error_envelope(_one_line(exc.message)))
         return 1
     context = JobContext.from_dict(spec["context"])
 

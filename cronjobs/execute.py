@@ -85,6 +85,7 @@ class _Active:
     job: Running | InProcessJob | _Done
     last_beat: float  # monotonic time of the last renewed lease
     stop_requested: AttemptOutcome | None = None
+    in_process: bool = False  # a handler in a thread of this process (cronjobs.inprocess)
 
 
 def retry_delay(attempt: int, base: dt.timedelta, cap: dt.timedelta,
@@ -250,7 +251,8 @@ class Executor:
                                             "job": claim.name, "attempt": claim.attempt})
         claimed_at = time.monotonic()
         job: Running | InProcessJob
-        if claim.kind == "handler" and self.options.in_process:
+        in_process = claim.kind == "handler" and self.options.in_process
+        if in_process:
             if self._inprocess is None:
                 from cronjobs.inprocess import InProcess  # noqa: PLC0415 - see the imports
 
@@ -258,7 +260,7 @@ class Executor:
             job = self._inprocess.start(work)
         else:
             job = start(work, self.watchdog, _deadline(claimed_at, claim), self.wake)
-        self.active[claim.id] = _Active(claim, job, claimed_at)
+        self.active[claim.id] = _Active(claim, job, claimed_at, in_process=in_process)
 
     def _poll_jobs(self) -> list[tuple[_Active, Result]]:
         """The jobs that ended, taken out of ``active``."""
@@ -268,7 +270,7 @@ class Executor:
             if result is not None:
                 del self.active[run_id]
                 ended.append((active, result))
-                if getattr(active.job, "abandoned", False):
+                if active.job.abandoned:
                     self._abandoned = True
         return ended
 
@@ -279,7 +281,7 @@ class Executor:
         if self.watchdog is None:
             return
         deadlines = [_deadline(a.last_beat, a.claim) for a in self.active.values()
-                     if a.job.pid == 0 and not isinstance(a.job, _Done)]
+                     if a.in_process]
         sent = self._self_deadline
         if deadlines:
             deadline = min(deadlines)
@@ -349,17 +351,17 @@ class Executor:
                 claim.id, claim.lease_token, status, result.outcome, result.exit_code,
                 result.error, result.output_tail, result.result, retry_in, extra)))
         outcomes = [o for _, _, o in writes]
+        # retried through a lost connection for as long as every lease written still holds
+        until = (min(a.last_beat + a.claim.lease.total_seconds() for a, _, _ in writes)
+                 if writes else None)
         claims: list[Claimed] = []
         recorded: set[int] | None = set()
         if claim_limit > 0:
-            until = (min(a.last_beat + a.claim.lease.total_seconds() for a, _, _ in writes)
-                     if writes else None)
             both = self._db(lambda s: s.finish_and_claim(
                 outcomes, now=self.options.now, worker=self.options.worker, limit=claim_limit,
                 tick_id=self.options.tick_id, run_ids=self.options.run_ids), until=until)
             recorded, claims = both if both is not None else (None, [])
         elif writes:
-            until = min(a.last_beat + a.claim.lease.total_seconds() for a, _, _ in writes)
             recorded = self._db(lambda s: s.finish_runs(outcomes), until=until)
         for active, result, outcome in writes:
             claim = active.claim
@@ -405,8 +407,7 @@ class Executor:
         """After a failure: count the job's failures in a row (pausing it if it asks for
         that) and fire the alert command the outcome calls for. (A success resets the count
         as its outcome is recorded.)"""
-        row = self._db(lambda s: s.record_job_outcome(definition_id, succeeded=False,
-                                                      error=event.error))
+        row = self._db(lambda s: s.record_job_failure(definition_id, error=event.error))
         if row is None:
             return
         command = row["alert_command"] or self.options.alert_command
@@ -463,6 +464,7 @@ class _Done:
     """Stands in for a job that was never started."""
 
     pid = 0
+    abandoned = False
 
     def __init__(self, result: Result) -> None:
         self.result = result

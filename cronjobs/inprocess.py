@@ -36,6 +36,7 @@ from cronjobs.child import describe_exception, encode_result
 from cronjobs.context import JobContext
 from cronjobs.errors import ConfigurationError
 from cronjobs.models import AttemptOutcome
+from cronjobs.registry import load_apps, lookup
 from cronjobs.runner import Result, Tail, Work, Workers, seconds_text
 
 _local = threading.local()  # .tail: the output tail of the handler this thread runs
@@ -83,20 +84,16 @@ class InProcess:
     def _handler(self, name: str) -> Callable[[JobContext], Any] | str:
         """The handler called ``name``, or why there is none."""
         if self._handlers is None and self._load_error is None:
-            from cronjobs.registry import load_apps  # noqa: PLC0415 - imports the apps
-
             try:
                 self._handlers = load_apps(self._apps)
             except ConfigurationError as exc:
                 self._load_error = exc.message
         if self._load_error is not None:
             return self._load_error
-        handlers = self._handlers or {}
-        handler = handlers.get(name)
-        if handler is None:
-            known = ", ".join(sorted(handlers)) or "none"
-            return f"handler {name!r} is not registered by --app modules (registered: {known})"
-        return handler
+        try:
+            return lookup(self._handlers or {}, name)
+        except ConfigurationError as exc:
+            return exc.message
 
     def start(self, work: Work) -> InProcessJob:
         _route_output()

@@ -39,6 +39,17 @@ def handlers() -> dict[str, Handler]:
     return dict(_handlers)
 
 
+def lookup(handlers: dict[str, Handler], name: str) -> Handler:
+    """The handler called ``name`` among ``handlers``; ConfigurationError saying which are
+    registered when there is none."""
+    handler = handlers.get(name)
+    if handler is None:
+        known = ", ".join(sorted(handlers)) or "none"
+        raise ConfigurationError(
+            f"handler {name!r} is not registered by --app modules (registered: {known})")
+    return handler
+
+
 def load_apps(modules: Iterable[str]) -> dict[str, Handler]:
     """Import each module (its ``@job`` decorators register handlers); return the registry."""
     for module in modules:

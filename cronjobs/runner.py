@@ -424,6 +424,8 @@ class Running:
     timeout and the kill grace) until it returns the :class:`Result`. Use it from one thread.
     """
 
+    abandoned = False  # a job in a process of its own is always stopped, never left behind
+
     def __init__(self, work: Work, process: subprocess.Popen[bytes] | None, pump: _Pump | None,
                  watchdog: Watchdog | None, started: float, failure: str | None = None) -> None:
         self.work = work

@@ -412,7 +412,7 @@ class Store:
     def finish_runs(self, outcomes: Sequence[Outcome]) -> set[int]:
         """Record several attempts' outcomes in one statement, each only if this worker
         still holds its lease; returns the ids recorded. A success resets its job's count
-        of consecutive failures (failures are counted by :meth:`record_job_outcome`)."""
+        of consecutive failures (failures are counted by :meth:`record_job_failure`)."""
         if not outcomes:
             return set()
         rows = self._rows("finish_runs", {
@@ -429,10 +429,9 @@ class Store:
         })
         return {row["id"] for row in rows}
 
-    def record_job_outcome(self, definition_id: int, *, succeeded: bool, error: str | None
-                           ) -> Row | None:
-        return self._row("record_job_outcome", {"definition_id": definition_id,
-                                                 "succeeded": succeeded, "error": error})
+    def record_job_failure(self, definition_id: int, *, error: str | None) -> Row | None:
+        return self._row("record_job_failure", {"definition_id": definition_id,
+                                                 "error": error})
 
     # -- operating ------------------------------------------------------------------------
 

@@ -455,20 +455,21 @@ WHERE (%(name)s::text IS NULL OR d.name = %(name)s::text)
 ORDER BY r.id DESC
 LIMIT %(limit)s;
 
--- name: record_job_outcome
--- After an attempt: count consecutive failures, and pause a job that keeps failing when
--- its definition asks for it. Returns whether it was paused just now.
+-- name: record_job_failure
+-- After a failed attempt: count consecutive failures, and pause a job that keeps failing
+-- when its definition asks for it. Returns whether it was paused just now. (A success ends
+-- the count in finish_runs.)
 WITH old AS (
     SELECT id, paused_at FROM job_definitions WHERE id = %(definition_id)s FOR UPDATE
 )
 UPDATE job_definitions AS d
-SET consecutive_failures = CASE WHEN %(succeeded)s THEN 0 ELSE d.consecutive_failures + 1 END,
+SET consecutive_failures = d.consecutive_failures + 1,
     paused_at = CASE
-        WHEN NOT %(succeeded)s AND d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
+        WHEN d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
              AND d.consecutive_failures + 1 >= d.pause_after_failures
         THEN clock_timestamp() ELSE d.paused_at END,
     pause_note = CASE
-        WHEN NOT %(succeeded)s AND d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
+        WHEN d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
              AND d.consecutive_failures + 1 >= d.pause_after_failures
         THEN 'paused after ' || (d.consecutive_failures + 1)
              || ' consecutive failures (last: ' || coalesce(%(error)s, 'unknown error') || ')'
