@@ -186,3 +186,13 @@ def wait_for(predicate: Callable[[], Any], what: str, limit: float = 60.0) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
         time.sleep(0.1)
+
+
+def one_run(cli: Invoke, name: str, *options: str) -> None:
+    """Define job ``name`` (yearly, with ``options``) and queue one run of it, for
+    2020-01-01T00:00Z."""
+    result = cli("define", name, "0 0 1 1 *", *options)
+    assert result.exit_code == 0, result.stderr
+    result = cli("backfill", name, "--from", "2020-01-01T00:00:00Z",
+                 "--to", "2020-01-01T00:00:00Z")
+    assert result.exit_code == 0, result.stderr

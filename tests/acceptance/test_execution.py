@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import Invoke, count, peak_rss, wait_for
+from conftest import Invoke, count, one_run, peak_rss, wait_for
 
 
 def _tick(database_url: str, *args: str, env: dict[str, str] | None = None
@@ -76,11 +76,7 @@ def _define_slow_once(cli: Invoke, tmp_path: Path, name: str = "slow") -> Path:
     script = (f'echo $$ > {tmp_path}/pid-$CRONJOBS_ATTEMPT; '
               f'if [ "$CRONJOBS_ATTEMPT" = 1 ]; then sleep 300; fi; '
               f'echo "$CRONJOBS_RUN_ID $CRONJOBS_ATTEMPT" >> {marker}')
-    result = cli("define", name, "0 0 1 1 *", "--command", script, "--lease", "10s")
-    assert result.exit_code == 0, result.stderr
-    result = cli("backfill", name, "--from", "2020-01-01T00:00:00Z",
-                 "--to", "2020-01-01T00:00:00Z")
-    assert result.exit_code == 0, result.stderr
+    one_run(cli, name, "--command", script, "--lease", "10s")
     return marker
 
 
@@ -164,10 +160,8 @@ def test_sigterm_interrupts_and_requeues(cli: Invoke, database_url: str,
 
 def test_failures_are_retried_with_backoff_then_dead(cli: Invoke, database_url: str,
                                                      db: psycopg.Connection[Any]) -> None:
-    assert cli("define", "flaky", "0 0 1 1 *", "--command", "echo oops >&2; exit 3",
-               "--max-attempts", "2", "--backoff", "6s").exit_code == 0
-    assert cli("backfill", "flaky", "--from", "2020-01-01T00:00:00Z", "--to",
-               "2020-01-01T00:00:00Z").exit_code == 0
+    one_run(cli, "flaky", "--command", "echo oops >&2; exit 3", "--max-attempts", "2",
+            "--backoff", "6s")
     first = _tick(database_url, "--json")
     out, _ = first.communicate(timeout=60)
     assert json.loads(out)["counts"]["failed"] == 1
@@ -187,10 +181,8 @@ def test_failures_are_retried_with_backoff_then_dead(cli: Invoke, database_url: 
 @pytest.mark.smoke
 def test_timeout_kills_the_job(cli: Invoke, database_url: str,
                                db: psycopg.Connection[Any]) -> None:
-    assert cli("define", "hang", "0 0 1 1 *", "--command", "trap '' TERM; sleep 120",
-               "--timeout", "1s", "--max-attempts", "1").exit_code == 0
-    assert cli("backfill", "hang", "--from", "2020-01-01T00:00:00Z", "--to",
-               "2020-01-01T00:00:00Z").exit_code == 0
+    one_run(cli, "hang", "--command", "trap '' TERM; sleep 120", "--timeout", "1s",
+            "--max-attempts", "1")
     tick = _tick(database_url, "--grace", "1s")
     _, err = tick.communicate(timeout=60)
     assert tick.returncode == 0, err
@@ -223,9 +215,7 @@ def test_handler_runs_with_its_context(cli: Invoke, database_url: str,
         "    print('building', ctx.job, ctx.attempt)\n"
         "    return {'days': ctx.payload['days'], 'key': ctx.idempotency_key}\n")
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    assert cli("define", "report", "0 0 1 1 *", "--payload", '{"days": 7}').exit_code == 0
-    assert cli("backfill", "report", "--from", "2020-01-01T00:00:00Z", "--to",
-               "2020-01-01T00:00:00Z").exit_code == 0
+    one_run(cli, "report", "--payload", '{"days": 7}')
     tick = subprocess.run(
         [sys.executable, "-m", "cronjobs", "--database-url", database_url, "--app", "myjobs",
          "tick"], capture_output=True, text=True, env=env, timeout=60, check=False)
@@ -276,10 +266,8 @@ def test_database_restart_while_a_job_runs_loses_nothing(tmp_path: Path) -> None
 @pytest.mark.slow
 def test_a_gigabyte_of_output_keeps_the_tick_small(cli: Invoke, database_url: str,
                                                    db: psycopg.Connection[Any]) -> None:
-    assert cli("define", "chatty", "0 0 1 1 *", "--command",
-               "head -c 1073741824 /dev/zero | tr '\\0' 'x'; echo; echo last line").exit_code == 0
-    assert cli("backfill", "chatty", "--from", "2020-01-01T00:00:00Z", "--to",
-               "2020-01-01T00:00:00Z").exit_code == 0
+    one_run(cli, "chatty", "--command",
+            "head -c 1073741824 /dev/zero | tr '\\0' 'x'; echo; echo last line")
     code, peak_mib = peak_rss([sys.executable, "-m", "cronjobs", "--database-url",
                                database_url, "tick"])
     assert code == 0

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import Invoke, count, wait_for
+from conftest import Invoke, count, one_run, wait_for
 
 JOBS = '''
 import os, sys, time
@@ -79,21 +79,14 @@ def _finish(tick: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
     return report
 
 
-def _one_run(cli: Invoke, name: str, *options: str) -> None:
-    assert cli("define", name, "0 0 1 1 *", *options).exit_code == 0
-    result = cli("backfill", name, "--from", "2020-01-01T00:00:00Z",
-                 "--to", "2020-01-01T00:00:00Z")
-    assert result.exit_code == 0, result.stderr
-
-
 @pytest.mark.smoke
 def test_handlers_run_in_process_with_context_result_and_output(
         cli: Invoke, database_url: str, db: psycopg.Connection[Any],
         jobs: dict[str, str]) -> None:
-    _one_run(cli, "report", "--payload", '{"days": 7}')
-    _one_run(cli, "broken", "--max-attempts", "1")
-    _one_run(cli, "unserialisable")
-    _one_run(cli, "missing", "--handler", "no_such_handler", "--max-attempts", "1")
+    one_run(cli, "report", "--payload", '{"days": 7}')
+    one_run(cli, "broken", "--max-attempts", "1")
+    one_run(cli, "unserialisable")
+    one_run(cli, "missing", "--handler", "no_such_handler", "--max-attempts", "1")
     report = _finish(_tick(database_url, jobs, "--json"))
     assert (report["counts"]["succeeded"], report["counts"]["failed"]) == (2, 2)
     rows = {name: rest for name, *rest in db.execute(
@@ -141,8 +134,8 @@ def test_concurrent_in_process_ticks_run_each_run_exactly_once(
 def test_a_handler_past_its_timeout_is_recorded_and_the_tick_exits(
         cli: Invoke, database_url: str, db: psycopg.Connection[Any],
         jobs: dict[str, str]) -> None:
-    _one_run(cli, "hang", "--timeout", "1s", "--max-attempts", "2", "--backoff", "1s")
-    _one_run(cli, "report", "--payload", '{"days": 1}')
+    one_run(cli, "hang", "--timeout", "1s", "--max-attempts", "2", "--backoff", "1s")
+    one_run(cli, "report", "--payload", '{"days": 1}')
     # The hanging handler would sleep 300 s: the tick records the timeout and exits
     # without waiting for it (the thread ends with the process).
     report = _finish(_tick(database_url, jobs, "--json"), timeout=60)
@@ -168,7 +161,7 @@ def test_a_handler_past_its_timeout_is_recorded_and_the_tick_exits(
 def test_cancelling_an_in_process_run(cli: Invoke, database_url: str,
                                       db: psycopg.Connection[Any], jobs: dict[str, str],
                                       tmp_path: Path) -> None:
-    _one_run(cli, "hang", "--lease", "10s")
+    one_run(cli, "hang", "--lease", "10s")
     tick = _tick(database_url, jobs, "--json")
     wait_for((tmp_path / "log").exists, "the handler to start")
     db.execute("UPDATE job_runs SET cancel_requested_at = now()")
@@ -182,7 +175,7 @@ def test_cancelling_an_in_process_run(cli: Invoke, database_url: str,
 def test_a_frozen_in_process_tick_is_killed_before_its_lease_expires(
         cli: Invoke, database_url: str, db: psycopg.Connection[Any], jobs: dict[str, str],
         tmp_path: Path) -> None:
-    _one_run(cli, "hang", "--lease", "10s")
+    one_run(cli, "hang", "--lease", "10s")
     frozen = _tick(database_url, jobs, "--json")
     wait_for((tmp_path / "log").exists, "the handler to start")
     frozen.send_signal(signal.SIGSTOP)
@@ -205,7 +198,7 @@ def test_a_frozen_in_process_tick_is_killed_before_its_lease_expires(
 def test_shell_commands_still_run_in_their_own_process(
         cli: Invoke, database_url: str, db: psycopg.Connection[Any],
         jobs: dict[str, str]) -> None:
-    _one_run(cli, "shell", "--command", 'echo "run $CRONJOBS_RUN_ID pid $$"')
+    one_run(cli, "shell", "--command", 'echo "run $CRONJOBS_RUN_ID pid $$"')
     _finish(_tick(database_url, jobs, "--json"))
     run_id, output = db.execute("SELECT id, output_tail FROM job_runs").fetchone() or ()
     words = output.split()
