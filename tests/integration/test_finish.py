@@ -7,12 +7,13 @@ import datetime as dt
 import json
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
 import psycopg
 
-from conftest import Invoke
+from conftest import Invoke, wait_for
 from cronjobs.models import AttemptOutcome, Outcome, RunStatus
 from cronjobs.store import Store
 
@@ -59,6 +60,40 @@ def test_outcomes_are_recorded_together_and_fenced(cli: Invoke, store: Store,
         Outcome(first.id, first.lease_token, RunStatus.FAILED, AttemptOutcome.FAILED, 1,
                 "late", "", None)]) == set()
     assert store.finish_runs([]) == set()
+
+
+def test_outcomes_are_kept_when_the_claim_beside_them_conflicts(
+        cli: Invoke, store: Store, database_url: str, db: psycopg.Connection[Any]) -> None:
+    _queued_runs(cli, "other")  # three runs, overlap allow
+    done = store.claim_runs(now=None, worker="w", limit=1, tick_id=None)[0]
+    _queued_runs(cli, "single", "--overlap", "queue")  # exclusive: one running at a time
+    first, second = (row[0] for row in db.execute(
+        "SELECT r.id FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id "
+        "WHERE d.name = 'single' ORDER BY r.id LIMIT 2"))
+    db.execute("UPDATE job_runs SET eligible_at = now() + interval '1 hour' "
+               "WHERE status = 'queued' AND id <> %s", (second,))
+    outcome = Outcome(done.id, done.lease_token, RunStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED,
+                      0, None, "", None)
+    result: list[Any] = []
+    with psycopg.connect(database_url) as other:
+        # Another worker is claiming `first` of the same job, not yet committed: our claim
+        # cannot see it, takes `second`, and the unique index refuses it at that commit.
+        other.execute("UPDATE job_runs SET status = 'running', attempt = 1, "
+                      "lease_owner = 'x', lease_token = gen_random_uuid(), "
+                      "lease_expires_at = now() + interval '1 minute' WHERE id = %s", (first,))
+        worker = threading.Thread(target=lambda: result.append(store.finish_and_claim(
+            [outcome], now=None, worker="w", limit=5, tick_id=None)))
+        worker.start()
+        wait_for(lambda: db.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database()").fetchone() == (1,), "our claim to wait")
+        other.commit()
+        worker.join(30)
+    assert result == [({done.id}, [])]  # nothing claimed, the outcome recorded all the same
+    assert db.execute("SELECT status FROM job_runs WHERE id = %s", (done.id,)
+                      ).fetchone() == ("succeeded",)
+    assert db.execute("SELECT status FROM job_runs WHERE id = %s", (second,)
+                      ).fetchone() == ("queued",)
 
 
 def test_a_tick_waits_for_runs_another_tick_is_materialising(
