@@ -148,6 +148,10 @@ CREATE TABLE job_runs (
     retry_count          integer NOT NULL DEFAULT 0,
     retried_at           timestamptz,
     retry_of             bigint REFERENCES job_runs (id) ON DELETE SET NULL,
+    -- `cronjobs ack` (or `retry`): a person saw this dead run. It is acknowledged while
+    -- acknowledged_at is at or after finished_at: dying again needs a new acknowledgement.
+    acknowledged_at      timestamptz,
+    acknowledged_by      text,
     tick_id              bigint REFERENCES job_ticks (id) ON DELETE SET NULL,
     created_at           timestamptz NOT NULL DEFAULT now(),
     updated_at           timestamptz NOT NULL DEFAULT now(),
@@ -161,9 +165,10 @@ CREATE UNIQUE INDEX job_runs_slot_key
 -- at most one exclusive run of a job holds a lease at a time, whatever races the claims
 CREATE UNIQUE INDEX job_runs_exclusive_running_key
     ON job_runs (definition_id) WHERE status = 'running' AND exclusive;
--- what is due: only waiting runs are indexed, however many finished runs the table holds
+-- what is due: only waiting runs are indexed, however many finished runs the table holds;
+-- backfilled runs after all others, so that a backfill never holds up a schedule
 CREATE INDEX job_runs_due_idx
-    ON job_runs (eligible_at) WHERE status IN ('queued', 'failed');
+    ON job_runs ((trigger = 'backfill'), eligible_at) WHERE status IN ('queued', 'failed');
 -- what is expired: only running runs
 CREATE INDEX job_runs_lease_idx
     ON job_runs (lease_expires_at) WHERE status = 'running';
@@ -173,6 +178,10 @@ CREATE INDEX job_runs_active_idx
 -- history of one job, newest first
 CREATE INDEX job_runs_history_idx ON job_runs (definition_id, id DESC);
 CREATE INDEX job_runs_finished_idx ON job_runs (finished_at) WHERE finished_at IS NOT NULL;
+-- dead runs nobody acknowledged yet: they keep `cronjobs status --check` red
+CREATE INDEX job_runs_unacknowledged_idx
+    ON job_runs (definition_id)
+    WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at);
 
 -- Every attempt of a run, kept for history: worker, times, outcome, output.
 CREATE TABLE job_attempts (
@@ -215,4 +224,5 @@ CREATE TABLE job_skips (
 CREATE INDEX job_skips_definition_idx ON job_skips (definition_id, last_slot);
 
 INSERT INTO cronjobs_migrations (version, name) VALUES (1, 'initial');
+INSERT INTO cronjobs_migrations (version, name) VALUES (2, 'ack_and_backfill_order');
 

@@ -305,12 +305,13 @@ def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> N
     """Send failed, dead or cancelled run RUN_ID back to the queue now, keeping its history.
 
     The next tick runs it (any host). A queued or running run is refused; a run that
-    succeeded is only run again with --force.
+    succeeded is only run again with --force. Retrying a dead run acknowledges it (see
+    `cronjobs ack`).
     """
     from cronjobs.operations import retry as run_retry
     from cronjobs.render import run_json
 
-    run = run_retry(app.store(), run_id, attempts=attempts, force=force)
+    run = run_retry(app.store(), run_id, attempts=attempts, force=force, by=_operator())
     text = (f"run {run.id} queued again ({run.max_attempts - run.attempt} more attempt(s))"
             if run.id == run_id else f"run {run.id} created to run the slot of run {run_id} "
             "again")
@@ -372,6 +373,48 @@ def cancel(app: App, run_id: int, as_json: bool) -> None:
     text = (f"run {run.id} cancelled" if run.status == "cancelled"
             else f"run {run.id} asked to stop; its worker stops it at the next heartbeat")
     emit(run_json(run), text, as_json)
+
+
+@main_group.command()
+@click.argument("run_id", type=RUN_ID, required=False)
+@click.option("--all", "all_of", metavar="NAME",
+              help="Every dead run of job NAME that is not acknowledged yet.")
+@json_option
+@pass_app
+def ack(app: App, run_id: int | None, all_of: str | None, as_json: bool) -> None:
+    """Acknowledge dead run RUN_ID (or with --all, every dead run of job NAME): you have
+    seen it, and `status --check` stops reporting it.
+
+    A dead run keeps `status --check` red until it is acknowledged or retried
+    (`cronjobs retry` acknowledges too); if a retried run dies again, it needs a new
+    acknowledgement. Only dead runs can be acknowledged; acknowledging one twice changes
+    nothing. Your login name is recorded (see `cronjobs show`).
+
+    \b
+    Examples:
+      cronjobs ack 1234
+      cronjobs ack --all nightly_cleanup --json
+    """
+    from cronjobs.errors import UsageError
+    from cronjobs.operations import acknowledge, acknowledge_all
+    from cronjobs.render import ack_json, ack_text
+
+    if (run_id is None) == (all_of is None):
+        raise UsageError("give either RUN_ID or --all NAME (try 'cronjobs ack --help')")
+    store = app.store()
+    done = (acknowledge(store, run_id, by=_operator()) if run_id is not None
+            else acknowledge_all(store, all_of or "", by=_operator()))
+    emit(ack_json(done), ack_text(done), as_json)
+
+
+def _operator() -> str | None:
+    """Who is at the keyboard, as recorded with an acknowledgement: the login name."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no name for this uid (e.g. a bare container)
+        return None
 
 
 @main_group.command()

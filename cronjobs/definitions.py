@@ -47,6 +47,7 @@ class DefineResult:
 class Listing:
     summary: DefinitionSummary
     problem: str | None  # why its schedule cannot be evaluated, if it cannot
+    next_at: dt.datetime | None = None  # its next fire time, as `cronjobs next NAME` says
 
     @property
     def definition(self) -> Definition:
@@ -144,8 +145,27 @@ def _undecided(old: Definition, spec: DefinitionSpec, now: dt.datetime) -> list[
 
 
 def list_jobs(store: Store) -> list[Listing]:
-    """Every job; one whose stored schedule cannot be evaluated is reported, not fatal."""
-    return [Listing(s, _problem(s.definition)) for s in store.list_definitions()]
+    """Every job with its next fire time (computed as `next NAME` computes it, never in the
+    past); one whose stored schedule cannot be evaluated is reported, not fatal."""
+    now = store.now()
+    listings = []
+    for summary in store.list_definitions():
+        definition = summary.definition
+        problem = _problem(definition)
+        next_at = None
+        if problem is None:
+            sched = schedules.parse(definition.schedule, definition.timezone,
+                                    hash_key=definition.name)
+            upcoming = _slots(sched, _upcoming_from(definition, now), 1)
+            next_at = upcoming[0].utc if upcoming else None
+        listings.append(Listing(summary, problem, next_at))
+    return listings
+
+
+def _upcoming_from(definition: Definition, now: dt.datetime) -> dt.datetime:
+    """Where a job's next fire times start: after now, and after its cursor (the slots up to
+    the cursor are decided already, were the database's clock ever behind a tick's)."""
+    return max(now, definition.cursor_at)
 
 
 def describe(store: Store, name: str, *, count: int = 5, runs: int = 10) -> Description:
@@ -155,7 +175,7 @@ def describe(store: Store, name: str, *, count: int = 5, runs: int = 10) -> Desc
     slots: tuple[Slot, ...] = ()
     if problem is None:
         sched = schedules.parse(definition.schedule, definition.timezone, hash_key=name)
-        slots = _slots(sched, max(now, definition.cursor_at), count)
+        slots = _slots(sched, _upcoming_from(definition, now), count)
     return Description(definition, slots, problem, tuple(store.recent_runs(definition.id, runs)))
 
 
@@ -239,13 +259,13 @@ def preview_job(
     store: Store, name: str, *, timezone: str | None = None, start: dt.datetime | None = None,
     count: int = 5,
 ) -> Preview:
-    """The next fire times of a defined job, after ``start`` (default: the database's now),
-    computed exactly as the tick computes them."""
+    """The next fire times of a defined job, after ``start`` (default: the database's now,
+    as `list` and `describe` show them), computed exactly as the tick computes them."""
     definition = get(store, name)
     problem = _problem(definition)
     if problem is not None:
         raise ScheduleError(f"job {name!r} cannot be evaluated: {problem}")
-    begin = start if start is not None else store.now()
+    begin = start if start is not None else _upcoming_from(definition, store.now())
     result = preview(definition.schedule, timezone=definition.timezone, start=begin,
                      count=count, job=name)
     if timezone is None:

@@ -1,4 +1,5 @@
-"""``cronjobs explain``: for every slot of a range, did it run, and if not, why."""
+"""``cronjobs explain``: for every slot of a range, what became of it: the state of its run
+(queued, running, failed, succeeded, dead, cancelled), or why it has none."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 
 from cronjobs import schedule as schedules
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
-from cronjobs.models import Definition, Run, Skip
+from cronjobs.models import Definition, Run, RunStatus, Skip
 from cronjobs.store import Store
 from cronjobs.validation import check_name
 
@@ -34,7 +35,9 @@ class Explained:
     first_slot: dt.datetime
     last_slot: dt.datetime
     slot_count: int | None
-    outcome: str  # "ran" (a run exists), "skipped", "pending", "not-a-slot"
+    # a run's status when the slot has a run (queued, running, failed, succeeded, dead,
+    # cancelled); else "skipped", "pending", "not-a-slot" or "unknown"
+    outcome: str
     reason: str | None
     detail: str | None
     run: Run | None = None
@@ -79,7 +82,7 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
             (r for r in runs if r.scheduled_for == slot), None)
         if run is not None:
             matched_runs.add(run.id)
-            rows.append(Explained(slot, slot, 1, "ran", None, None, run))
+            rows.append(Explained(slot, slot, 1, run.status, None, run_state(run, now), run))
             continue
         skip = next((s for s in skips if s.first_slot <= slot <= s.last_slot), None)
         if skip is not None:
@@ -102,14 +105,44 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
             rows.append(Explained(slot, slot, 1, "unknown", None, "no record of this slot"))
     for run in runs:
         if run.id not in matched_runs:
-            rows.append(Explained(run.scheduled_for, run.scheduled_for, 1, "ran", None,
-                                  f"{run.trigger} run", run))
+            rows.append(Explained(run.scheduled_for, run.scheduled_for, 1, run.status, None,
+                                  run_state(run, now), run))
     for skip in skips:
         if skip.id not in matched_skips:
             rows.append(Explained(skip.first_slot, skip.last_slot, skip.slot_count, "skipped",
                                   skip.reason, skip.detail))
     rows.sort(key=lambda r: (r.first_slot, r.last_slot))
     return Explanation(name, definition, start, end, tuple(rows))
+
+
+def run_state(run: Run, now: dt.datetime) -> str:
+    """What a run's status means for its slot, in words: never "ran" for one that did not."""
+    of = f"{run.attempt} of {run.max_attempts}"
+    status = run.status
+    if status == RunStatus.QUEUED:
+        when = ("due now" if run.eligible_at <= now
+                else f"eligible at {run.eligible_at.isoformat()}")
+        head = ("queued, not started yet" if run.attempt == 0
+                else f"queued again after attempt {of}")
+        return f"{head} ({when})"
+    if status == RunStatus.RUNNING:
+        stop = "; asked to stop" if run.cancel_requested_at is not None else ""
+        return f"running attempt {of} on {run.lease_owner}{stop}"
+    if status == RunStatus.FAILED:
+        return (f"attempt {of} failed; the next attempt is due at "
+                f"{run.eligible_at.isoformat()}" + _error(run))
+    if status == RunStatus.SUCCEEDED:
+        return f"succeeded (attempt {of})"
+    if status == RunStatus.DEAD:
+        seen = "" if run.unacknowledged else "; acknowledged"
+        return f"dead after attempt {of}{_error(run)}{seen}"
+    if run.attempt == 0:
+        return "cancelled before it started" + _error(run)
+    return f"cancelled after attempt {of}" + _error(run)
+
+
+def _error(run: Run) -> str:
+    return f": {run.error}" if run.error else ""
 
 
 def _slots(definition: Definition, start: dt.datetime, end: dt.datetime) -> list[dt.datetime]:

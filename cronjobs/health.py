@@ -57,10 +57,15 @@ def status(store: Store, thresholds: Thresholds = Thresholds()) -> Status:
             result.problems.append(f"run {run['id']} of {run['job']!r}: lease expired "
                                    f"{_age(now - run['lease_expires_at'])} ago (worker "
                                    f"{run['lease_owner']}); the next tick reclaims it")
-    if numbers["dead_last_day"]:
-        result.problems.append(f"{numbers['dead_last_day']} dead run(s) in the last day "
-                               "(see `cronjobs runs --status dead`)")
+    numbers["dead_unacknowledged"] = sum(job["dead_unacknowledged"] for job in jobs)
     for job in jobs:
+        if job["dead_unacknowledged"]:
+            # Red until a person acts, however long ago the run died.
+            latest = job["latest_dead_id"]
+            result.problems.append(
+                f"job {job['name']!r}: {job['dead_unacknowledged']} dead run(s) not "
+                f"acknowledged (latest: run {latest}); see `cronjobs show {latest}`, then "
+                f"`cronjobs retry {latest}` or `cronjobs ack --all {job['name']}`")
         if job["invalid_reason"]:
             result.problems.append(f"job {job['name']!r} is invalid: {job['invalid_reason']}")
         if job["overdue"]:
@@ -140,7 +145,8 @@ def metrics(store: Store) -> str:
            [({"job": j["name"]}, j["last_duration"].total_seconds()) for j in st.jobs
             if j["last_duration"] is not None])
     metric("cronjobs_job_lateness_seconds", "gauge",
-           "Start of the job's last finished run minus its slot.",
+           "Start of the first attempt of the job's last finished scheduled run minus its "
+           "slot (backfilled, manual and retried runs do not count).",
            [({"job": j["name"]}, j["last_lateness"].total_seconds()) for j in st.jobs
             if j["last_lateness"] is not None])
     metric("cronjobs_job_runs", "gauge", "The job's runs kept in the history, by status.",
@@ -150,6 +156,9 @@ def metrics(store: Store) -> str:
            [({"job": j["name"]}, j["retries"]) for j in st.jobs])
     metric("cronjobs_job_dead_runs", "gauge", "The job's dead runs in the kept history.",
            [({"job": j["name"]}, j["runs_by_status"].get("dead", 0)) for j in st.jobs])
+    metric("cronjobs_job_dead_unacknowledged_runs", "gauge",
+           "The job's dead runs nobody acknowledged yet (`cronjobs ack`).",
+           [({"job": j["name"]}, j["dead_unacknowledged"]) for j in st.jobs])
     metric("cronjobs_job_overdue", "gauge",
            "1 when the job's last success is older than its schedule allows.",
            [({"job": j["name"]}, 1.0 if j["overdue"] else 0.0) for j in st.jobs])

@@ -215,6 +215,15 @@ class Run(Record):
     tick_id: int | None
     created_at: dt.datetime
     updated_at: dt.datetime
+    acknowledged_at: dt.datetime | None
+    acknowledged_by: str | None
+
+    @property
+    def unacknowledged(self) -> bool:
+        """A dead run nobody acknowledged since it died (it keeps `status --check` red)."""
+        return self.status == "dead" and (
+            self.acknowledged_at is None
+            or (self.finished_at is not None and self.acknowledged_at < self.finished_at))
 
 
 class Attempt(Record):

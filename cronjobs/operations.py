@@ -1,4 +1,5 @@
-"""What an operator does to runs: retry, trigger, cancel, and look at them (runs, show)."""
+"""What an operator does to runs: retry, trigger, cancel, acknowledge, and look at them
+(runs, show)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronjobs.definitions import get
-from cronjobs.errors import Refused, RunNotFound, UsageError
+from cronjobs.errors import JobNotFound, Refused, RunNotFound, UsageError
 from cronjobs.materialise import exclusive
 from cronjobs.models import Attempt, Overlap, Run, RunStatus, Trigger
 from cronjobs.store import Store
@@ -16,6 +17,16 @@ from cronjobs.validation import check_name
 
 MAX_RUN_ID = 2**63 - 1
 RETRYABLE = (RunStatus.FAILED, RunStatus.DEAD, RunStatus.CANCELLED)
+
+
+@dataclass(frozen=True)
+class Acknowledged:
+    """What `cronjobs ack` did: the runs it acknowledged now, and (for one run) whether it
+    had been acknowledged already."""
+
+    job: str
+    runs: tuple[Run, ...]
+    already: bool = False
 
 
 @dataclass(frozen=True)
@@ -38,17 +49,19 @@ def _locked_run(store: Store, run_id: int) -> tuple[Run, str]:
     return found
 
 
-def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False) -> Run:
+def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
+          by: str | None = None) -> Run:
     """Send a failed, dead or cancelled run back to the queue now with ``attempts`` more
-    attempts, keeping its history. A run that succeeded is only run again with ``force``,
-    as a new run of the same slot (trigger ``retry``)."""
+    attempts, keeping its history (a dead run is acknowledged, by ``by``). A run that
+    succeeded is only run again with ``force``, as a new run of the same slot (trigger
+    ``retry``)."""
     if not 1 <= attempts <= 100:
         raise UsageError(f"invalid --attempts {attempts}: must be between 1 and 100")
     with store.transaction():
         run, job = _locked_run(store, run_id)
         status = RunStatus(run.status)
         if status in RETRYABLE:
-            return store.requeue_run(run.id, attempts=attempts)
+            return store.requeue_run(run.id, attempts=attempts, by=by)
         if status == RunStatus.SUCCEEDED:
             if not force:
                 raise Refused(f"run {run.id} of {job!r} succeeded; use --force to run its slot "
@@ -108,10 +121,37 @@ def cancel(store: Store, run_id: int) -> Run:
         return cancelled
 
 
+def acknowledge(store: Store, run_id: int, *, by: str | None = None) -> Acknowledged:
+    """A person saw dead run ``run_id``: it no longer keeps `status --check` red.
+    Acknowledging it again changes nothing. Only a dead run can be acknowledged: a failed
+    run is still to be retried, and the other states are not failures."""
+    with store.transaction():
+        run, job = _locked_run(store, run_id)
+        if run.status != RunStatus.DEAD:
+            raise Refused(f"run {run.id} of {job!r} is {run.status}: only a dead run can be "
+                          "acknowledged (see `cronjobs runs --status dead`)")
+        if not run.unacknowledged:
+            return Acknowledged(job, (run,), already=True)
+        done = store.acknowledge_run(run.id, by=by)
+        if done is None:  # pragma: no cover - the row is locked
+            raise Refused(f"run {run.id} changed while it was being acknowledged")
+        return Acknowledged(job, (done,))
+
+
+def acknowledge_all(store: Store, name: str, *, by: str | None = None) -> Acknowledged:
+    """Acknowledge every dead run of job ``name`` that nobody acknowledged yet."""
+    with store.transaction():
+        definition = get(store, name, for_update=True)
+        return Acknowledged(name, tuple(store.acknowledge_dead_runs(definition.id, by=by)))
+
+
 def list_runs(store: Store, *, name: str | None = None, statuses: Sequence[str] = (),
               since: dt.datetime | None = None, limit: int = 50) -> list[tuple[Run, str]]:
+    """Runs, newest first; ``name`` may be a removed job's (its history stays readable)."""
     if name is not None:
-        get(store, name)
+        check_name(name)
+        if not store.definition_history(name):
+            raise JobNotFound(f"no job named {name!r}, now or before (see `cronjobs list`)")
     if not 1 <= limit <= 10_000:
         raise UsageError(f"invalid --limit {limit}: must be between 1 and 10000")
     return store.list_runs(name=name, statuses=list(statuses) or None, since=since, limit=limit)

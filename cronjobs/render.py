@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cr
     from cronjobs.explain import Explanation
     from cronjobs.health import Status
     from cronjobs.materialise import BackfillReport, Decided
-    from cronjobs.operations import RunDetail
+    from cronjobs.operations import Acknowledged, RunDetail
     from cronjobs.tick import TickReport
 
 
@@ -158,6 +158,7 @@ def list_json(listings: Sequence[Listing]) -> list[dict[str, Any]]:
             entry["invalid_reason"] = item.problem
         entry["last_run_status"] = item.summary.last_run_status
         entry["last_run_at"] = instant(item.summary.last_run_at)
+        entry["next_at"] = instant(item.next_at)
         out.append(entry)
     return out
 
@@ -173,7 +174,7 @@ def list_text(listings: Sequence[Listing]) -> str:
         if item.summary.last_run_at is not None:
             last += " " + short(item.summary.last_run_at)
         rows.append((d.name, d.schedule, d.timezone, state,
-                     short(d.next_due_at) if item.problem is None else "-", last, d.target))
+                     short(item.next_at), last, d.target))
     text = table(["NAME", "SCHEDULE", "TZ", "STATE", "NEXT (UTC)", "LAST RUN", "RUNS"], rows)
     problems = [f"warning: job {i.definition.name!r} cannot be evaluated: {i.problem}"
                 for i in listings if i.problem is not None]
@@ -220,6 +221,8 @@ def run_json(r: Run, job: str | None = None) -> dict[str, Any]:
         "retry_count": r.retry_count,
         "retry_of": r.retry_of,
         "cancel_requested_at": instant(r.cancel_requested_at),
+        "acknowledged_at": instant(r.acknowledged_at),
+        "acknowledged_by": r.acknowledged_by,
     }
 
 
@@ -307,7 +310,7 @@ def explain_text(e: Explanation) -> str:
     rows = []
     for r in e.rows:
         if r.run is not None:
-            why = f"run {r.run.id}: {r.run.status} ({r.run.trigger})"
+            why = f"run {r.run.id} ({r.run.trigger}): {r.detail}"
         elif r.reason is not None:
             why = REASONS.get(r.reason, r.reason) + (f" ({r.detail})" if r.detail else "")
         else:
@@ -327,6 +330,22 @@ def backfill_text(b: BackfillReport) -> str:
 
 
 # -- operating --------------------------------------------------------------------------------
+
+def ack_json(a: Acknowledged) -> dict[str, Any]:
+    return {"job": a.job, "already": a.already,
+            "acknowledged": [run_json(r, a.job) for r in a.runs]}
+
+
+def ack_text(a: Acknowledged) -> str:
+    if a.already:
+        r = a.runs[0]
+        return (f"run {r.id} of {a.job!r} was already acknowledged ({short(r.acknowledged_at)} "
+                f"by {r.acknowledged_by or 'unknown'})")
+    if not a.runs:
+        return f"no dead run of {a.job!r} waits for acknowledgement"
+    ids = ", ".join(str(r.id) for r in a.runs)
+    return f"acknowledged {len(a.runs)} dead run(s) of {a.job!r}: {ids}"
+
 
 def runs_list_json(found: Sequence[tuple[Run, str]]) -> list[dict[str, Any]]:
     return [run_json(run, job) for run, job in found]
@@ -373,6 +392,10 @@ def show_text(detail: RunDetail) -> str:
         lines.append(f"  held by     {r.lease_owner} until {short(r.lease_expires_at)}")
     if r.error:
         lines.append(f"  error       {r.error}")
+    if r.status == "dead":
+        lines.append(f"  ack         acknowledged {short(r.acknowledged_at)} by "
+                     f"{r.acknowledged_by or 'unknown'}" if not r.unacknowledged
+                     else f"  ack         not acknowledged: `cronjobs ack {r.id}` once handled")
     if r.result is not None:
         lines.append(f"  result      {json.dumps(r.result)}")
     for a in detail.attempts:
@@ -407,11 +430,13 @@ def status_json(st: Status) -> dict[str, Any]:
                     for r in st.running],
         "failed_last_day": n["failed_last_day"],
         "dead_last_day": n["dead_last_day"],
+        "dead_unacknowledged": n["dead_unacknowledged"],
         "jobs": [{"name": j["name"], "state": "invalid" if j["invalid_reason"] else
                   "paused" if j["paused_at"] else "active",
                   "invalid_reason": j["invalid_reason"],
                   "last_success_at": instant(j["last_success_at"]),
-                  "overdue": j["overdue"]} for j in st.jobs],
+                  "overdue": j["overdue"],
+                  "dead_unacknowledged": j["dead_unacknowledged"]} for j in st.jobs],
     }
 
 
@@ -429,6 +454,7 @@ def status_text(st: Status) -> str:
         f"running         {n['running']}",
         f"last day        {n['failed_last_day']} failed (awaiting retry), "
         f"{n['dead_last_day']} dead",
+        f"dead, not acked {n['dead_unacknowledged']}",
         f"jobs            {n['jobs']} ({sum(1 for j in st.jobs if j['paused_at'])} paused, "
         f"{sum(1 for j in st.jobs if j['invalid_reason'])} invalid)",
     ]

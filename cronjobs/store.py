@@ -443,10 +443,18 @@ class Store:
     def attempts_of_run(self, run_id: int) -> list[Attempt]:
         return [_build(Attempt, row) for row in self._rows("attempts_of_run", {"run_id": run_id})]
 
-    def requeue_run(self, run_id: int, *, attempts: int) -> Run:
-        row = _required(self._row("requeue_run", {"id": run_id, "attempts": attempts}),
-                        "requeue_run")
+    def requeue_run(self, run_id: int, *, attempts: int, by: str | None = None) -> Run:
+        row = _required(self._row("requeue_run", {"id": run_id, "attempts": attempts,
+                                                  "by": by}), "requeue_run")
         return _build(Run, row)
+
+    def acknowledge_run(self, run_id: int, *, by: str | None) -> Run | None:
+        row = self._row("acknowledge_run", {"id": run_id, "by": by})
+        return _build(Run, row) if row else None
+
+    def acknowledge_dead_runs(self, definition_id: int, *, by: str | None) -> list[Run]:
+        rows = self._rows("acknowledge_dead_runs", {"definition_id": definition_id, "by": by})
+        return sorted((_build(Run, row) for row in rows), key=lambda run: run.id)
 
     def insert_manual_run(self, *, definition_id: int, scheduled_for: dt.datetime,
                           trigger: Trigger, payload: dict[str, Any] | None, max_attempts: int,

@@ -192,8 +192,9 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: active_runs
--- Per definition: runs holding a live lease (leases live on the database's real clock),
--- and runs waiting to start or to be retried.
+-- Per definition, what the overlap policy counts: runs holding a live lease (leases live on
+-- the database's real clock), and runs waiting to start or to be retried. Backfilled runs
+-- are not counted: they are a separate stream, claimed after the job's own runs.
 SELECT definition_id,
        count(*) FILTER (WHERE status = 'running' AND lease_expires_at > clock_timestamp())
            AS running,
@@ -201,6 +202,7 @@ SELECT definition_id,
 FROM job_runs
 WHERE definition_id = ANY(%(definition_ids)b::bigint[])
   AND status IN ('queued', 'running', 'failed')
+  AND trigger <> 'backfill'
 GROUP BY definition_id;
 
 -- name: insert_runs
@@ -243,10 +245,11 @@ FROM unnest(%(ids)b::bigint[], %(cursors)b::timestamptz[], %(next_dues)b::timest
 WHERE d.id = v.id;
 
 -- name: request_cancel_running_of
--- The replace overlap policy: running runs of these definitions stop at their next heartbeat.
+-- The replace overlap policy: running runs of these definitions stop at their next heartbeat
+-- (backfilled runs are not replaced: see active_runs).
 UPDATE job_runs SET cancel_requested_at = %(now)s, updated_at = %(now)s
 WHERE definition_id = ANY(%(definition_ids)s) AND status = 'running'
-  AND cancel_requested_at IS NULL;
+  AND trigger <> 'backfill' AND cancel_requested_at IS NULL;
 
 -- name: runs_between
 SELECT * FROM job_runs
@@ -298,9 +301,10 @@ FROM runs JOIN job_definitions AS d ON d.id = runs.definition_id;
 -- name: claim_runs
 -- Claim due runs in one short statement that commits at once. An exclusive run (overlap
 -- skip or queue) is claimed only while no other exclusive run of its job is running, at
--- most one per job per claim; job_runs_exclusive_running_key backs this up.
+-- most one per job per claim; job_runs_exclusive_running_key backs this up. Backfilled
+-- runs come after every other due run.
 WITH candidates AS (
-    SELECT r.id, r.definition_id, r.exclusive, r.eligible_at
+    SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late
     FROM job_runs AS r
     WHERE r.status IN ('queued', 'failed')
       AND r.eligible_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
@@ -316,18 +320,18 @@ WITH candidates AS (
           WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
     -- the order of job_runs_due_idx, so that the scan stops after `scan` rows however long
     -- the queue (ties are taken in index order, then sorted by id below)
-    ORDER BY r.eligible_at
+    ORDER BY r.trigger = 'backfill', r.eligible_at
     LIMIT %(scan)s
     FOR UPDATE OF r SKIP LOCKED
 ), picked AS (
     SELECT id FROM (
-        SELECT id, exclusive, eligible_at,
+        SELECT id, exclusive, eligible_at, late,
                row_number() OVER (PARTITION BY definition_id, exclusive
-                                  ORDER BY eligible_at, id) AS rank
+                                  ORDER BY late, eligible_at, id) AS rank
         FROM candidates
     ) AS ranked
     WHERE NOT exclusive OR rank = 1
-    ORDER BY eligible_at, id
+    ORDER BY late, eligible_at, id
     LIMIT %(limit)s
 ), claimed AS (
     UPDATE job_runs AS r
@@ -417,12 +421,32 @@ SELECT * FROM job_attempts WHERE run_id = %(run_id)s ORDER BY attempt;
 
 -- name: requeue_run
 -- `cronjobs retry`: a failed, dead or cancelled run goes back to the queue now, with more
--- attempts, keeping its history.
+-- attempts, keeping its history. Retrying a dead run acknowledges it.
 UPDATE job_runs
 SET status = 'queued', eligible_at = clock_timestamp(), max_attempts = attempt + %(attempts)s,
     finished_at = NULL, cancel_requested_at = NULL, retry_count = retry_count + 1,
-    retried_at = clock_timestamp(), updated_at = clock_timestamp()
+    retried_at = clock_timestamp(), updated_at = clock_timestamp(),
+    acknowledged_at = CASE WHEN status = 'dead' THEN clock_timestamp() ELSE acknowledged_at END,
+    acknowledged_by = CASE WHEN status = 'dead' THEN %(by)s ELSE acknowledged_by END
 WHERE id = %(id)s
+RETURNING *;
+
+-- name: acknowledge_run
+-- `cronjobs ack RUN_ID`: a person saw this dead run; status --check turns green for it.
+UPDATE job_runs
+SET acknowledged_at = clock_timestamp(), acknowledged_by = %(by)s,
+    updated_at = clock_timestamp()
+WHERE id = %(id)s AND status = 'dead'
+  AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
+RETURNING *;
+
+-- name: acknowledge_dead_runs
+-- `cronjobs ack --all NAME`: every dead run of the job that nobody acknowledged yet.
+UPDATE job_runs
+SET acknowledged_at = clock_timestamp(), acknowledged_by = %(by)s,
+    updated_at = clock_timestamp()
+WHERE definition_id = %(definition_id)s AND status = 'dead'
+  AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
 RETURNING *;
 
 -- name: insert_manual_run
@@ -506,13 +530,21 @@ WHERE r.status = 'running'
 ORDER BY r.started_at;
 
 -- name: job_stats
--- Per job: last success, last run's duration and lateness, runs by status, retries.
+-- Per job: last success, last run's duration, the lateness of its last scheduled run (its
+-- first attempt's start minus its slot: backfilled, manual and retried runs are not late),
+-- runs by status, retries, and dead runs nobody acknowledged yet.
 SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.paused_at,
        d.invalid_reason,
        (SELECT max(finished_at) FROM job_runs WHERE definition_id = d.id
             AND status = 'succeeded') AS last_success_at,
        last.finished_at - last.started_at AS last_duration,
-       last.started_at - last.scheduled_for AS last_lateness,
+       scheduled.started_at - scheduled.scheduled_for AS last_lateness,
+       (SELECT count(*) FROM job_runs WHERE definition_id = d.id AND status = 'dead'
+            AND (acknowledged_at IS NULL OR acknowledged_at < finished_at))
+           AS dead_unacknowledged,
+       (SELECT max(id) FROM job_runs WHERE definition_id = d.id AND status = 'dead'
+            AND (acknowledged_at IS NULL OR acknowledged_at < finished_at))
+           AS latest_dead_id,
        coalesce((SELECT jsonb_object_agg(status, n) FROM (
             SELECT status, count(*) AS n FROM job_runs WHERE definition_id = d.id
             GROUP BY status) AS s), '{}'::jsonb) AS runs_by_status,
@@ -524,6 +556,12 @@ LEFT JOIN LATERAL (
     WHERE definition_id = d.id AND finished_at IS NOT NULL
     ORDER BY finished_at DESC LIMIT 1
 ) AS last ON true
+LEFT JOIN LATERAL (
+    SELECT r.scheduled_for, a.started_at
+    FROM job_runs AS r JOIN job_attempts AS a ON a.run_id = r.id AND a.attempt = 1
+    WHERE r.definition_id = d.id AND r.trigger = 'schedule' AND r.finished_at IS NOT NULL
+    ORDER BY r.finished_at DESC LIMIT 1
+) AS scheduled ON true
 WHERE d.removed_at IS NULL
 ORDER BY d.name;
 

@@ -253,7 +253,7 @@ def test_schedule_change_pause_and_explain(cli: Invoke, db: psycopg.Connection[A
                           (START + dt.timedelta(hours=3)).isoformat(), "--json").stdout)
     outcomes = [(s["first_slot"][11:16], s["outcome"], s["reason"]) for s in data["slots"]]
     assert outcomes == [("12:00", "not-a-slot", None), ("13:00", "skipped", "coalesced"),
-                        ("14:00", "skipped", "coalesced"), ("15:00", "ran", None)]
+                        ("14:00", "skipped", "coalesced"), ("15:00", "queued", None)]
     human = cli("explain", "report", "--from", START.isoformat(), "--to",
                 (START + dt.timedelta(hours=3)).isoformat())
     assert "coalesced by catch-up" in human.stdout
@@ -319,14 +319,14 @@ def _explain_reasons(cli: Invoke, name: str, start: dt.datetime, end: dt.datetim
         (["--starting-deadline", "10m"], None, [("skipped", "missed_deadline")] * 3),
         (["--catchup", "none"], None, [("skipped", "catchup_none")] * 3),
         (["--catchup", "all", "--catchup-limit", "1"], None,
-         [("skipped", "catchup_limit")] * 2 + [("ran", None)]),
+         [("skipped", "catchup_limit")] * 2 + [("queued", None)]),
         ([], "UPDATE job_definitions SET paused_at = %(start)s",
          [("skipped", "paused")] * 3),
         ([], "INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, attempt, "
              "max_attempts, eligible_at, lease_owner, lease_token, lease_expires_at) "
              "SELECT id, %(start)s, 'manual', 'running', 1, 1, %(start)s, 'w', "
              "gen_random_uuid(), now() + interval '1 hour' FROM job_definitions",
-         [("ran", None), ("skipped", "coalesced"), ("skipped", "coalesced"),
+         [("running", None), ("skipped", "coalesced"), ("skipped", "coalesced"),
           ("skipped", "overlap")]),
     ],
 )

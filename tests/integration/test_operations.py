@@ -187,7 +187,7 @@ def test_status_reports_overdue_invalid_dead(cli: Invoke, db: psycopg.Connection
                "schedule_since = now() - interval '1 day' WHERE name = 'hourly'")
     data = json.loads(cli("status", "--json").stdout)
     problems = "\n".join(data["problems"])
-    assert "1 dead run(s) in the last day" in problems
+    assert "job 'bad': 1 dead run(s) not acknowledged (latest: run 1)" in problems
     assert "job 'hourly': never succeeded" in problems
     db.execute("UPDATE job_definitions SET schedule = '99 * * * *' WHERE name = 'hourly'")
     data = json.loads(cli("status", "--json").stdout)
