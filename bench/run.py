@@ -381,7 +381,7 @@ ZONES = ("UTC", "Europe/Berlin", "America/New_York", "America/Los_Angeles", "Asi
 def _fires_at(minute: dt.datetime) -> Callable[[str, str, str], bool] | None:
     """A checker using cronjobs' own schedule code (for picking H jobs), if available."""
     try:
-        from cronjobs import schedule  # noqa: PLC0415 - optional, only to pick H names
+        from cronjobs import cron as schedule  # noqa: PLC0415 - optional, only to pick H names
     except ImportError:
         return None
     before = minute - dt.timedelta(microseconds=1)

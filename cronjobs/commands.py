@@ -219,8 +219,8 @@ def next_command(app: App, job_or_schedule: str, tz: str | None, start: str | No
       cronjobs next nightly_cleanup --count 10 --json
     """
     from cronjobs import definitions
+    from cronjobs.cron import check_timezone
     from cronjobs.render import preview_json, preview_text
-    from cronjobs.schedule import check_timezone
 
     zone = check_timezone(tz) if tz is not None else dt.UTC
     begin = parse_instant(start, option="--from", zone=zone) if start is not None else None

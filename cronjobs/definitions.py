@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from cronjobs import schedule as schedules
+from cronjobs import cron as schedules
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
 from cronjobs.models import (
     Definition,

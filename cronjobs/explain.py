@@ -7,7 +7,7 @@ import datetime as dt
 import itertools
 from dataclasses import dataclass
 
-from cronjobs import schedule as schedules
+from cronjobs import cron as schedules
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
 from cronjobs.models import Definition, Run, RunStatus, Skip
 from cronjobs.store import Store

@@ -7,7 +7,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from cronjobs import schedule as schedules
+from cronjobs import cron as schedules
 from cronjobs.errors import ScheduleError
 from cronjobs.store import Store
 

@@ -35,9 +35,9 @@ from cronjobs.models import (
 from cronjobs.store import Store
 
 if TYPE_CHECKING:
-    from cronjobs import schedule as schedules
+    from cronjobs import cron as schedules
 else:  # loaded by the first definition that is due: an empty tick needs no schedule math
-    schedules = lazy_import("cronjobs.schedule")
+    schedules = lazy_import("cronjobs.cron")
 
 log = logging.getLogger(__name__)
 

@@ -53,6 +53,13 @@ class AttemptOutcome(StrEnum):
     CANCELLED = "cancelled"
 
 
+class TickStatus(StrEnum):
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
 class SkipReason(StrEnum):
     MISSED_DEADLINE = "missed_deadline"
     COALESCED = "coalesced"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+from cronjobs.cron import check_timezone
 from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
 from cronjobs.models import Catchup, DefinitionSpec, Kind, Overlap
-from cronjobs.schedule import check_timezone
 from cronjobs.validation import MAX_COMMAND_CHARS, check_name, check_text, parse_payload
 
 SECOND = dt.timedelta(seconds=1)

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from cronjobs.execute import ExecOptions, ExecReport, Executor
 from cronjobs.materialise import MaterialiseReport, materialise
+from cronjobs.models import TickStatus
 from cronjobs.store import Store
 
 log = logging.getLogger(__name__)
@@ -96,15 +97,15 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
         if executor is not None:
             report.execute = executor.report
             store = executor.store
-        _record(store, report, "failed", f"{type(exc).__name__}: {exc}"[:1000])
+        _record(store, report, TickStatus.FAILED, f"{type(exc).__name__}: {exc}"[:1000])
         raise
-    status = "interrupted" if should_stop() else "finished"
+    status = TickStatus.INTERRUPTED if should_stop() else TickStatus.FINISHED
     _record(executor.store, report, status, None)
     log.info("tick finished", extra={"action": "tick", "tick_id": tick_id, **report.counts()})
     return report
 
 
-def _record(store: Store, report: TickReport, status: str, error: str | None) -> None:
+def _record(store: Store, report: TickReport, status: TickStatus, error: str | None) -> None:
     """Leave the tick's record; a tick that cannot reach the database just says so."""
     if report.tick_id is None:
         return

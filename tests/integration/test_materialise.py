@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from conftest import Invoke, count, snapshot
-from cronjobs import schedule as schedules
+from cronjobs import cron as schedules
 from cronjobs.errors import CronjobsError
 from cronjobs.materialise import materialise
 from cronjobs.store import Store

@@ -1,4 +1,4 @@
-"""cronjobs.schedule: validation, Debian cron semantics, DST rules, cronsim as the oracle."""
+"""cronjobs.cron: validation, Debian cron semantics, DST rules, cronsim as the oracle."""
 
 from __future__ import annotations
 
@@ -14,17 +14,12 @@ from cronsim import CronSim
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from cronjobs.cron import Schedule, check_timezone, parse
+from cronjobs.cron.fields import FIELDS as CRON_FIELDS
+from cronjobs.cron.fields import full, parse_field
+from cronjobs.cron.hashing import parse_hash
+from cronjobs.cron.matching import walls
 from cronjobs.errors import ScheduleError, UsageError
-from cronjobs.schedule import (
-    _ALL_FIELDS,
-    Schedule,
-    _full,
-    _parse_field,
-    _parse_hash,
-    _walls,
-    check_timezone,
-    parse,
-)
 
 UTC = dt.UTC
 
@@ -332,12 +327,12 @@ def test_h_forms() -> None:
 
 
 def test_h_fields_are_what_croniter_expand_makes_of_them() -> None:
-    # The hash expander alone, then the plain field it gives read once for all names:
-    # exactly what croniter.expand(expression, hash_id=...) makes of the field.
+    # Each H field is read with its own key: exactly what croniter.expand(expression,
+    # hash_id=...) makes of the field.
     forms = [["H", "h", "H/15", "H/1", "H(0-29)", "H(10-50)/7", "H(58-59)/5"],
              ["H", "H/6", "H/1", "H(2-5)/2", "H(0-1)"], ["H", "H/3", "H/1", "H(1-9)/4"],
              ["H", "H/5", "H/1", "H(2-4)"], ["H", "H/2", "H/1", "H(1-5)", "H(0-6)/3"]]
-    for f in _ALL_FIELDS:
+    for f in CRON_FIELDS:
         for form in forms[f.index]:
             probe = ["*"] * 5
             probe[f.index] = "H(1-28)" if f.index == 2 and form == "H" else form
@@ -345,7 +340,7 @@ def test_h_fields_are_what_croniter_expand_makes_of_them() -> None:
                 key = f"job-{i}"
                 raw = croniter.expand(" ".join(probe), hash_id=f"{key}\x1f{f.name}".encode())
                 expected = croniter_set(f.index, raw[0][f.index])
-                assert _parse_hash(f, form, key) == expected, (form, key)
+                assert parse_hash(f, form, key) == expected, (form, key)
 
 
 def test_h_without_a_name_is_deterministic() -> None:
@@ -449,7 +444,7 @@ def test_croniter_reads_the_handed_expression_as_debian_does() -> None:
 def croniter_set(index: int, raw: list[Any]) -> frozenset[int]:
     """One field of croniter.expand's answer as a set (a '*' is the whole field)."""
     if "*" in raw:
-        return _full(_ALL_FIELDS[index])
+        return full(CRON_FIELDS[index])
     return frozenset(0 if index == 4 and int(v) == 7 else int(v) for v in raw)
 
 
@@ -463,7 +458,7 @@ def debian_item(index: int, low: int, high: int, step: int) -> frozenset[int]:
 def croniter_reading(index: int, text: str) -> frozenset[int]:
     """croniter's reading of what the validation hands it for ``text`` in field ``index``
     (corrections 4 and 5)."""
-    values, handed = _parse_field(_ALL_FIELDS[index], text)
+    values, handed = parse_field(CRON_FIELDS[index], text)
     fields = ["*"] * 5
     fields[index] = handed
     read = croniter_set(index, croniter.expand(" ".join(fields))[0][index])
@@ -1016,11 +1011,11 @@ def test_matching_wall_times_agree_with_croniter(case: tuple[Schedule, dt.dateti
     forward = croniter(handed, start - dt.timedelta(minutes=1), ret_type=dt.datetime,
                        day_or=day_or)
     theirs = [forward.get_next(dt.datetime) for _ in range(12)]
-    assert list(itertools.islice(_walls(schedule._spec, start), 12)) == theirs
+    assert list(itertools.islice(walls(schedule._spec, start), 12)) == theirs
     backward = croniter(handed, start + dt.timedelta(minutes=1), ret_type=dt.datetime,
                         day_or=day_or)
     theirs = [backward.get_prev(dt.datetime) for _ in range(12)]
-    assert list(itertools.islice(_walls(schedule._spec, start, backward=True), 12)) == theirs
+    assert list(itertools.islice(walls(schedule._spec, start, backward=True), 12)) == theirs
 
 
 def matches(values: tuple[frozenset[int], ...], day_and: bool, wall: dt.datetime) -> bool:

@@ -1,0 +1,62 @@
+"""Every Python enum of a column mirrors that column's CHECK constraint in the schema."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Any
+
+import psycopg
+import pytest
+
+from cronjobs.models import (
+    AttemptOutcome,
+    Catchup,
+    Kind,
+    Overlap,
+    RunStatus,
+    SkipReason,
+    TickStatus,
+    Trigger,
+)
+
+COLUMNS: list[tuple[str, str, type[StrEnum]]] = [
+    ("job_definitions", "kind", Kind),
+    ("job_definitions", "catchup", Catchup),
+    ("job_definitions", "overlap", Overlap),
+    ("job_runs", "trigger", Trigger),
+    ("job_runs", "status", RunStatus),
+    ("job_attempts", "outcome", AttemptOutcome),
+    ("job_skips", "reason", SkipReason),
+    ("job_ticks", "status", TickStatus),
+]
+
+
+def _allowed(db: psycopg.Connection[Any], table: str, column: str) -> set[str]:
+    """The values the one CHECK constraint on ``table.column`` alone allows."""
+    rows = db.execute(
+        """SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c
+           JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
+           WHERE c.contype = 'c' AND c.conrelid = %s::regclass AND a.attname = %s
+             AND cardinality(c.conkey) = 1""", (table, column)).fetchall()
+    assert len(rows) == 1, f"{table}.{column}: {len(rows)} single-column CHECK constraints"
+    definition = rows[0][0]
+    assert "ANY (ARRAY[" in definition, definition
+    return set(re.findall(r"'([^']*)'::text", definition))
+
+
+@pytest.mark.parametrize(("table", "column", "enum"), COLUMNS,
+                         ids=[f"{t}.{c}" for t, c, _ in COLUMNS])
+def test_enum_mirrors_check_constraint(db: psycopg.Connection[Any], table: str, column: str,
+                                       enum: type[StrEnum]) -> None:
+    assert _allowed(db, table, column) == {member.value for member in enum}
+
+
+def test_every_in_list_check_has_an_enum(db: psycopg.Connection[Any]) -> None:
+    rows = db.execute(
+        """SELECT c.conrelid::regclass::text, a.attname FROM pg_constraint c
+           JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
+           WHERE c.contype = 'c' AND cardinality(c.conkey) = 1
+             AND pg_get_constraintdef(c.oid) LIKE '%%ANY (ARRAY[%%'
+             AND c.connamespace = 'public'::regnamespace""").fetchall()
+    assert {(t, c) for t, c in rows} == {(t, c) for t, c, _ in COLUMNS}
