@@ -17,7 +17,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 
 WORKDIR /src
-# cronjobs/sql/schema.sql is a link to the top-level schema.sql: both are copied.
+# cronjobs/db/schema.sql is a link to the top-level schema.sql: both are copied.
 COPY pyproject.toml README.md schema.sql ./
 COPY cronjobs ./cronjobs
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .

@@ -183,7 +183,7 @@ def _open_server(url: str | None) -> Iterator[Server]:
         finally:
             server.drop_all()
         return
-    from cronjobs import embedded  # noqa: PLC0415 - only the embedded default needs it
+    from cronjobs.db import embedded  # noqa: PLC0415 - only the embedded default needs it
 
     log("starting an embedded PostgreSQL in a temporary CRONJOBS_HOME")
     with embedded.scratch() as running:

@@ -12,10 +12,10 @@ import logging
 from collections.abc import Callable
 from typing import NamedTuple
 
-from cronjobs.execute import ExecOptions, ExecReport, Executor
-from cronjobs.materialise import MaterialiseReport, materialise
+from cronjobs.core.materialise import MaterialiseReport, materialise
+from cronjobs.db.store import Store
+from cronjobs.execution.executor import ExecOptions, ExecReport, Executor
 from cronjobs.models import TickStatus
-from cronjobs.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
         report.execute = executor.run()
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.
-            from cronjobs.prune import prune  # noqa: PLC0415 - only with --retention
+            from cronjobs.core.prune import prune  # noqa: PLC0415 - only with --retention
 
             report.pruned = prune(executor.store, older_than=options.retention,
                                   max_batches=1).runs

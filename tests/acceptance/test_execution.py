@@ -228,7 +228,7 @@ def test_handler_runs_with_its_context(cli: Invoke, database_url: str,
 @pytest.mark.slow
 def test_database_restart_while_a_job_runs_loses_nothing(tmp_path: Path) -> None:
     """A server of our own (the embedded one), stopped and started again mid-job."""
-    from cronjobs import embedded
+    from cronjobs.db import embedded
 
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items()

@@ -115,7 +115,7 @@ def test_sessions_are_bounded_and_named(cli: Invoke, database_url: str,
     finally:
         tick.send_signal(signal.SIGTERM)
         tick.communicate(timeout=60)
-    from cronjobs.db import connect
+    from cronjobs.db.connect import connect
 
     with connect(database_url) as conn:
         settings = conn.execute("SELECT current_setting('statement_timeout'), "

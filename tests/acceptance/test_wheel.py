@@ -21,8 +21,8 @@ def test_wheel_contains_schema(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("cronjobs-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        assert "cronjobs/sql/schema.sql" in names
-        assert "cronjobs/sql/queries.sql" in names
-        assert "cronjobs/sql/migrations/0001_initial.sql" in names
-        shipped = archive.read("cronjobs/sql/schema.sql").decode()
+        assert "cronjobs/db/schema.sql" in names
+        assert "cronjobs/db/queries.sql" in names
+        assert "cronjobs/db/migrations/0001_initial.sql" in names
+        shipped = archive.read("cronjobs/db/schema.sql").decode()
     assert shipped == (ROOT / "schema.sql").read_text()

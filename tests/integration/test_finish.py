@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 
 from conftest import Invoke, wait_for
+from cronjobs.db.store import Store
 from cronjobs.models import AttemptOutcome, Outcome, RunStatus
-from cronjobs.store import Store
 
 
 def _queued_runs(cli: Invoke, name: str, *options: str) -> None:

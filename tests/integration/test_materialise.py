@@ -16,9 +16,9 @@ import pytest
 
 from conftest import Invoke, count, snapshot
 from cronjobs import cron as schedules
+from cronjobs.core.materialise import materialise
+from cronjobs.db.store import Store
 from cronjobs.errors import CronjobsError
-from cronjobs.materialise import materialise
-from cronjobs.store import Store
 from cronjobs.tick import TickOptions, tick
 
 START = dt.datetime(2026, 3, 28, 12, 0, tzinfo=dt.UTC)  # spans Europe's spring-forward night
@@ -92,7 +92,7 @@ def test_concurrent_ticks_over_a_simulated_day(cli: Invoke, db: psycopg.Connecti
     _seed(cli, db)
     script = (
         "import sys, json, datetime as dt, psycopg\n"
-        "from cronjobs.store import Store\n"
+        "from cronjobs.db.store import Store\n"
         "from cronjobs.tick import TickOptions, tick\n"
         "store = Store(psycopg.connect(sys.argv[1], autocommit=True))\n"
         "for t in json.loads(sys.argv[2]):\n"

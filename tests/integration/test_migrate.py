@@ -11,10 +11,10 @@ import psycopg
 import pytest
 
 from conftest import count, make_invoke
-from cronjobs import sql
+from cronjobs.db import sql
+from cronjobs.db.migrate import check_schema, migrate
+from cronjobs.db.store import Store
 from cronjobs.errors import SchemaNotReady
-from cronjobs.migrate import check_schema, migrate
-from cronjobs.store import Store
 
 CATALOG = """
 SELECT 'column' AS kind, table_name || '.' || column_name || ' ' || data_type || ' ' ||
@@ -64,8 +64,8 @@ def test_schema_sql_and_migrations_give_the_same_catalog(server_url: str,
 
 
 def test_concurrent_migrations_apply_once(empty_database_url: str) -> None:
-    code = ("import sys, psycopg; from cronjobs.store import Store; "
-            "from cronjobs.migrate import migrate; "
+    code = ("import sys, psycopg; from cronjobs.db.store import Store; "
+            "from cronjobs.db.migrate import migrate; "
             "c = psycopg.connect(sys.argv[1], autocommit=True); print(migrate(Store(c)).changed)")
     procs = [subprocess.Popen([sys.executable, "-c", code, empty_database_url],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from conftest import Invoke, count, snapshot
-from cronjobs.store import Store
+from cronjobs.db.store import Store
 from cronjobs.tick import TickOptions, tick
 
 

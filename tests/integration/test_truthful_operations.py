@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 
 from conftest import Invoke, count, snapshot
-from cronjobs.store import Store
+from cronjobs.db.store import Store
 from cronjobs.tick import TickOptions, tick
 
 SLOT = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)

@@ -1,6 +1,6 @@
 import pytest
 
-from cronjobs.config import mask_conninfo, resolve_database, scrub
+from cronjobs.db.config import mask_conninfo, resolve_database, scrub
 from cronjobs.errors import ConfigurationError
 
 

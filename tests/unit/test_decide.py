@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cronjobs.materialise import decide
+from cronjobs.core.materialise import decide
 from cronjobs.models import DueDefinition
 
 

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from conftest import peak_rss
-from cronjobs.child import encode_result
-from cronjobs.context import JobContext
+from cronjobs.execution.child import encode_result
+from cronjobs.execution.context import JobContext
+from cronjobs.execution.process import Result, Running, Watchdog, Work, start
 from cronjobs.models import AttemptOutcome
-from cronjobs.runner import Result, Running, Watchdog, Work, start
 
 CONTEXT = JobContext(run_id=42, job="nightly", attempt=2, payload={"table": "events", "days": 30},
                      scheduled_for=dt.datetime(2024, 5, 1, 3, 0, tzinfo=dt.UTC))
@@ -257,8 +257,8 @@ def test_a_process_that_left_the_group_does_not_hold_up_the_result() -> None:
 def test_a_gigabyte_of_output_keeps_only_the_tail_in_bounded_memory(tmp_path: Path) -> None:
     script = textwrap.dedent("""
         import datetime as dt, json, sys
-        from cronjobs.context import JobContext
-        from cronjobs.runner import Work, start
+        from cronjobs.execution.context import JobContext
+        from cronjobs.execution.process import Work, start
         context = JobContext(1, "loud", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), 1, {})
         result = start(Work(context=context, kind="command", command=sys.argv[1],
                             handler=None, output_limit=65536)).wait(120)
@@ -498,8 +498,8 @@ def test_encode_result() -> None:
 
 TICK = """
 import datetime as dt, sys, time
-from cronjobs.context import JobContext
-from cronjobs.runner import Watchdog, Work, start
+from cronjobs.execution.context import JobContext
+from cronjobs.execution.process import Watchdog, Work, start
 watchdog = Watchdog.start() if sys.argv[2] == "watchdog" else None
 context = JobContext(1, "long", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), 1, {})
 running = start(Work(context=context, kind="command", command=sys.argv[1], handler=None),

@@ -30,8 +30,8 @@ from cronjobs.cli import (
 @pass_app
 def migrate(app: App, as_json: bool) -> None:
     """Create or upgrade the cronjobs schema (idempotent; safe from many pods at once)."""
-    from cronjobs.db import MIGRATE_OPTIONS, open_store
-    from cronjobs.migrate import migrate as run_migrate
+    from cronjobs.db.connect import MIGRATE_OPTIONS, open_store
+    from cronjobs.db.migrate import migrate as run_migrate
 
     connected = open_store(app.target, retry_for=app.connect_timeout,
                            announce=lambda text: click.echo(text, err=True), check=False,
@@ -108,9 +108,9 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
       cronjobs define backup "0 2 * * *" --command "pg_dump mydb > /backups/db.sql"
       cronjobs define report "@daily" --handler build_report --payload '{"days": 7}'
     """
-    from cronjobs.definitions import define as run_define
-    from cronjobs.render import define_json, define_text
-    from cronjobs.spec import build_spec
+    from cronjobs.cli.render import define_json, define_text
+    from cronjobs.core.definitions import define as run_define
+    from cronjobs.core.spec import build_spec
 
     spec = build_spec(
         name=name, schedule=schedule, tz=tz, command=command, handler=handler, payload=payload,
@@ -129,8 +129,8 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
 @pass_app
 def list_command(app: App, as_json: bool) -> None:
     """List every job with its state, next fire time and last run."""
-    from cronjobs.definitions import list_jobs
-    from cronjobs.render import list_json, list_text
+    from cronjobs.cli.render import list_json, list_text
+    from cronjobs.core.definitions import list_jobs
 
     listings = list_jobs(app.store())
     emit(list_json(listings), list_text(listings), as_json)
@@ -142,8 +142,8 @@ def list_command(app: App, as_json: bool) -> None:
 @pass_app
 def describe(app: App, name: str, as_json: bool) -> None:
     """Everything about job NAME: settings, next 5 fire times (UTC and local), last runs."""
-    from cronjobs.definitions import describe as run_describe
-    from cronjobs.render import describe_json, describe_text
+    from cronjobs.cli.render import describe_json, describe_text
+    from cronjobs.core.definitions import describe as run_describe
 
     description = run_describe(app.store(), name)
     emit(describe_json(description), describe_text(description), as_json)
@@ -157,8 +157,8 @@ def describe(app: App, name: str, as_json: bool) -> None:
 @pass_app
 def pause(app: App, name: str, until: str | None, note: str | None, as_json: bool) -> None:
     """Pause job NAME: its slots are recorded as paused instead of run."""
-    from cronjobs.definitions import pause as run_pause
-    from cronjobs.render import definition_json, short
+    from cronjobs.cli.render import definition_json, short
+    from cronjobs.core.definitions import pause as run_pause
 
     until_at = parse_instant(until, option="--until") if until is not None else None
     definition = run_pause(app.store(), name, until=until_at, note=note)
@@ -172,8 +172,8 @@ def pause(app: App, name: str, until: str | None, note: str | None, as_json: boo
 @pass_app
 def resume(app: App, name: str, as_json: bool) -> None:
     """Resume job NAME from now; slots missed while paused are not replayed."""
-    from cronjobs.definitions import resume as run_resume
-    from cronjobs.render import definition_json, short
+    from cronjobs.cli.render import definition_json, short
+    from cronjobs.core.definitions import resume as run_resume
 
     definition = run_resume(app.store(), name)
     emit(definition_json(definition),
@@ -186,8 +186,8 @@ def resume(app: App, name: str, as_json: bool) -> None:
 @pass_app
 def remove(app: App, name: str, as_json: bool) -> None:
     """Remove job NAME. Its run history stays readable; waiting runs are cancelled."""
-    from cronjobs.definitions import remove as run_remove
-    from cronjobs.render import definition_json
+    from cronjobs.cli.render import definition_json
+    from cronjobs.core.definitions import remove as run_remove
 
     definition, cancelled = run_remove(app.store(), name)
     emit({"job": definition_json(definition), "cancelled_runs": cancelled},
@@ -218,9 +218,9 @@ def next_command(app: App, job_or_schedule: str, tz: str | None, start: str | No
       cronjobs next "30 2 * * *" --tz Europe/Berlin --from 2026-10-24 --count 3
       cronjobs next nightly_cleanup --count 10 --json
     """
-    from cronjobs import definitions
+    from cronjobs.cli.render import preview_json, preview_text
+    from cronjobs.core import definitions
     from cronjobs.cron import check_timezone
-    from cronjobs.render import preview_json, preview_text
 
     zone = check_timezone(tz) if tz is not None else dt.UTC
     begin = parse_instant(start, option="--from", zone=zone) if start is not None else None
@@ -253,8 +253,8 @@ def explain(app: App, name: str, start: str | None, end: str | None, as_json: bo
     Example:
       cronjobs explain nightly_cleanup --from 2026-03-28 --to 2026-03-30
     """
-    from cronjobs.explain import explain as run_explain
-    from cronjobs.render import explain_json, explain_text
+    from cronjobs.cli.render import explain_json, explain_text
+    from cronjobs.core.explain import explain as run_explain
 
     begin = parse_instant(start, option="--from") if start is not None else None
     finish = parse_instant(end, option="--to") if end is not None else None
@@ -276,9 +276,9 @@ def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
     Slots that already have a run are left alone (one run per slot, always). At most
     10,000 slots at a time. The overlap policy does not apply: you asked for these runs.
     """
-    from cronjobs.definitions import get
-    from cronjobs.materialise import backfill as run_backfill
-    from cronjobs.render import backfill_json, backfill_text
+    from cronjobs.cli.render import backfill_json, backfill_text
+    from cronjobs.core.definitions import get
+    from cronjobs.core.materialise import backfill as run_backfill
 
     begin = parse_instant(start, option="--from")
     finish = parse_instant(end, option="--to")
@@ -308,8 +308,8 @@ def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> N
     succeeded is only run again with --force. Retrying a dead run acknowledges it (see
     `cronjobs ack`).
     """
-    from cronjobs.operations import retry as run_retry
-    from cronjobs.render import run_json
+    from cronjobs.cli.render import run_json
+    from cronjobs.core.operations import retry as run_retry
 
     run = run_retry(app.store(), run_id, attempts=attempts, force=force, by=_operator())
     text = (f"run {run.id} queued again ({run.max_attempts - run.attempt} more attempt(s))"
@@ -334,9 +334,9 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
     or run here and now with --run (the exit code is then 0 whatever the job's outcome;
     see `cronjobs show`).
     """
-    from cronjobs.operations import trigger as run_trigger
-    from cronjobs.render import run_json
-    from cronjobs.validation import parse_payload
+    from cronjobs.cli.render import run_json
+    from cronjobs.core.operations import trigger as run_trigger
+    from cronjobs.core.validation import parse_payload
 
     data = parse_payload(payload) if payload is not None else None
     store = app.store()
@@ -345,9 +345,9 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
         emit(run_json(run), f"run {run.id} of {name!r} queued; the next tick runs it",
              as_json)
         return
-    from cronjobs.db import worker_name
-    from cronjobs.operations import show
-    from cronjobs.render import show_json, show_text
+    from cronjobs.cli.render import show_json, show_text
+    from cronjobs.core.operations import show
+    from cronjobs.db.connect import worker_name
     from cronjobs.tick import TickOptions
     from cronjobs.tick import tick as run_tick
 
@@ -366,8 +366,8 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
 def cancel(app: App, run_id: int, as_json: bool) -> None:
     """Cancel run RUN_ID: a waiting run at once; a running run is stopped by its worker at
     its next heartbeat, wherever it runs."""
-    from cronjobs.operations import cancel as run_cancel
-    from cronjobs.render import run_json
+    from cronjobs.cli.render import run_json
+    from cronjobs.core.operations import cancel as run_cancel
 
     run = run_cancel(app.store(), run_id)
     text = (f"run {run.id} cancelled" if run.status == "cancelled"
@@ -395,9 +395,9 @@ def ack(app: App, run_id: int | None, all_of: str | None, as_json: bool) -> None
       cronjobs ack 1234
       cronjobs ack --all nightly_cleanup --json
     """
+    from cronjobs.cli.render import ack_json, ack_text
+    from cronjobs.core.operations import acknowledge, acknowledge_all
     from cronjobs.errors import UsageError
-    from cronjobs.operations import acknowledge, acknowledge_all
-    from cronjobs.render import ack_json, ack_text
 
     if (run_id is None) == (all_of is None):
         raise UsageError("give either RUN_ID or --all NAME (try 'cronjobs ack --help')")
@@ -429,8 +429,8 @@ def _operator() -> str | None:
 def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | None, limit: int,
          as_json: bool) -> None:
     """List runs, newest first: of job NAME, or of all jobs."""
-    from cronjobs.operations import list_runs
-    from cronjobs.render import runs_list_json, runs_list_text
+    from cronjobs.cli.render import runs_list_json, runs_list_text
+    from cronjobs.core.operations import list_runs
 
     store = app.store()
     start = _since(since, store) if since is not None else None
@@ -439,7 +439,7 @@ def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | Non
 
 
 def _since(value: str, store: Any) -> dt.datetime:
-    from cronjobs.durations import parse_duration
+    from cronjobs.core.durations import parse_duration
 
     text = value.strip()
     if text[:1].isdigit() and text[-1:].lower() in "smhdw" and "-" not in text:
@@ -454,8 +454,8 @@ def _since(value: str, store: Any) -> dt.datetime:
 def show(app: App, run_id: int, as_json: bool) -> None:
     """Everything about run RUN_ID: every attempt (worker, times, duration, outcome, exit
     code, error, output tail) and the result."""
-    from cronjobs.operations import show as run_show
-    from cronjobs.render import show_json, show_text
+    from cronjobs.cli.render import show_json, show_text
+    from cronjobs.core.operations import show as run_show
 
     detail = run_show(app.store(), run_id)
     emit(show_json(detail), show_text(detail), as_json)
@@ -476,10 +476,10 @@ def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
     overdue jobs. With --check, exit 3 when anything is wrong — above all when no tick has
     run for longer than --max-tick-age, so a dead crontab or a suspended CronJob is noticed.
     """
-    from cronjobs.durations import parse_bounded
-    from cronjobs.health import Thresholds
-    from cronjobs.health import status as run_status
-    from cronjobs.render import status_json, status_text
+    from cronjobs.cli.render import status_json, status_text
+    from cronjobs.core.durations import parse_bounded
+    from cronjobs.core.health import Thresholds
+    from cronjobs.core.health import status as run_status
 
     limits = Thresholds(
         parse_bounded(max_tick_age, option="--max-tick-age", minimum=dt.timedelta(minutes=1),
@@ -505,8 +505,8 @@ def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
 def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: bool) -> None:
     """Delete old finished runs (with their attempts), skip records and tick records, in
     small batches; each job's latest success and latest failure are always kept."""
-    from cronjobs.durations import parse_bounded
-    from cronjobs.prune import prune as run_prune
+    from cronjobs.core.durations import parse_bounded
+    from cronjobs.core.prune import prune as run_prune
 
     age = parse_bounded(older_than, option="--older-than", minimum=dt.timedelta(hours=1),
                         maximum=dt.timedelta(days=36500))
@@ -530,7 +530,7 @@ def metrics(app: App) -> None:
       cronjobs metrics > /var/lib/node_exporter/cronjobs.prom.$$ &&
         mv /var/lib/node_exporter/cronjobs.prom.$$ /var/lib/node_exporter/cronjobs.prom
     """
-    from cronjobs.health import metrics as run_metrics
+    from cronjobs.core.health import metrics as run_metrics
 
     click.echo(run_metrics(app.store()), nl=False)
 
@@ -546,8 +546,8 @@ def embedded() -> None:
 @json_option
 def embedded_status(as_json: bool) -> None:
     """Show where the embedded server lives and whether it is running."""
-    from cronjobs import embedded as server
-    from cronjobs.render import table
+    from cronjobs.cli.render import table
+    from cronjobs.db import embedded as server
 
     st = server.status()
     data = {"home": str(st.home), "data_dir": str(st.data_dir), "initialised": st.initialised,
@@ -561,7 +561,7 @@ def embedded_status(as_json: bool) -> None:
 @embedded.command(name="stop")
 def embedded_stop() -> None:
     """Stop the embedded server (the next command starts it again)."""
-    from cronjobs import embedded as server
+    from cronjobs.db import embedded as server
 
     was_running = server.stop()
     click.echo("stopped the embedded PostgreSQL server" if was_running

@@ -17,8 +17,8 @@ from psycopg import errors as pgerrors
 from psycopg.rows import RowFactory, args_row, dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
-from cronjobs import sql
-from cronjobs.config import scrub
+from cronjobs.db import sql
+from cronjobs.db.config import scrub
 from cronjobs.errors import (
     Conflict,
     CronjobsError,

@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cronjobs.store import Store
+from cronjobs.db.store import Store
 
 BATCH = 500
 

@@ -22,7 +22,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from cronjobs import __version__
-from cronjobs.config import DatabaseTarget, resolve_database
+from cronjobs.db.config import DatabaseTarget, resolve_database
 from cronjobs.errors import CronjobsError, UsageError
 
 T = TypeVar("T")
@@ -49,7 +49,7 @@ class App:
     def store(self) -> Any:
         """Connect on first use (announcing the embedded default once, on stderr)."""
         if self._connected is None:
-            from cronjobs.db import open_store
+            from cronjobs.db.connect import open_store
 
             self._connected = open_store(
                 self.target,
@@ -62,8 +62,8 @@ class App:
 
     def reconnect(self) -> Any:
         """A fresh store on the same database (after a connection was lost)."""
-        from cronjobs.db import connect
-        from cronjobs.store import Store
+        from cronjobs.db.connect import connect
+        from cronjobs.db.store import Store
 
         self.store()
         return Store(connect(self._connected.conninfo, retry_for=self.connect_timeout,
@@ -71,7 +71,7 @@ class App:
 
     def application_name(self) -> str:
         """`cronjobs <command> <host>:<pid>`, so that pg_stat_activity names the worker."""
-        from cronjobs.db import worker_name
+        from cronjobs.db.connect import worker_name
 
         command = click.get_current_context().info_name or "cronjobs"
         return f"cronjobs {command} {worker_name()}"
@@ -80,7 +80,7 @@ class App:
         """Registered handler names, or None when no --app module is configured."""
         if not self.apps:
             return None
-        from cronjobs.registry import load_apps
+        from cronjobs.execution.registry import load_apps
 
         return set(load_apps(self.apps))
 
@@ -89,7 +89,7 @@ pass_app = click.make_pass_decorator(App)
 
 
 def emit(data: Any, text: str, as_json: bool) -> None:
-    from cronjobs.render import to_json
+    from cronjobs.cli.render import to_json
 
     click.echo(to_json(data) if as_json else text)
 
@@ -118,7 +118,7 @@ class _Group(click.Group):
 
 
 def _load_commands() -> None:
-    import cronjobs.commands  # noqa: F401 - its commands register on main_group
+    import cronjobs.cli.commands  # noqa: F401 - its commands register on main_group
 
 
 def parse_instant(value: str, *, option: str, zone: dt.tzinfo = dt.UTC) -> dt.datetime:
@@ -165,7 +165,7 @@ def main_group(ctx: click.Context, database_url: str | None, apps: tuple[str, ..
     Without a configured database, an embedded PostgreSQL is started in
     $CRONJOBS_HOME (default: your user data directory) and left running.
     """
-    from cronjobs.durations import parse_duration
+    from cronjobs.core.durations import parse_duration
 
     _configure_logging(verbose)
     ctx.obj = App(
@@ -237,9 +237,9 @@ def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: i
     One summary line goes to stderr; -v logs every decision; --json prints the full report.
     Exit code 0 when the tick did its work (failed jobs are recorded, not tick failures).
     """
-    from cronjobs.db import worker_name
-    from cronjobs.durations import parse_bounded
-    from cronjobs.render import decisions_text, tick_json, tick_summary
+    from cronjobs.cli.render import decisions_text, tick_json, tick_summary
+    from cronjobs.core.durations import parse_bounded
+    from cronjobs.db.connect import worker_name
     from cronjobs.tick import TickOptions
     from cronjobs.tick import tick as run_tick
 
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         click.echo("interrupted", err=True)
         sys.exit(130)
     except Exception as exc:
-        from cronjobs.config import scrub
+        from cronjobs.db.config import scrub
 
         if logging.getLogger().isEnabledFor(logging.INFO):
             logging.getLogger("cronjobs").exception("internal error")

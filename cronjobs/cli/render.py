@@ -10,15 +10,15 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cronjobs.durations import format_duration
+from cronjobs.core.durations import format_duration
 from cronjobs.models import Attempt, Definition, Run
 
 if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cronjobs
-    from cronjobs.definitions import DefineResult, Description, Listing, Preview, Slot
-    from cronjobs.explain import Explanation
-    from cronjobs.health import Status
-    from cronjobs.materialise import BackfillReport, Decided
-    from cronjobs.operations import Acknowledged, RunDetail
+    from cronjobs.core.definitions import DefineResult, Description, Listing, Preview, Slot
+    from cronjobs.core.explain import Explanation
+    from cronjobs.core.health import Status
+    from cronjobs.core.materialise import BackfillReport, Decided
+    from cronjobs.core.operations import Acknowledged, RunDetail
     from cronjobs.tick import TickReport
 
 
@@ -302,7 +302,7 @@ def explain_json(e: Explanation) -> dict[str, Any]:
 
 
 def explain_text(e: Explanation) -> str:
-    from cronjobs.explain import REASONS  # noqa: PLC0415 - see the imports above
+    from cronjobs.core.explain import REASONS  # noqa: PLC0415 - see the imports above
 
     if not e.rows:
         return (f"no slots of {e.job!r} between {short(e.start)} and {short(e.end)} "

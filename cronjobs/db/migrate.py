@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from cronjobs import sql
+from cronjobs.db import sql
+from cronjobs.db.store import Store
 from cronjobs.errors import SchemaNotReady
-from cronjobs.store import Store
 
 log = logging.getLogger(__name__)
 

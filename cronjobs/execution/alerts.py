@@ -9,9 +9,9 @@ import logging
 import os
 from dataclasses import dataclass
 
-from cronjobs.context import JobContext
+from cronjobs.execution.context import JobContext
+from cronjobs.execution.process import Running, Work, start
 from cronjobs.models import AttemptOutcome
-from cronjobs.runner import Running, Work, start
 
 log = logging.getLogger(__name__)
 

@@ -12,6 +12,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from cronjobs import cron as schedules
+from cronjobs.core.validation import MAX_COMMAND_CHARS, MAX_NOTE_CHARS, check_name, check_text
+from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
 from cronjobs.models import (
     Definition,
@@ -22,8 +24,6 @@ from cronjobs.models import (
     Run,
     SkipReason,
 )
-from cronjobs.store import Store
-from cronjobs.validation import MAX_COMMAND_CHARS, MAX_NOTE_CHARS, check_name, check_text
 
 MAX_PREVIEW = 1000
 

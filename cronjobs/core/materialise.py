@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cronjobs.durations import format_duration
+from cronjobs.core.durations import format_duration
+from cronjobs.db.store import Store
 from cronjobs.errors import ScheduleError, UsageError
 from cronjobs.lazy import lazy_import
 from cronjobs.models import (
@@ -32,7 +33,6 @@ from cronjobs.models import (
     SkipReason,
     Trigger,
 )
-from cronjobs.store import Store
 
 if TYPE_CHECKING:
     from cronjobs import cron as schedules

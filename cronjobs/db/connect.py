@@ -12,10 +12,10 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from cronjobs.config import DatabaseTarget, mask_conninfo, scrub
+from cronjobs.db.config import DatabaseTarget, mask_conninfo, scrub
+from cronjobs.db.migrate import check_schema, migrate
+from cronjobs.db.store import Store
 from cronjobs.errors import DatabaseUnavailable
-from cronjobs.migrate import check_schema, migrate
-from cronjobs.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ def _first_line(exc: BaseException | None) -> str:
 
 
 def _current(store: Store) -> bool:
-    from cronjobs import sql
+    from cronjobs.db import sql
 
     return store.installed_version() == sql.current_version()
 
@@ -171,7 +171,7 @@ def open_store(
     """Connect to ``target``. The embedded default is started (and migrated) on demand;
     any other database must already be at the current schema when ``check`` is set."""
     if target.conninfo is None:
-        from cronjobs import embedded
+        from cronjobs.db import embedded
 
         server = embedded.ensure_running()
         where = server.describe()

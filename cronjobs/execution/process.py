@@ -7,7 +7,7 @@ blocks the caller except :meth:`Running.wait`.
 
 How a job runs
     A command runs as ``/bin/sh -c COMMAND`` (as cron runs it, no Python in between); a
-    handler runs in a fresh interpreter, ``python -m cronjobs.child`` (see
+    handler runs in a fresh interpreter, ``python -m cronjobs.execution.child`` (see
     :mod:`cronjobs.child`), which imports the ``--app`` modules and calls the handler with
     a :class:`~cronjobs.context.JobContext`. Either way the process gets the caller's
     environment (or ``Work.env``) plus ``CRONJOBS_RUN_ID``, ``CRONJOBS_JOB``,
@@ -67,8 +67,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from cronjobs.context import JobContext
-from cronjobs.durations import format_duration
+from cronjobs.core.durations import format_duration
+from cronjobs.execution.context import JobContext
 from cronjobs.models import AttemptOutcome
 
 log = logging.getLogger(__name__)
@@ -634,7 +634,7 @@ def start(work: Work, watchdog: Watchdog | None = None,
     if work.kind == "handler":
         channel_r, channel_w = os.pipe()
         spec_r, spec_w = os.pipe()
-        argv = [sys.executable, "-m", "cronjobs.child", "--result-fd", str(channel_w)]
+        argv = [sys.executable, "-m", "cronjobs.execution.child", "--result-fd", str(channel_w)]
         spec = json.dumps({"apps": list(work.apps), "handler": work.handler,
                            "context": work.context.to_dict(),
                            "result_limit": work.result_limit}).encode()
@@ -705,7 +705,7 @@ class Watchdog:
         if script.is_file():  # isolated: no site, no PYTHON* variables, no cwd on the path
             argv = [sys.executable, "-I", "-S", str(script), "--watchdog"]
         else:
-            argv = [sys.executable, "-m", "cronjobs.child", "--watchdog"]
+            argv = [sys.executable, "-m", "cronjobs.execution.child", "--watchdog"]
         try:
             process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                        start_new_session=True)

@@ -1,6 +1,6 @@
 """The processes the runner starts besides commands; never imported by the tick itself.
 
-``python -m cronjobs.child --result-fd N``
+``python -m cronjobs.execution.child --result-fd N``
     Runs one handler attempt. Reads a JSON spec from stdin (``apps``, ``handler``,
     ``context``, ``result_limit``), imports the ``--app`` modules, calls ``handler(ctx)``
     and writes one JSON envelope to fd ``N``: ``{"ok": true, "result": ...}`` or
@@ -131,9 +131,9 @@ def run_handler(channel: int) -> int:
     spec = json.loads(sys.stdin.buffer.read() or b"{}")
     _prepare_stdio()
 
-    from cronjobs.context import JobContext  # noqa: PLC0415 - the watchdog mode imports nothing
     from cronjobs.errors import ConfigurationError  # noqa: PLC0415
-    from cronjobs.registry import load_apps, lookup  # noqa: PLC0415
+    from cronjobs.execution.context import JobContext  # noqa: PLC0415 - the watchdog mode imports nothing
+    from cronjobs.execution.registry import load_apps, lookup  # noqa: PLC0415
 
     name = str(spec.get("handler"))
     limit = int(spec.get("result_limit", 64 * 1024))
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         return watchdog(sys.stdin.fileno())
     if len(args) == 2 and args[0] == "--result-fd" and args[1].isdigit():
         return run_handler(int(args[1]))
-    print("usage: python -m cronjobs.child (--result-fd N | --watchdog)", file=sys.stderr)
+    print("usage: python -m cronjobs.execution.child (--result-fd N | --watchdog)", file=sys.stderr)
     return 2
 
 

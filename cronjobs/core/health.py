@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cronjobs import cron as schedules
+from cronjobs.db.store import Store
 from cronjobs.errors import ScheduleError
-from cronjobs.store import Store
 
 TICK = dt.timedelta(microseconds=1)
 

@@ -22,14 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cronjobs.db.store import Store
 from cronjobs.errors import DatabaseUnavailable
 from cronjobs.models import AttemptOutcome, Claimed, Outcome, RunStatus
-from cronjobs.store import Store
 
 if TYPE_CHECKING:  # imported when there is something to run: an idle tick stays light
-    from cronjobs.alerts import Alerts, Event
-    from cronjobs.inprocess import InProcess, InProcessJob
-    from cronjobs.runner import Result, Running, Watchdog
+    from cronjobs.execution.alerts import Alerts, Event
+    from cronjobs.execution.inprocess import InProcess, InProcessJob
+    from cronjobs.execution.process import Result, Running, Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class Executor:
     @property
     def alerts(self) -> Alerts:
         if self._alerts is None:
-            from cronjobs.alerts import Alerts  # noqa: PLC0415 - see the imports above
+            from cronjobs.execution.alerts import Alerts  # noqa: PLC0415 - see the imports above
 
             self._alerts = Alerts()
         return self._alerts
@@ -205,7 +205,7 @@ class Executor:
             log.warning("lease expired: run %s back to %s", row["id"], row["status"],
                         extra={"action": "reclaim", "run_id": row["id"],
                                "worker": row["lease_owner"]})
-            from cronjobs.alerts import Event  # noqa: PLC0415 - see the imports above
+            from cronjobs.execution.alerts import Event  # noqa: PLC0415 - see the imports above
 
             self._after_attempt(row["definition_id"], Event(
                 "dead" if row["status"] == RunStatus.DEAD else "failed", row["id"],
@@ -225,8 +225,8 @@ class Executor:
         return None
 
     def _start(self, claim: Claimed) -> None:
-        from cronjobs.context import JobContext  # noqa: PLC0415 - see the imports above
-        from cronjobs.runner import Result, Watchdog, Work, start  # noqa: PLC0415
+        from cronjobs.execution.context import JobContext  # noqa: PLC0415 - see the imports above
+        from cronjobs.execution.process import Result, Watchdog, Work, start  # noqa: PLC0415
 
         if self.watchdog is None:
             self.watchdog = Watchdog.start()
@@ -254,7 +254,7 @@ class Executor:
         in_process = claim.kind == "handler" and self.options.in_process
         if in_process:
             if self._inprocess is None:
-                from cronjobs.inprocess import InProcess  # noqa: PLC0415 - see the imports
+                from cronjobs.execution.inprocess import InProcess  # noqa: PLC0415 - see the imports
 
                 self._inprocess = InProcess(self.options.apps, self.wake)
             job = self._inprocess.start(work)
@@ -383,7 +383,7 @@ class Executor:
                          extra={"action": "finish", "run_id": claim.id, "job": claim.name,
                                 "outcome": result.outcome.value})
             if status in (RunStatus.FAILED, RunStatus.DEAD):
-                from cronjobs.alerts import Event  # noqa: PLC0415 - see the imports above
+                from cronjobs.execution.alerts import Event  # noqa: PLC0415 - see the imports above
 
                 event = Event("dead" if status == RunStatus.DEAD else "failed", claim.id,
                               claim.name, claim.scheduled_for, claim.attempt, status.value,
@@ -419,7 +419,7 @@ class Executor:
         if event.kind == "dead" or row["alert_on_failure"]:
             self.alerts.fire(command, event)
         if row["just_paused"]:
-            from cronjobs.alerts import Event  # noqa: PLC0415 - see the imports above
+            from cronjobs.execution.alerts import Event  # noqa: PLC0415 - see the imports above
 
             self.alerts.fire(command, Event("paused", event.run_id, event.job,
                                             event.scheduled_for, event.attempt, event.status,

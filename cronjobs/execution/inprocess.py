@@ -32,12 +32,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TextIO, cast
 
-from cronjobs.child import describe_exception, encode_result
-from cronjobs.context import JobContext
 from cronjobs.errors import ConfigurationError
+from cronjobs.execution.child import describe_exception, encode_result
+from cronjobs.execution.context import JobContext
+from cronjobs.execution.process import Result, Tail, Work, Workers, seconds_text
+from cronjobs.execution.registry import load_apps, lookup
 from cronjobs.models import AttemptOutcome
-from cronjobs.registry import load_apps, lookup
-from cronjobs.runner import Result, Tail, Work, Workers, seconds_text
 
 _local = threading.local()  # .tail: the output tail of the handler this thread runs
 
