@@ -1,142 +1,32 @@
-"""The ``cronjobs`` command line. Each command parses its input, calls one library
-function and renders the result: no SQL and no clock here.
+"""The ``cronjobs`` command line: the group, its global options and the entry point.
 
-This module holds the group, what the commands share, and the commands that run every
-minute (`tick`, and `worker`, which starts ticks); the others are in ``cronjobs.commands``,
-imported only when one of them is asked for: building them all would cost every tick.
+The commands live by family in ``jobs``, ``runs``, ``ticking`` (tick and worker) and
+``admin``; each parses its input, calls one library function and renders the result (with
+``render``): no SQL and no clock here. ``app`` holds what they share. A command imports
+the library it calls when it runs, so that ``cronjobs tick``, which starts every minute,
+loads only what a tick uses.
 
 Exit codes: 0 success; 1 the world failed (database unreachable, internal error);
-2 bad input or configuration (nothing was written).
+2 bad input or configuration (nothing was written); 3 ``status --check`` found a problem.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
 import gc
 import logging
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn
 
 import click
 
 from cronjobs import __version__
-from cronjobs.db.config import DatabaseTarget, resolve_database
-from cronjobs.errors import CronjobsError, UsageError
-
-T = TypeVar("T")
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_UNHEALTHY = 3
-
-DURATION_HELP = "a duration such as 90s, 5m, 2h, 1d or 1h30m"
+from cronjobs.cli import admin, jobs, runs, ticking
+from cronjobs.cli.app import EXIT_FAILURE, EXIT_OK, App, split_apps
+from cronjobs.db.config import resolve_database
+from cronjobs.errors import CronjobsError
 
 
-class App:
-    """What every command shares: where the database is, and the user's modules."""
-
-    def __init__(self, target: DatabaseTarget, apps: tuple[str, ...], connect_timeout: float,
-                 verbose: int) -> None:
-        self.target = target
-        self.apps = apps
-        self.connect_timeout = connect_timeout
-        self.verbose = verbose
-        self._connected: Any = None
-
-    def store(self) -> Any:
-        """Connect on first use (announcing the embedded default once, on stderr)."""
-        if self._connected is None:
-            from cronjobs.db.connect import open_store
-
-            self._connected = open_store(
-                self.target,
-                retry_for=self.connect_timeout,
-                announce=lambda text: click.echo(text, err=True),
-                application_name=self.application_name(),
-            )
-            click.get_current_context().call_on_close(self._connected.store.close)
-        return self._connected.store
-
-    def reconnect(self) -> Any:
-        """A fresh store on the same database (after a connection was lost)."""
-        from cronjobs.db.connect import connect
-        from cronjobs.db.store import Store
-
-        self.store()
-        return Store(connect(self._connected.conninfo, retry_for=self.connect_timeout,
-                             application_name=self.application_name()))
-
-    def application_name(self) -> str:
-        """`cronjobs <command> <host>:<pid>`, so that pg_stat_activity names the worker."""
-        from cronjobs.db.connect import worker_name
-
-        command = click.get_current_context().info_name or "cronjobs"
-        return f"cronjobs {command} {worker_name()}"
-
-    def handlers(self) -> set[str] | None:
-        """Registered handler names, or None when no --app module is configured."""
-        if not self.apps:
-            return None
-        from cronjobs.execution.registry import load_apps
-
-        return set(load_apps(self.apps))
-
-
-pass_app = click.make_pass_decorator(App)
-
-
-def emit(data: Any, text: str, as_json: bool) -> None:
-    from cronjobs.cli.render import to_json
-
-    click.echo(to_json(data) if as_json else text)
-
-
-def json_option(func: Callable[..., T]) -> Callable[..., T]:
-    return click.option("--json", "as_json", is_flag=True,
-                        help="Print a JSON document (stable shape, see the README).")(func)
-
-
-def _split_apps(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(m.strip() for v in values for m in v.split(",") if m.strip())
-
-
-class _Group(click.Group):
-    """The cronjobs group: loads ``cronjobs.commands`` when a command it does not hold yet
-    is asked for, or when the commands are listed (``--help``)."""
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands:
-            _load_commands()
-        return super().get_command(ctx, cmd_name)
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        _load_commands()
-        return super().list_commands(ctx)
-
-
-def _load_commands() -> None:
-    import cronjobs.cli.commands  # noqa: F401 - its commands register on main_group
-
-
-def parse_instant(value: str, *, option: str, zone: dt.tzinfo = dt.UTC) -> dt.datetime:
-    """ISO-8601; without an offset the time is read in ``zone`` (UTC unless --tz says)."""
-    try:
-        parsed = dt.datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise UsageError(
-            f"invalid {option} {value!r}: use ISO-8601, such as 2026-03-29T02:30:00+01:00 "
-            "or 2026-03-29T01:30:00Z"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=zone)
-    return parsed.astimezone(dt.UTC)
-
-
-@click.group(cls=_Group,
-             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100,
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100,
                                "auto_envvar_prefix": "CRONJOBS"})
 @click.option("--database-url", metavar="URL", allow_from_autoenv=False,
               help="PostgreSQL URL or conninfo. Default: $CRONJOBS_DATABASE_URL, then "
@@ -170,7 +60,7 @@ def main_group(ctx: click.Context, database_url: str | None, apps: tuple[str, ..
     _configure_logging(verbose)
     ctx.obj = App(
         target=resolve_database(database_url),
-        apps=_split_apps(apps),
+        apps=split_apps(apps),
         connect_timeout=parse_duration(connect_timeout, option="--connect-timeout")
         .total_seconds(),
         verbose=verbose,
@@ -183,160 +73,12 @@ def _configure_logging(verbose: int) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-# -- the tick ---------------------------------------------------------------------------------
-
-@main_group.command()
-@click.option("--now", "now", metavar="ISO-8601",
-              help="Tick as if the database clock said this (tests, what-if runs). Leases "
-                   "still use the database clock.")
-@click.option("--dry-run", is_flag=True,
-              help="Print what would be materialised; write nothing, run nothing.")
-@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
-              help="Runs executed at the same time by this tick.")
-@click.option("--max-runs", type=click.IntRange(0), default=None,
-              help="Claim at most this many runs (0: only materialise).")
-@click.option("--max-runtime", default="45s", show_default=True, metavar="DURATION",
-              help="Stop claiming after this long, so that ticks started every minute do not "
-                   "pile up; runs already started are finished.")
-@click.option("--grace", default="25s", show_default=True, metavar="DURATION",
-              help="On SIGTERM/SIGINT: how long running jobs get after SIGTERM before they "
-                   "are killed (keep it below Kubernetes' terminationGracePeriodSeconds).")
-@click.option("--alert-command", metavar="SHELL", envvar="CRONJOBS_ALERT_COMMAND",
-              help="Alert command for jobs that have none of their own (env "
-                   "CRONJOBS_ALERT_COMMAND).")
-@click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
-              help="Prune a little finished history older than this on every tick (env "
-                   "CRONJOBS_RETENTION), e.g. 30d.")
-@click.option("--handlers-only", is_flag=True, envvar="CRONJOBS_HANDLERS_ONLY",
-              help="Refuse shell-command jobs: only registered Python handlers run (env "
-                   "CRONJOBS_HANDLERS_ONLY=1). Whoever can write job_definitions can otherwise "
-                   "run commands as this worker's OS user.")
-@click.option("--allow-command", "allowed_commands", metavar="GLOB", multiple=True,
-              envvar="CRONJOBS_ALLOW_COMMANDS",
-              help="Only run shell commands matching one of these globs (repeatable; env "
-                   "CRONJOBS_ALLOW_COMMANDS, space-separated).")
-@click.option("--in-process", is_flag=True, envvar="CRONJOBS_IN_PROCESS",
-              help="Run Python handlers in threads of the tick instead of a fresh "
-                   "interpreter per run (env CRONJOBS_IN_PROCESS=1): tens of times faster, "
-                   "but a handler that overruns its timeout or is cancelled cannot be "
-                   "killed: it is recorded as such at once and the tick exits as soon as its "
-                   "other runs end. Shell commands always run in their own processes.")
-@json_option
-@pass_app
-def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: int | None,
-         max_runtime: str, grace: str, alert_command: str | None, retention: str | None,
-         handlers_only: bool, allowed_commands: tuple[str, ...], in_process: bool,
-         as_json: bool) -> None:
-    """Materialise due runs (exactly once per slot), run them, record the results, exit.
-
-    Run it every minute, from cron (`* * * * * cronjobs tick`) or a Kubernetes CronJob, on
-    as many hosts as you like: the database makes sure every slot is decided once and every
-    run is executed by one worker at a time. Execution is at least once: a run whose worker
-    died is retried after its lease expires, so make jobs idempotent on (job, slot).
-
-    One summary line goes to stderr; -v logs every decision; --json prints the full report.
-    Exit code 0 when the tick did its work (failed jobs are recorded, not tick failures).
-    """
-    from cronjobs.cli.render import decisions_text, tick_json, tick_summary
-    from cronjobs.core.durations import parse_bounded
-    from cronjobs.db.connect import worker_name
-    from cronjobs.tick import TickOptions
-    from cronjobs.tick import tick as run_tick
-
-    at = parse_instant(now, option="--now") if now is not None else None
-    second, day = dt.timedelta(seconds=1), dt.timedelta(days=1)
-    options = TickOptions(
-        now=at, dry_run=dry_run, worker=worker_name(), concurrency=concurrency,
-        max_runs=max_runs,
-        max_runtime=parse_bounded(max_runtime, option="--max-runtime", minimum=second,
-                                  maximum=day).total_seconds(),
-        grace=parse_bounded(grace, option="--grace", minimum=second,
-                            maximum=dt.timedelta(hours=1)).total_seconds(),
-        apps=app.apps,
-        alert_command=alert_command or None,
-        retention=parse_bounded(retention, option="--retention", minimum=dt.timedelta(hours=1),
-                                maximum=dt.timedelta(days=3650)) if retention else None,
-        handlers_only=handlers_only,
-        allowed_commands=allowed_commands,
-        in_process=in_process,
-    )
-    store = app.store()
-    with _stop_on_signals() as stopped:
-        report = run_tick(store, options, reconnect=app.reconnect, should_stop=stopped)
-    if as_json:
-        emit(tick_json(report), "", True)
-    elif dry_run or app.verbose:
-        click.echo(decisions_text(report))
-    click.echo(tick_summary(report), err=True)
-
-
-@contextlib.contextmanager
-def _stop_on_signals() -> Iterator[Callable[[], bool]]:
-    """SIGTERM and SIGINT ask the tick to stop gracefully instead of killing it."""
-    import signal
-
-    received: list[int] = []
-
-    def handler(signum: int, frame: object) -> None:
-        received.append(signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield lambda: bool(received)
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-@main_group.command()
-@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
-              help="Runs executed at the same time by each tick.")
-@click.option("--grace", default="25s", show_default=True, metavar="DURATION",
-              help="On SIGTERM: how long running jobs get before they are killed.")
-@click.option("--handlers-only", is_flag=True, envvar="CRONJOBS_HANDLERS_ONLY",
-              help="Refuse shell-command jobs (see `cronjobs tick --help`).")
-@click.option("--allow-command", "allowed_commands", metavar="GLOB", multiple=True,
-              envvar="CRONJOBS_ALLOW_COMMANDS", help="Shell-command allow-list (globs).")
-@click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
-              help="Prune a little history older than this on every tick.")
-@click.option("--in-process", is_flag=True, envvar="CRONJOBS_IN_PROCESS",
-              help="Run Python handlers in threads of each tick (see `cronjobs tick --help`).")
-@click.option("--max-ticks", type=click.IntRange(1), hidden=True)
-@pass_app
-def worker(app: App, concurrency: int, grace: str, handlers_only: bool,
-           allowed_commands: tuple[str, ...], retention: str | None, in_process: bool,
-           max_ticks: int | None) -> None:
-    """Run forever, ticking at the start of every minute — for platforms without cron.
-
-    It starts `cronjobs tick` as a child process each minute of the database's clock (and at
-    once when `cronjobs trigger` is used), exactly as cron would: same guarantees, ticks may
-    overlap. SIGTERM/SIGINT stop it gracefully (running ticks get SIGTERM and --grace).
-    Prefer cron or a Kubernetes CronJob where you have them.
-    """
-    import os
-
-    from cronjobs.worker import serve
-
-    argv = ["tick", "--concurrency", str(concurrency), "--grace", grace]
-    if handlers_only:
-        argv.append("--handlers-only")
-    if in_process:
-        argv.append("--in-process")
-    for pattern in allowed_commands:
-        argv += ["--allow-command", pattern]
-    if retention:
-        argv += ["--retention", retention]
-    env = dict(os.environ)
-    if app.target.conninfo is not None:  # never in argv, where `ps` would show a password
-        env["CRONJOBS_DATABASE_URL"] = app.target.conninfo
-    if app.apps:
-        env["CRONJOBS_APP"] = ",".join(app.apps)
-    store = app.store()
-    with _stop_on_signals() as stopped:
-        report = serve(store, argv, env, should_stop=stopped, reconnect=app.reconnect,
-                       max_ticks=max_ticks)
-    click.echo(f"worker stopped after {report.ticks} tick(s), {report.failed_ticks} failed",
-               err=True)
+for command in (ticking.tick, ticking.worker,
+                jobs.define, jobs.list_command, jobs.describe, jobs.pause, jobs.resume,
+                jobs.remove, jobs.next_command, jobs.explain, jobs.backfill,
+                runs.retry, runs.trigger, runs.cancel, runs.ack, runs.runs, runs.show,
+                admin.migrate, admin.status, admin.prune, admin.metrics, admin.embedded):
+    main_group.add_command(command)
 
 
 # -- entry point ----------------------------------------------------------------------------------

@@ -302,7 +302,7 @@ def explain_json(e: Explanation) -> dict[str, Any]:
 
 
 def explain_text(e: Explanation) -> str:
-    from cronjobs.core.explain import REASONS  # noqa: PLC0415 - see the imports above
+    from cronjobs.core.explain import REASONS
 
     if not e.rows:
         return (f"no slots of {e.job!r} between {short(e.start)} and {short(e.end)} "

@@ -1,0 +1,146 @@
+"""The commands that look after cronjobs itself: migrate, status, prune, metrics and the
+embedded server."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+
+from cronjobs.cli.app import (
+    EXIT_UNHEALTHY,
+    App,
+    emit,
+    json_option,
+    pass_app,
+)
+
+# -- schema -----------------------------------------------------------------------------------
+
+@click.command()
+@json_option
+@pass_app
+def migrate(app: App, as_json: bool) -> None:
+    """Create or upgrade the cronjobs schema (idempotent; safe from many pods at once)."""
+    from cronjobs.db.connect import MIGRATE_OPTIONS, open_store
+    from cronjobs.db.migrate import migrate as run_migrate
+
+    connected = open_store(app.target, retry_for=app.connect_timeout,
+                           announce=lambda text: click.echo(text, err=True), check=False,
+                           application_name=app.application_name(), options=MIGRATE_OPTIONS)
+    try:
+        report = run_migrate(connected.store)
+    finally:
+        connected.store.close()
+    text = (f"migrated {connected.where} from version {report.from_version} to "
+            f"{report.to_version}" if report.changed
+            else f"{connected.where} is up to date (schema version {report.to_version})")
+    emit({"from_version": report.from_version, "to_version": report.to_version,
+          "applied": list(report.applied)}, text, as_json)
+
+
+@click.command()
+@click.option("--check", is_flag=True,
+              help="Exit 3 when something is wrong (for monitoring), 0 when all is well.")
+@click.option("--max-tick-age", default="5m", show_default=True, metavar="DURATION",
+              help="A tick older than this is a problem: cron or the CronJob stopped.")
+@click.option("--max-backlog-age", default="5m", show_default=True, metavar="DURATION",
+              help="A due run unclaimed for longer than this is a problem.")
+@json_option
+@pass_app
+def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
+           as_json: bool) -> None:
+    """One screen of health: ticks, backlog, running runs, failures, invalid, paused and
+    overdue jobs. With --check, exit 3 when anything is wrong — above all when no tick has
+    run for longer than --max-tick-age, so a dead crontab or a suspended CronJob is noticed.
+    """
+    from cronjobs.cli.render import status_json, status_text
+    from cronjobs.core.durations import parse_bounded
+    from cronjobs.core.health import Thresholds
+    from cronjobs.core.health import status as run_status
+
+    limits = Thresholds(
+        parse_bounded(max_tick_age, option="--max-tick-age", minimum=dt.timedelta(minutes=1),
+                      maximum=dt.timedelta(days=30)),
+        parse_bounded(max_backlog_age, option="--max-backlog-age",
+                      minimum=dt.timedelta(minutes=1), maximum=dt.timedelta(days=30)))
+    result = run_status(app.store(), limits)
+    emit(status_json(result), status_text(result), as_json)
+    if check and not result.healthy:
+        for problem in result.problems:
+            click.echo(f"problem: {problem}", err=True)
+        raise click.exceptions.Exit(EXIT_UNHEALTHY)
+
+
+@click.command()
+@click.option("--older-than", required=True, metavar="DURATION",
+              help="Delete finished runs older than this (e.g. 30d).")
+@click.option("--keep-last", type=click.IntRange(0, 100000), default=0, show_default=True,
+              help="Also keep each job's N newest finished runs.")
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@json_option
+@pass_app
+def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: bool) -> None:
+    """Delete old finished runs (with their attempts), skip records and tick records, in
+    small batches; each job's latest success and latest failure are always kept."""
+    from cronjobs.core.durations import parse_bounded
+    from cronjobs.core.prune import prune as run_prune
+
+    age = parse_bounded(older_than, option="--older-than", minimum=dt.timedelta(hours=1),
+                        maximum=dt.timedelta(days=36500))
+    report = run_prune(app.store(), older_than=age, keep_last=keep_last, dry_run=dry_run)
+    data = {"cutoff": report.cutoff.isoformat(), "dry_run": report.dry_run,
+            "runs": report.runs, "skips": report.skips, "ticks": report.ticks}
+    text = (f"would delete {report.runs} run(s) finished before {report.cutoff.isoformat()}"
+            if dry_run else f"deleted {report.runs} run(s), {report.skips} skip record(s) and "
+            f"{report.ticks} tick record(s) from before {report.cutoff.isoformat()}")
+    emit(data, text, as_json)
+
+
+@click.command()
+@pass_app
+def metrics(app: App) -> None:
+    """Print metrics in the Prometheus text format (for the node exporter's textfile
+    collector or a push gateway).
+
+    \b
+    Example (textfile collector, every minute from cron):
+      cronjobs metrics > /var/lib/node_exporter/cronjobs.prom.$$ &&
+        mv /var/lib/node_exporter/cronjobs.prom.$$ /var/lib/node_exporter/cronjobs.prom
+    """
+    from cronjobs.core.health import metrics as run_metrics
+
+    click.echo(run_metrics(app.store()), nl=False)
+
+
+# -- embedded server ------------------------------------------------------------------------------
+
+@click.group()
+def embedded() -> None:
+    """See or stop the embedded PostgreSQL server (the default database)."""
+
+
+@embedded.command(name="status")
+@json_option
+def embedded_status(as_json: bool) -> None:
+    """Show where the embedded server lives and whether it is running."""
+    from cronjobs.cli.render import table
+    from cronjobs.db import embedded as server
+
+    st = server.status()
+    data = {"home": str(st.home), "data_dir": str(st.data_dir), "initialised": st.initialised,
+            "running": st.running, "pid": st.pid,
+            "socket_dir": str(st.socket_dir) if st.socket_dir else None, "port": st.port,
+            "server_version": st.server_version, "log_file": str(st.log_file)}
+    text = table(["KEY", "VALUE"], [(k, "-" if v is None else v) for k, v in data.items()])
+    emit(data, text, as_json)
+
+
+@embedded.command(name="stop")
+def embedded_stop() -> None:
+    """Stop the embedded server (the next command starts it again)."""
+    from cronjobs.db import embedded as server
+
+    was_running = server.stop()
+    click.echo("stopped the embedded PostgreSQL server" if was_running
+               else "the embedded PostgreSQL server was not running")

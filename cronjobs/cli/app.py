@@ -1,0 +1,124 @@
+"""What the commands share: the App object every command gets (where the database is, the
+user's modules), output in text or JSON, the exit codes, and the parsers of values many
+commands take."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import click
+
+from cronjobs.db.config import DatabaseTarget
+from cronjobs.errors import UsageError
+
+T = TypeVar("T")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_UNHEALTHY = 3
+
+DURATION_HELP = "a duration such as 90s, 5m, 2h, 1d or 1h30m"
+
+
+class App:
+    """What every command shares: where the database is, and the user's modules."""
+
+    def __init__(self, target: DatabaseTarget, apps: tuple[str, ...], connect_timeout: float,
+                 verbose: int) -> None:
+        self.target = target
+        self.apps = apps
+        self.connect_timeout = connect_timeout
+        self.verbose = verbose
+        self._connected: Any = None
+
+    def store(self) -> Any:
+        """Connect on first use (announcing the embedded default once, on stderr)."""
+        if self._connected is None:
+            from cronjobs.db.connect import open_store
+
+            self._connected = open_store(
+                self.target,
+                retry_for=self.connect_timeout,
+                announce=lambda text: click.echo(text, err=True),
+                application_name=self.application_name(),
+            )
+            click.get_current_context().call_on_close(self._connected.store.close)
+        return self._connected.store
+
+    def reconnect(self) -> Any:
+        """A fresh store on the same database (after a connection was lost)."""
+        from cronjobs.db.connect import connect
+        from cronjobs.db.store import Store
+
+        self.store()
+        return Store(connect(self._connected.conninfo, retry_for=self.connect_timeout,
+                             application_name=self.application_name()))
+
+    def application_name(self) -> str:
+        """`cronjobs <command> <host>:<pid>`, so that pg_stat_activity names the worker."""
+        from cronjobs.db.connect import worker_name
+
+        command = click.get_current_context().info_name or "cronjobs"
+        return f"cronjobs {command} {worker_name()}"
+
+    def handlers(self) -> set[str] | None:
+        """Registered handler names, or None when no --app module is configured."""
+        if not self.apps:
+            return None
+        from cronjobs.execution.registry import load_apps
+
+        return set(load_apps(self.apps))
+
+
+pass_app = click.make_pass_decorator(App)
+
+
+def emit(data: Any, text: str, as_json: bool) -> None:
+    from cronjobs.cli.render import to_json
+
+    click.echo(to_json(data) if as_json else text)
+
+
+def json_option(func: Callable[..., T]) -> Callable[..., T]:
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print a JSON document (stable shape, see the README).")(func)
+
+
+def split_apps(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(m.strip() for v in values for m in v.split(",") if m.strip())
+
+
+def parse_instant(value: str, *, option: str, zone: dt.tzinfo = dt.UTC) -> dt.datetime:
+    """ISO-8601; without an offset the time is read in ``zone`` (UTC unless --tz says)."""
+    try:
+        parsed = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise UsageError(
+            f"invalid {option} {value!r}: use ISO-8601, such as 2026-03-29T02:30:00+01:00 "
+            "or 2026-03-29T01:30:00Z"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=zone)
+    return parsed.astimezone(dt.UTC)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[Callable[[], bool]]:
+    """SIGTERM and SIGINT ask the tick to stop gracefully instead of killing it."""
+    import signal
+
+    received: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield lambda: bool(received)
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

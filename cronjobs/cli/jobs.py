@@ -1,0 +1,256 @@
+"""The commands about jobs: define, list, describe, pause, resume, remove, next, explain,
+backfill. Each parses its input, calls one library function and renders the result."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+
+from cronjobs.cli.app import (
+    DURATION_HELP,
+    App,
+    emit,
+    json_option,
+    parse_instant,
+    pass_app,
+)
+
+# -- definitions --------------------------------------------------------------------------------
+
+@click.command()
+@click.argument("name")
+@click.argument("schedule")
+@click.option("--tz", default="UTC", show_default=True, metavar="ZONE",
+              help="IANA time zone the schedule is read in, e.g. Europe/Berlin.")
+@click.option("--command", metavar="SHELL", help="Run this with /bin/sh -c, as cron does.")
+@click.option("--handler", metavar="NAME",
+              help="Run the @cronjobs.job handler of this name (default: the job's NAME).")
+@click.option("--payload", default="{}", show_default=True, metavar="JSON",
+              help="A JSON object handed to the job.")
+@click.option("--catchup", type=click.Choice(["latest", "all", "none"]), default="latest",
+              show_default=True,
+              help="Missed slots: run the latest one, all of them (up to --catchup-limit), "
+                   "or none.")
+@click.option("--catchup-limit", type=click.IntRange(1, 10000), default=100, show_default=True,
+              help="With --catchup all: the most missed slots run at once.")
+@click.option("--starting-deadline", default="none", show_default=True, metavar="DURATION",
+              help=f"A slot later than this is missed, not run ({DURATION_HELP}, or none).")
+@click.option("--overlap", type=click.Choice(["skip", "queue", "allow", "replace"]),
+              default="skip", show_default=True,
+              help="When the previous run is still running: skip the new slot, queue one, "
+                   "allow both, or replace the running one.")
+@click.option("--max-attempts", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="Attempts per run, including the first.")
+@click.option("--backoff", default="30s", show_default=True, metavar="DURATION",
+              help="Delay before the first retry; doubles each time, with jitter, up to 1h "
+                   "(or this value, if longer).")
+@click.option("--timeout", default="1h", show_default=True, metavar="DURATION",
+              help=f"Kill an attempt that runs longer ({DURATION_HELP}, up to 7d, or none).")
+@click.option("--lease", default="60s", show_default=True, metavar="DURATION",
+              help="How long a silent worker keeps a run before another takes it over "
+                   "(10s to 1h; heartbeats renew it).")
+@click.option("--alert-command", metavar="SHELL",
+              help="Run this (/bin/sh -c) when a run becomes dead, with the run's details in "
+                   "CRONJOBS_* variables (like systemd's OnFailure=).")
+@click.option("--alert-on-failure", is_flag=True,
+              help="Also run the alert command on every failed attempt.")
+@click.option("--pause-after-failures", type=click.IntRange(1, 1000), metavar="N",
+              help="Pause the job after N failed attempts in a row (with a note saying why).")
+@json_option
+@pass_app
+def define(app: App, name: str, schedule: str, tz: str, command: str | None,
+           handler: str | None, payload: str, catchup: str, catchup_limit: int,
+           starting_deadline: str, overlap: str, max_attempts: int, backoff: str, timeout: str,
+           lease: str, alert_command: str | None, alert_on_failure: bool,
+           pause_after_failures: int | None, as_json: bool) -> None:
+    """Create or update job NAME to run on cron SCHEDULE (idempotent).
+
+    SCHEDULE has 5 fields (minute hour day-of-month month day-of-week), or a macro
+    (@hourly, @daily, @weekly, @monthly, @yearly); H spreads a field by the job's name,
+    e.g. "H 3 * * *". A define states the whole job: options left out take their defaults.
+    A changed schedule or zone continues from now.
+
+    \b
+    Examples:
+      cronjobs define nightly_cleanup "0 3 * * *" --tz Europe/Berlin
+      cronjobs define backup "0 2 * * *" --command "pg_dump mydb > /backups/db.sql"
+      cronjobs define report "@daily" --handler build_report --payload '{"days": 7}'
+    """
+    from cronjobs.cli.render import define_json, define_text
+    from cronjobs.core.definitions import define as run_define
+    from cronjobs.core.spec import build_spec
+
+    spec = build_spec(
+        name=name, schedule=schedule, tz=tz, command=command, handler=handler, payload=payload,
+        catchup=catchup, catchup_limit=catchup_limit, starting_deadline=starting_deadline,
+        overlap=overlap, max_attempts=max_attempts, backoff=backoff, timeout=timeout,
+        lease=lease, alert_command=alert_command, alert_on_failure=alert_on_failure,
+        pause_after_failures=pause_after_failures,
+    )
+    known = app.handlers() if spec.handler is not None else None
+    result = run_define(app.store(), spec, known_handlers=known)
+    emit(define_json(result), define_text(result), as_json)
+
+
+@click.command(name="list")
+@json_option
+@pass_app
+def list_command(app: App, as_json: bool) -> None:
+    """List every job with its state, next fire time and last run."""
+    from cronjobs.cli.render import list_json, list_text
+    from cronjobs.core.definitions import list_jobs
+
+    listings = list_jobs(app.store())
+    emit(list_json(listings), list_text(listings), as_json)
+
+
+@click.command()
+@click.argument("name")
+@json_option
+@pass_app
+def describe(app: App, name: str, as_json: bool) -> None:
+    """Everything about job NAME: settings, next 5 fire times (UTC and local), last runs."""
+    from cronjobs.cli.render import describe_json, describe_text
+    from cronjobs.core.definitions import describe as run_describe
+
+    description = run_describe(app.store(), name)
+    emit(describe_json(description), describe_text(description), as_json)
+
+
+@click.command()
+@click.argument("name")
+@click.option("--until", metavar="ISO-8601", help="Resume by itself at this instant.")
+@click.option("--note", metavar="TEXT", help="Why it is paused (shown by describe).")
+@json_option
+@pass_app
+def pause(app: App, name: str, until: str | None, note: str | None, as_json: bool) -> None:
+    """Pause job NAME: its slots are recorded as paused instead of run."""
+    from cronjobs.cli.render import definition_json, short
+    from cronjobs.core.definitions import pause as run_pause
+
+    until_at = parse_instant(until, option="--until") if until is not None else None
+    definition = run_pause(app.store(), name, until=until_at, note=note)
+    extra = f" until {short(definition.paused_until)}" if definition.paused_until else ""
+    emit(definition_json(definition), f"paused job {name!r}{extra}", as_json)
+
+
+@click.command()
+@click.argument("name")
+@json_option
+@pass_app
+def resume(app: App, name: str, as_json: bool) -> None:
+    """Resume job NAME from now; slots missed while paused are not replayed."""
+    from cronjobs.cli.render import definition_json, short
+    from cronjobs.core.definitions import resume as run_resume
+
+    definition = run_resume(app.store(), name)
+    emit(definition_json(definition),
+         f"resumed job {name!r}; next run {short(definition.next_due_at)}", as_json)
+
+
+@click.command()
+@click.argument("name")
+@json_option
+@pass_app
+def remove(app: App, name: str, as_json: bool) -> None:
+    """Remove job NAME. Its run history stays readable; waiting runs are cancelled."""
+    from cronjobs.cli.render import definition_json
+    from cronjobs.core.definitions import remove as run_remove
+
+    definition, cancelled = run_remove(app.store(), name)
+    emit({"job": definition_json(definition), "cancelled_runs": cancelled},
+         f"removed job {name!r} ({cancelled} waiting run(s) cancelled)", as_json)
+
+
+@click.command(name="next")
+@click.argument("job_or_schedule", metavar="NAME|SCHEDULE")
+@click.option("--tz", metavar="ZONE",
+              help="Zone of a bare SCHEDULE (default UTC); for a NAME, the zone to show "
+                   "local times in (default: the job's).")
+@click.option("--from", "start", metavar="ISO-8601",
+              help="Start after this instant (default: now; a time without an offset is read "
+                   "in --tz).")
+@click.option("--count", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="How many fire times.")
+@json_option
+@pass_app
+def next_command(app: App, job_or_schedule: str, tz: str | None, start: str | None, count: int,
+                 as_json: bool) -> None:
+    """Print the next fire times of job NAME or of a cron SCHEDULE, in UTC and local time.
+
+    Uses the same code the tick uses. A bare SCHEDULE is previewed against this machine's
+    clock and needs no database; a NAME uses the database's clock.
+
+    \b
+    Examples:
+      cronjobs next "30 2 * * *" --tz Europe/Berlin --from 2026-10-24 --count 3
+      cronjobs next nightly_cleanup --count 10 --json
+    """
+    from cronjobs.cli.render import preview_json, preview_text
+    from cronjobs.core import definitions
+    from cronjobs.cron import check_timezone
+
+    zone = check_timezone(tz) if tz is not None else dt.UTC
+    begin = parse_instant(start, option="--from", zone=zone) if start is not None else None
+    if _looks_like_schedule(job_or_schedule):
+        result = definitions.preview(job_or_schedule, timezone=tz or "UTC", start=begin,
+                                     count=count)
+    else:
+        result = definitions.preview_job(app.store(), job_or_schedule, timezone=tz,
+                                         start=begin, count=count)
+    emit(preview_json(result), preview_text(result), as_json)
+
+
+def _looks_like_schedule(value: str) -> bool:
+    return value.strip().startswith("@") or len(value.split()) > 1
+
+
+# -- explaining and backfilling -------------------------------------------------------------
+
+@click.command()
+@click.argument("name")
+@click.option("--from", "start", metavar="ISO-8601", help="Start of the range (default: 24h "
+              "before --to).")
+@click.option("--to", "end", metavar="ISO-8601", help="End of the range (default: now).")
+@json_option
+@pass_app
+def explain(app: App, name: str, start: str | None, end: str | None, as_json: bool) -> None:
+    """For every slot of job NAME in a range: did it run, and if not, why.
+
+    \b
+    Example:
+      cronjobs explain nightly_cleanup --from 2026-03-28 --to 2026-03-30
+    """
+    from cronjobs.cli.render import explain_json, explain_text
+    from cronjobs.core.explain import explain as run_explain
+
+    begin = parse_instant(start, option="--from") if start is not None else None
+    finish = parse_instant(end, option="--to") if end is not None else None
+    result = run_explain(app.store(), name, start=begin, end=finish)
+    emit(explain_json(result), explain_text(result), as_json)
+
+
+@click.command()
+@click.argument("name")
+@click.option("--from", "start", metavar="ISO-8601", required=True,
+              help="First instant of the range (inclusive).")
+@click.option("--to", "end", metavar="ISO-8601", required=True,
+              help="Last instant of the range (inclusive, not in the future).")
+@json_option
+@pass_app
+def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
+    """Run the slots of job NAME in a past range, on purpose (trigger `backfill`).
+
+    Slots that already have a run are left alone (one run per slot, always). At most
+    10,000 slots at a time. The overlap policy does not apply: you asked for these runs.
+    """
+    from cronjobs.cli.render import backfill_json, backfill_text
+    from cronjobs.core.definitions import get
+    from cronjobs.core.materialise import backfill as run_backfill
+
+    begin = parse_instant(start, option="--from")
+    finish = parse_instant(end, option="--to")
+    store = app.store()
+    result = run_backfill(store, get(store, name), begin, finish)
+    emit(backfill_json(result), backfill_text(result), as_json)

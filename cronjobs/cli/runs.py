@@ -1,0 +1,191 @@
+"""The commands about runs: retry, trigger, cancel, ack, runs, show. Each parses its input,
+calls one library function and renders the result."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import click
+
+from cronjobs.cli.app import (
+    App,
+    emit,
+    json_option,
+    parse_instant,
+    pass_app,
+    stop_on_signals,
+)
+
+# -- operating --------------------------------------------------------------------------------
+
+RUN_ID = click.IntRange(1, 2**63 - 1)
+STATUSES = ["queued", "running", "failed", "succeeded", "dead", "cancelled"]
+
+
+@click.command()
+@click.argument("run_id", type=RUN_ID)
+@click.option("--attempts", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="How many more attempts it gets.")
+@click.option("--force", is_flag=True,
+              help="Run a run that succeeded again, as a new run of the same slot.")
+@json_option
+@pass_app
+def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> None:
+    """Send failed, dead or cancelled run RUN_ID back to the queue now, keeping its history.
+
+    The next tick runs it (any host). A queued or running run is refused; a run that
+    succeeded is only run again with --force. Retrying a dead run acknowledges it (see
+    `cronjobs ack`).
+    """
+    from cronjobs.cli.render import run_json
+    from cronjobs.core.operations import retry as run_retry
+
+    run = run_retry(app.store(), run_id, attempts=attempts, force=force, by=_operator())
+    text = (f"run {run.id} queued again ({run.max_attempts - run.attempt} more attempt(s))"
+            if run.id == run_id else f"run {run.id} created to run the slot of run {run_id} "
+            "again")
+    emit(run_json(run), text, as_json)
+
+
+@click.command()
+@click.argument("name")
+@click.option("--payload", metavar="JSON", help="A JSON object for this run only.")
+@click.option("--force", is_flag=True, help="Ignore the job's overlap policy.")
+@click.option("--run", "run_now", is_flag=True,
+              help="Run it in this process now instead of leaving it to the next tick.")
+@json_option
+@pass_app
+def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool,
+            as_json: bool) -> None:
+    """Run job NAME now, outside its schedule (like `kubectl create job --from=cronjob/…`).
+
+    The job's overlap policy applies unless --force. The run is picked up by the next tick,
+    or run here and now with --run (the exit code is then 0 whatever the job's outcome;
+    see `cronjobs show`).
+    """
+    from cronjobs.cli.render import run_json
+    from cronjobs.core.operations import trigger as run_trigger
+    from cronjobs.core.validation import parse_payload
+
+    data = parse_payload(payload) if payload is not None else None
+    store = app.store()
+    run = run_trigger(store, name, payload=data, force=force)
+    if not run_now:
+        emit(run_json(run), f"run {run.id} of {name!r} queued; the next tick runs it",
+             as_json)
+        return
+    from cronjobs.cli.render import show_json, show_text
+    from cronjobs.core.operations import show
+    from cronjobs.db.connect import worker_name
+    from cronjobs.tick import TickOptions
+    from cronjobs.tick import tick as run_tick
+
+    with stop_on_signals() as stopped:
+        run_tick(store, TickOptions(worker=worker_name(), apps=app.apps, run_ids=(run.id,),
+                                    max_runs=1),
+                 reconnect=app.reconnect, should_stop=stopped)
+    detail = show(store, run.id)
+    emit(show_json(detail), show_text(detail), as_json)
+
+
+@click.command()
+@click.argument("run_id", type=RUN_ID)
+@json_option
+@pass_app
+def cancel(app: App, run_id: int, as_json: bool) -> None:
+    """Cancel run RUN_ID: a waiting run at once; a running run is stopped by its worker at
+    its next heartbeat, wherever it runs."""
+    from cronjobs.cli.render import run_json
+    from cronjobs.core.operations import cancel as run_cancel
+
+    run = run_cancel(app.store(), run_id)
+    text = (f"run {run.id} cancelled" if run.status == "cancelled"
+            else f"run {run.id} asked to stop; its worker stops it at the next heartbeat")
+    emit(run_json(run), text, as_json)
+
+
+@click.command()
+@click.argument("run_id", type=RUN_ID, required=False)
+@click.option("--all", "all_of", metavar="NAME",
+              help="Every dead run of job NAME that is not acknowledged yet.")
+@json_option
+@pass_app
+def ack(app: App, run_id: int | None, all_of: str | None, as_json: bool) -> None:
+    """Acknowledge dead run RUN_ID (or with --all, every dead run of job NAME): you have
+    seen it, and `status --check` stops reporting it.
+
+    A dead run keeps `status --check` red until it is acknowledged or retried
+    (`cronjobs retry` acknowledges too); if a retried run dies again, it needs a new
+    acknowledgement. Only dead runs can be acknowledged; acknowledging one twice changes
+    nothing. Your login name is recorded (see `cronjobs show`).
+
+    \b
+    Examples:
+      cronjobs ack 1234
+      cronjobs ack --all nightly_cleanup --json
+    """
+    from cronjobs.cli.render import ack_json, ack_text
+    from cronjobs.core.operations import acknowledge, acknowledge_all
+    from cronjobs.errors import UsageError
+
+    if (run_id is None) == (all_of is None):
+        raise UsageError("give either RUN_ID or --all NAME (try 'cronjobs ack --help')")
+    store = app.store()
+    done = (acknowledge(store, run_id, by=_operator()) if run_id is not None
+            else acknowledge_all(store, all_of or "", by=_operator()))
+    emit(ack_json(done), ack_text(done), as_json)
+
+
+def _operator() -> str | None:
+    """Who is at the keyboard, as recorded with an acknowledgement: the login name."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no name for this uid (e.g. a bare container)
+        return None
+
+
+@click.command()
+@click.argument("name", required=False)
+@click.option("--status", "statuses", type=click.Choice(STATUSES), multiple=True,
+              help="Only runs in this status (repeatable).")
+@click.option("--since", metavar="ISO-8601|DURATION",
+              help="Only runs created since this instant, or this long ago (e.g. 1d).")
+@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@json_option
+@pass_app
+def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | None, limit: int,
+         as_json: bool) -> None:
+    """List runs, newest first: of job NAME, or of all jobs."""
+    from cronjobs.cli.render import runs_list_json, runs_list_text
+    from cronjobs.core.operations import list_runs
+
+    store = app.store()
+    start = _since(since, store) if since is not None else None
+    found = list_runs(store, name=name, statuses=statuses, since=start, limit=limit)
+    emit(runs_list_json(found), runs_list_text(found), as_json)
+
+
+def _since(value: str, store: Any) -> dt.datetime:
+    from cronjobs.core.durations import parse_duration
+
+    text = value.strip()
+    if text[:1].isdigit() and text[-1:].lower() in "smhdw" and "-" not in text:
+        return store.now() - parse_duration(text, option="--since")  # type: ignore[no-any-return]
+    return parse_instant(text, option="--since")
+
+
+@click.command()
+@click.argument("run_id", type=RUN_ID)
+@json_option
+@pass_app
+def show(app: App, run_id: int, as_json: bool) -> None:
+    """Everything about run RUN_ID: every attempt (worker, times, duration, outcome, exit
+    code, error, output tail) and the result."""
+    from cronjobs.cli.render import show_json, show_text
+    from cronjobs.core.operations import show as run_show
+
+    detail = run_show(app.store(), run_id)
+    emit(show_json(detail), show_text(detail), as_json)

@@ -1,0 +1,154 @@
+"""The commands that run every minute: `tick`, and `worker`, which starts ticks where there
+is no cron."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+
+from cronjobs.cli.app import (
+    App,
+    emit,
+    json_option,
+    parse_instant,
+    pass_app,
+    stop_on_signals,
+)
+
+# -- the tick ---------------------------------------------------------------------------------
+
+@click.command()
+@click.option("--now", "now", metavar="ISO-8601",
+              help="Tick as if the database clock said this (tests, what-if runs). Leases "
+                   "still use the database clock.")
+@click.option("--dry-run", is_flag=True,
+              help="Print what would be materialised; write nothing, run nothing.")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
+              help="Runs executed at the same time by this tick.")
+@click.option("--max-runs", type=click.IntRange(0), default=None,
+              help="Claim at most this many runs (0: only materialise).")
+@click.option("--max-runtime", default="45s", show_default=True, metavar="DURATION",
+              help="Stop claiming after this long, so that ticks started every minute do not "
+                   "pile up; runs already started are finished.")
+@click.option("--grace", default="25s", show_default=True, metavar="DURATION",
+              help="On SIGTERM/SIGINT: how long running jobs get after SIGTERM before they "
+                   "are killed (keep it below Kubernetes' terminationGracePeriodSeconds).")
+@click.option("--alert-command", metavar="SHELL", envvar="CRONJOBS_ALERT_COMMAND",
+              help="Alert command for jobs that have none of their own (env "
+                   "CRONJOBS_ALERT_COMMAND).")
+@click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
+              help="Prune a little finished history older than this on every tick (env "
+                   "CRONJOBS_RETENTION), e.g. 30d.")
+@click.option("--handlers-only", is_flag=True, envvar="CRONJOBS_HANDLERS_ONLY",
+              help="Refuse shell-command jobs: only registered Python handlers run (env "
+                   "CRONJOBS_HANDLERS_ONLY=1). Whoever can write job_definitions can otherwise "
+                   "run commands as this worker's OS user.")
+@click.option("--allow-command", "allowed_commands", metavar="GLOB", multiple=True,
+              envvar="CRONJOBS_ALLOW_COMMANDS",
+              help="Only run shell commands matching one of these globs (repeatable; env "
+                   "CRONJOBS_ALLOW_COMMANDS, space-separated).")
+@click.option("--in-process", is_flag=True, envvar="CRONJOBS_IN_PROCESS",
+              help="Run Python handlers in threads of the tick instead of a fresh "
+                   "interpreter per run (env CRONJOBS_IN_PROCESS=1): tens of times faster, "
+                   "but a handler that overruns its timeout or is cancelled cannot be "
+                   "killed: it is recorded as such at once and the tick exits as soon as its "
+                   "other runs end. Shell commands always run in their own processes.")
+@json_option
+@pass_app
+def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: int | None,
+         max_runtime: str, grace: str, alert_command: str | None, retention: str | None,
+         handlers_only: bool, allowed_commands: tuple[str, ...], in_process: bool,
+         as_json: bool) -> None:
+    """Materialise due runs (exactly once per slot), run them, record the results, exit.
+
+    Run it every minute, from cron (`* * * * * cronjobs tick`) or a Kubernetes CronJob, on
+    as many hosts as you like: the database makes sure every slot is decided once and every
+    run is executed by one worker at a time. Execution is at least once: a run whose worker
+    died is retried after its lease expires, so make jobs idempotent on (job, slot).
+
+    One summary line goes to stderr; -v logs every decision; --json prints the full report.
+    Exit code 0 when the tick did its work (failed jobs are recorded, not tick failures).
+    """
+    from cronjobs.cli.render import decisions_text, tick_json, tick_summary
+    from cronjobs.core.durations import parse_bounded
+    from cronjobs.db.connect import worker_name
+    from cronjobs.tick import TickOptions
+    from cronjobs.tick import tick as run_tick
+
+    at = parse_instant(now, option="--now") if now is not None else None
+    second, day = dt.timedelta(seconds=1), dt.timedelta(days=1)
+    options = TickOptions(
+        now=at, dry_run=dry_run, worker=worker_name(), concurrency=concurrency,
+        max_runs=max_runs,
+        max_runtime=parse_bounded(max_runtime, option="--max-runtime", minimum=second,
+                                  maximum=day).total_seconds(),
+        grace=parse_bounded(grace, option="--grace", minimum=second,
+                            maximum=dt.timedelta(hours=1)).total_seconds(),
+        apps=app.apps,
+        alert_command=alert_command or None,
+        retention=parse_bounded(retention, option="--retention", minimum=dt.timedelta(hours=1),
+                                maximum=dt.timedelta(days=3650)) if retention else None,
+        handlers_only=handlers_only,
+        allowed_commands=allowed_commands,
+        in_process=in_process,
+    )
+    store = app.store()
+    with stop_on_signals() as stopped:
+        report = run_tick(store, options, reconnect=app.reconnect, should_stop=stopped)
+    if as_json:
+        emit(tick_json(report), "", True)
+    elif dry_run or app.verbose:
+        click.echo(decisions_text(report))
+    click.echo(tick_summary(report), err=True)
+
+
+@click.command()
+@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
+              help="Runs executed at the same time by each tick.")
+@click.option("--grace", default="25s", show_default=True, metavar="DURATION",
+              help="On SIGTERM: how long running jobs get before they are killed.")
+@click.option("--handlers-only", is_flag=True, envvar="CRONJOBS_HANDLERS_ONLY",
+              help="Refuse shell-command jobs (see `cronjobs tick --help`).")
+@click.option("--allow-command", "allowed_commands", metavar="GLOB", multiple=True,
+              envvar="CRONJOBS_ALLOW_COMMANDS", help="Shell-command allow-list (globs).")
+@click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
+              help="Prune a little history older than this on every tick.")
+@click.option("--in-process", is_flag=True, envvar="CRONJOBS_IN_PROCESS",
+              help="Run Python handlers in threads of each tick (see `cronjobs tick --help`).")
+@click.option("--max-ticks", type=click.IntRange(1), hidden=True)
+@pass_app
+def worker(app: App, concurrency: int, grace: str, handlers_only: bool,
+           allowed_commands: tuple[str, ...], retention: str | None, in_process: bool,
+           max_ticks: int | None) -> None:
+    """Run forever, ticking at the start of every minute — for platforms without cron.
+
+    It starts `cronjobs tick` as a child process each minute of the database's clock (and at
+    once when `cronjobs trigger` is used), exactly as cron would: same guarantees, ticks may
+    overlap. SIGTERM/SIGINT stop it gracefully (running ticks get SIGTERM and --grace).
+    Prefer cron or a Kubernetes CronJob where you have them.
+    """
+    import os
+
+    from cronjobs.worker import serve
+
+    argv = ["tick", "--concurrency", str(concurrency), "--grace", grace]
+    if handlers_only:
+        argv.append("--handlers-only")
+    if in_process:
+        argv.append("--in-process")
+    for pattern in allowed_commands:
+        argv += ["--allow-command", pattern]
+    if retention:
+        argv += ["--retention", retention]
+    env = dict(os.environ)
+    if app.target.conninfo is not None:  # never in argv, where `ps` would show a password
+        env["CRONJOBS_DATABASE_URL"] = app.target.conninfo
+    if app.apps:
+        env["CRONJOBS_APP"] = ",".join(app.apps)
+    store = app.store()
+    with stop_on_signals() as stopped:
+        report = serve(store, argv, env, should_stop=stopped, reconnect=app.reconnect,
+                       max_ticks=max_ticks)
+    click.echo(f"worker stopped after {report.ticks} tick(s), {report.failed_ticks} failed",
+               err=True)
