@@ -169,7 +169,7 @@ def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | Non
 
 
 def _since(value: str, store: Any) -> dt.datetime:
-    from cronjobs.core.durations import parse_duration
+    from cronjobs.durations import parse_duration
 
     text = value.strip()
     if text[:1].isdigit() and text[-1:].lower() in "smhdw" and "-" not in text:

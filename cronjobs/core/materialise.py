@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from cronjobs import cron as schedules
-from cronjobs.core.durations import format_duration
 from cronjobs.db.store import Store
+from cronjobs.durations import format_duration
 from cronjobs.errors import ScheduleError, UsageError
 from cronjobs.models import (
     Advance,
