@@ -66,7 +66,7 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
     """
     from cronjobs.cli.render import run_json
     from cronjobs.core.operations import trigger as run_trigger
-    from cronjobs.core.validation import parse_payload
+    from cronjobs.validation import parse_payload
 
     data = parse_payload(payload) if payload is not None else None
     store = app.store()
