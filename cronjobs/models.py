@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, dataclass_transform
+from typing import Any
 
 
 class Kind(StrEnum):
@@ -71,47 +70,8 @@ class SkipReason(StrEnum):
     SUPERSEDED = "superseded"
 
 
-_completing = threading.Lock()
-_field_names: dict[type[Any], tuple[str, ...]] = {}
-
-
-@dataclass_transform(frozen_default=True, field_specifiers=(field,))
-class Record:
-    """Base of the rows below: each one is a frozen dataclass, made one when it is first
-    instantiated (or its fields are asked for) rather than when this module is imported.
-
-    Generating a dataclass's methods compiles them, about half a millisecond per class;
-    `cronjobs tick` imports every row class but on an empty tick builds none of them. Once
-    made, a row is a plain frozen dataclass (``dataclasses.replace`` and ``fields`` work on
-    it); before that, ``field_names`` is the way to ask for its fields. A row class must
-    derive from this one directly.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        cls = type(self)
-        _complete(cls)
-        cls.__init__(self, *args, **kwargs)  # the generated one, from now on
-
-
-def field_names(cls: type[Any]) -> tuple[str, ...]:
-    """The fields of a row class (a dataclass, or a Record not yet made one), in order."""
-    names = _field_names.get(cls)
-    if names is None:
-        if issubclass(cls, Record):
-            _complete(cls)
-        names = _field_names[cls] = tuple(f.name for f in fields(cls))
-    return names
-
-
-def _complete(cls: type[Record]) -> None:
-    with _completing:
-        if "__dataclass_fields__" not in cls.__dict__:
-            if cls.__base__ is not Record:
-                raise TypeError(f"{cls.__qualname__} must derive from Record directly")
-            dataclass(frozen=True)(cls)
-
-
-class DefinitionSpec(Record):
+@dataclass(frozen=True)
+class DefinitionSpec:
     """What `cronjobs define` asks for: the whole desired definition of one job."""
 
     name: str
@@ -135,7 +95,8 @@ class DefinitionSpec(Record):
     pause_after_failures: int | None = None
 
 
-class Definition(Record):
+@dataclass(frozen=True)
+class Definition:
     """A row of job_definitions."""
 
     id: int
@@ -192,7 +153,8 @@ class Definition(Record):
         return "active"
 
 
-class Run(Record):
+@dataclass(frozen=True)
+class Run:
     """A row of job_runs."""
 
     id: int
@@ -233,7 +195,8 @@ class Run(Record):
             or (self.finished_at is not None and self.acknowledged_at < self.finished_at))
 
 
-class Attempt(Record):
+@dataclass(frozen=True)
+class Attempt:
     """A row of job_attempts."""
 
     id: int
@@ -249,7 +212,8 @@ class Attempt(Record):
     output_tail: str | None
 
 
-class DefinitionSummary(Record):
+@dataclass(frozen=True)
+class DefinitionSummary:
     """A definition with its latest run, as `cronjobs list` shows it."""
 
     definition: Definition
@@ -257,7 +221,8 @@ class DefinitionSummary(Record):
     last_run_at: dt.datetime | None
 
 
-class Skip(Record):
+@dataclass(frozen=True)
+class Skip:
     """A row of job_skips: slots decided but not run, and why."""
 
     id: int
@@ -271,7 +236,8 @@ class Skip(Record):
     decided_at: dt.datetime
 
 
-class DueDefinition(Record):
+@dataclass(frozen=True)
+class DueDefinition:
     """What deciding a definition's due slots reads of its row: a lighter row than
     Definition for the tick, which loads thousands at a time. The fields are in the order
     of the columns the store selects (``due_definitions``)."""
@@ -292,7 +258,8 @@ class DueDefinition(Record):
     next_due_at: dt.datetime | None
 
 
-class NewRun(Record):
+@dataclass(frozen=True)
+class NewRun:
     """A run about to be materialised."""
 
     definition_id: int
@@ -303,7 +270,8 @@ class NewRun(Record):
     exclusive: bool = True
 
 
-class NewSkip(Record):
+@dataclass(frozen=True)
+class NewSkip:
     """Slots decided not to run: one slot, or a range of them."""
 
     definition_id: int
@@ -314,7 +282,8 @@ class NewSkip(Record):
     detail: str | None = None
 
 
-class Advance(Record):
+@dataclass(frozen=True)
+class Advance:
     """A definition's cursor moving forward after its slots were decided."""
 
     definition_id: int
@@ -324,7 +293,8 @@ class Advance(Record):
     resumed: bool = False
 
 
-class Claimed(Record):
+@dataclass(frozen=True)
+class Claimed:
     """A run this worker just claimed, with what it needs to run it."""
 
     id: int
@@ -347,7 +317,8 @@ class Claimed(Record):
     backoff_max: dt.timedelta
 
 
-class Outcome(Record):
+@dataclass(frozen=True)
+class Outcome:
     """How one attempt ended, as recorded: the run's next status and the attempt's details."""
 
     run_id: int

@@ -55,7 +55,7 @@ def main_group(ctx: click.Context, database_url: str | None, apps: tuple[str, ..
     Without a configured database, an embedded PostgreSQL is started in
     $CRONJOBS_HOME (default: your user data directory) and left running.
     """
-    from cronjobs.core.durations import parse_duration
+    from cronjobs.durations import parse_duration
 
     _configure_logging(verbose)
     ctx.obj = App(

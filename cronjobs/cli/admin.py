@@ -55,9 +55,9 @@ def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
     run for longer than --max-tick-age, so a dead crontab or a suspended CronJob is noticed.
     """
     from cronjobs.cli.render import status_json, status_text
-    from cronjobs.core.durations import parse_bounded
     from cronjobs.core.health import Thresholds
     from cronjobs.core.health import status as run_status
+    from cronjobs.durations import parse_bounded
 
     limits = Thresholds(
         parse_bounded(max_tick_age, option="--max-tick-age", minimum=dt.timedelta(minutes=1),
@@ -83,8 +83,8 @@ def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
 def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: bool) -> None:
     """Delete old finished runs (with their attempts), skip records and tick records, in
     small batches; each job's latest success and latest failure are always kept."""
-    from cronjobs.core.durations import parse_bounded
     from cronjobs.core.prune import prune as run_prune
+    from cronjobs.durations import parse_bounded
 
     age = parse_bounded(older_than, option="--older-than", minimum=dt.timedelta(hours=1),
                         maximum=dt.timedelta(days=36500))

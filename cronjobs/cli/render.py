@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cronjobs.core.durations import format_duration
+from cronjobs.durations import format_duration
 from cronjobs.models import Attempt, Definition, Run
 
 if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cronjobs

@@ -66,7 +66,7 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
     """
     from cronjobs.cli.render import run_json
     from cronjobs.core.operations import trigger as run_trigger
-    from cronjobs.core.validation import parse_payload
+    from cronjobs.validation import parse_payload
 
     data = parse_payload(payload) if payload is not None else None
     store = app.store()
@@ -169,7 +169,7 @@ def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | Non
 
 
 def _since(value: str, store: Any) -> dt.datetime:
-    from cronjobs.core.durations import parse_duration
+    from cronjobs.durations import parse_duration
 
     text = value.strip()
     if text[:1].isdigit() and text[-1:].lower() in "smhdw" and "-" not in text:

@@ -71,8 +71,8 @@ def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: i
     Exit code 0 when the tick did its work (failed jobs are recorded, not tick failures).
     """
     from cronjobs.cli.render import decisions_text, tick_json, tick_summary
-    from cronjobs.core.durations import parse_bounded
     from cronjobs.db.connect import worker_name
+    from cronjobs.durations import parse_bounded
     from cronjobs.tick import TickOptions
     from cronjobs.tick import tick as run_tick
 

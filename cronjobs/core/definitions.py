@@ -12,7 +12,6 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from cronjobs import cron as schedules
-from cronjobs.core.validation import MAX_COMMAND_CHARS, MAX_NOTE_CHARS, check_name, check_text
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
 from cronjobs.models import (
@@ -24,6 +23,7 @@ from cronjobs.models import (
     Run,
     SkipReason,
 )
+from cronjobs.validation import MAX_COMMAND_CHARS, MAX_NOTE_CHARS, check_name, check_text
 
 MAX_PREVIEW = 1000
 

@@ -8,10 +8,10 @@ import itertools
 from dataclasses import dataclass
 
 from cronjobs import cron as schedules
-from cronjobs.core.validation import check_name
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
 from cronjobs.models import Definition, Run, RunStatus, Skip
+from cronjobs.validation import check_name
 
 TICK = dt.timedelta(microseconds=1)
 MAX_SLOTS = 2000

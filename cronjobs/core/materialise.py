@@ -16,12 +16,11 @@ import itertools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from cronjobs.core.durations import format_duration
+from cronjobs import cron as schedules
 from cronjobs.db.store import Store
+from cronjobs.durations import format_duration
 from cronjobs.errors import ScheduleError, UsageError
-from cronjobs.lazy import lazy_import
 from cronjobs.models import (
     Advance,
     Catchup,
@@ -33,11 +32,6 @@ from cronjobs.models import (
     SkipReason,
     Trigger,
 )
-
-if TYPE_CHECKING:
-    from cronjobs import cron as schedules
-else:  # loaded by the first definition that is due: an empty tick needs no schedule math
-    schedules = lazy_import("cronjobs.cron")
 
 log = logging.getLogger(__name__)
 

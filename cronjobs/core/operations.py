@@ -10,10 +10,10 @@ from typing import Any
 
 from cronjobs.core.definitions import get
 from cronjobs.core.materialise import exclusive
-from cronjobs.core.validation import check_name
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, Refused, RunNotFound, UsageError
 from cronjobs.models import Attempt, Overlap, Run, RunStatus, Trigger
+from cronjobs.validation import check_name
 
 MAX_RUN_ID = 2**63 - 1
 RETRYABLE = (RunStatus.FAILED, RunStatus.DEAD, RunStatus.CANCELLED)

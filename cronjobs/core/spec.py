@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from cronjobs.core.durations import parse_bounded
-from cronjobs.core.validation import MAX_COMMAND_CHARS, check_name, check_text, parse_payload
 from cronjobs.cron import check_timezone
+from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
 from cronjobs.models import Catchup, DefinitionSpec, Kind, Overlap
+from cronjobs.validation import MAX_COMMAND_CHARS, check_name, check_text, parse_payload
 
 SECOND = dt.timedelta(seconds=1)
 DAY = dt.timedelta(days=1)

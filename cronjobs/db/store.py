@@ -10,6 +10,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from typing import Any, LiteralString, TypeVar
 
 import psycopg
@@ -41,7 +42,6 @@ from cronjobs.models import (
     Skip,
     SkipReason,
     Trigger,
-    field_names,
 )
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ T = TypeVar("T")
 
 
 def _build(cls: type[T], row: Mapping[str, Any]) -> T:
-    return cls(**{name: row[name] for name in field_names(cls)})
+    return cls(**{f.name: row[f.name] for f in fields(cls)})  # type: ignore[arg-type]
 
 
 class Store:

@@ -11,7 +11,7 @@
     the handler itself does (``os._exit(7)``, a crash) shows through unchanged.
 
 ``python -I -S .../cronjobs/child.py --watchdog``
-    The watchdog of one tick (see :class:`cronjobs.runner.Watchdog`). Reads lines
+    The watchdog of one tick (see :class:`cronjobs.execution.watchdog.Watchdog`). Reads lines
     ``watch PGID [DEADLINE]`` / ``renew PGID DEADLINE`` / ``forget PGID`` / ``close`` from
     stdin; ``-PID`` in place of a group is the single process PID (the tick itself, while
     it runs handlers in-process). When stdin ends, with or without ``close``, every process

@@ -29,7 +29,8 @@ from cronjobs.models import AttemptOutcome, Claimed, Outcome, RunStatus
 if TYPE_CHECKING:  # imported when there is something to run: an idle tick stays light
     from cronjobs.execution.alerts import Alerts, Event
     from cronjobs.execution.inprocess import InProcess, InProcessJob
-    from cronjobs.execution.process import Result, Running, Watchdog
+    from cronjobs.execution.process import Result, Running
+    from cronjobs.execution.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +227,8 @@ class Executor:
 
     def _start(self, claim: Claimed) -> None:
         from cronjobs.execution.context import JobContext  # noqa: PLC0415 - see the imports above
-        from cronjobs.execution.process import Result, Watchdog, Work, start  # noqa: PLC0415
+        from cronjobs.execution.process import Result, Work, start  # noqa: PLC0415
+        from cronjobs.execution.watchdog import Watchdog  # noqa: PLC0415
 
         if self.watchdog is None:
             self.watchdog = Watchdog.start()

@@ -1,6 +1,6 @@
 """Python handlers run inside the tick process, in threads: ``cronjobs tick --in-process``.
 
-The default runs every handler attempt in a fresh interpreter (:mod:`cronjobs.runner`),
+The default runs every handler attempt in a fresh interpreter (:mod:`cronjobs.execution.process`),
 which isolates it completely and costs tens of milliseconds per run. In this mode the
 tick imports the ``--app`` modules once and calls each handler in a thread of its own, so
 a no-op handler costs about as much as the database writes around it. Leases, heartbeats
@@ -35,7 +35,8 @@ from typing import Any, TextIO, cast
 from cronjobs.errors import ConfigurationError
 from cronjobs.execution.child import describe_exception, encode_result
 from cronjobs.execution.context import JobContext
-from cronjobs.execution.process import Result, Tail, Work, Workers, seconds_text
+from cronjobs.execution.output import Tail, Workers
+from cronjobs.execution.process import Result, Work, seconds_text
 from cronjobs.execution.registry import load_apps, lookup
 from cronjobs.models import AttemptOutcome
 
@@ -107,7 +108,7 @@ class InProcess:
 
 
 class InProcessJob:
-    """One handler attempt in a thread; the same interface as :class:`runner.Running`."""
+    """One handler attempt in a thread; the same interface as :class:`process.Running`."""
 
     pid = 0  # no process of its own
 

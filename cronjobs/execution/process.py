@@ -8,8 +8,8 @@ blocks the caller except :meth:`Running.wait`.
 How a job runs
     A command runs as ``/bin/sh -c COMMAND`` (as cron runs it, no Python in between); a
     handler runs in a fresh interpreter, ``python -m cronjobs.execution.child`` (see
-    :mod:`cronjobs.child`), which imports the ``--app`` modules and calls the handler with
-    a :class:`~cronjobs.context.JobContext`. Either way the process gets the caller's
+    :mod:`cronjobs.execution.child`), which imports the ``--app`` modules and calls the handler with
+    a :class:`~cronjobs.execution.context.JobContext`. Either way the process gets the caller's
     environment (or ``Work.env``) plus ``CRONJOBS_RUN_ID``, ``CRONJOBS_JOB``,
     ``CRONJOBS_SCHEDULED_FOR``, ``CRONJOBS_ATTEMPT`` and ``CRONJOBS_PAYLOAD``; stdin is
     ``/dev/null``; stdout and stderr share one pipe that a thread drains in 64 KiB reads,
@@ -47,35 +47,39 @@ Outcomes
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import datetime as dt
 import fcntl
 import functools
 import json
 import logging
 import os
-import queue
-import selectors
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
-from cronjobs.core.durations import format_duration
+from cronjobs.durations import format_duration
 from cronjobs.execution.context import JobContext
+from cronjobs.execution.groups import (
+    die_with_parent,
+    group_alive,
+    live_members,
+    signal_group,
+    signal_name,
+    terminate_group,
+)
+from cronjobs.execution.output import Pump
+from cronjobs.execution.watchdog import Watchdog
 from cronjobs.models import AttemptOutcome
 
 log = logging.getLogger(__name__)
 
 CHUNK = 64 * 1024  # bytes per read of a job's output
 PIPE_SIZE = 1024 * 1024  # asked-for capacity of the output pipe, so a busy tick never stalls a job
-RESULT_SLACK = 4096  # bytes of envelope allowed around a handler's result
 DRAIN = 1.0  # seconds to keep reading output once the job's group is gone
 SETTLE = 2.0  # seconds to wait for SIGKILLed leftovers to vanish before giving up on them
 ERROR_CHARS = 1000  # longest error line reported
@@ -125,283 +129,6 @@ class Result:
     duration: float  # seconds from start to the exit of the main process
 
 
-# -- dying with the parent --------------------------------------------------------------
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
-                      ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl
-
-
-_PRCTL = _load_prctl()  # resolved here, so the forked child only makes the call
-
-
-def _die_with_parent(parent: int) -> None:
-    """In the forked child, before exec: SIGKILL when the parent dies. Must not raise."""
-    if _PRCTL is None:
-        return
-    _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    if os.getppid() != parent:  # the parent died before the call: nobody to outlive
-        os._exit(255)
-
-
-# -- the output pump ----------------------------------------------------------------------
-
-
-class Tail:
-    """The last ``limit`` bytes of a job's output; memory stays under ``2 * limit + chunk``
-    whatever the job prints. Shared by both ways of running a job."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.data = bytearray()
-        self.total = 0  # bytes seen
-
-    def keep(self, data: bytes) -> None:
-        self.total += len(data)
-        limit = self.limit
-        if limit == 0:
-            return
-        if len(data) >= limit:
-            self.data[:] = data[-limit:]
-            return
-        self.data += data
-        if len(self.data) > 2 * limit:
-            del self.data[: len(self.data) - limit]
-
-    def text(self, note: str | None = None) -> str:
-        """The tail as text, with ``note`` (from the runner) as its last line."""
-        data = bytes(self.data)
-        total = self.total
-        if note:
-            line = (b"\n" if data and not data.endswith(b"\n") else b"") + note.encode() + b"\n"
-            data += line
-            total += len(line)
-        limit = self.limit
-        if len(data) > limit:
-            data = data[len(data) - limit:] if limit else b""
-        if total > len(data):  # cut: start at a character boundary
-            skip = 0
-            while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
-                skip += 1
-            data = data[skip:]
-        return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-
-
-class Workers:
-    """Daemon threads that are reused: a new one is started only when none is idle (a
-    thread blocked for good — an abandoned handler — simply never comes back)."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._work: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._idle = 0
-        self._lock = threading.Lock()
-
-    def submit(self, task: Callable[[], None]) -> None:
-        with self._lock:
-            spawn = self._idle == 0
-            if not spawn:
-                self._idle -= 1
-        self._work.put(task)
-        if spawn:
-            threading.Thread(target=self._serve, name=self._name, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            task = self._work.get()
-            try:
-                task()
-            except Exception:  # a task reports its own failures; the thread must go on
-                log.exception("a %s task failed", self._name)
-            with self._lock:
-                self._idle += 1
-
-
-_PUMPS = Workers("cronjobs-pump")
-
-
-class _Pump:
-    """A thread moving bytes between the tick and one job: the spec in, output and result out.
-
-    Memory is bounded: at most ``2 * output_limit + CHUNK`` bytes of output and
-    ``result_limit + RESULT_SLACK`` bytes of result are held.
-    """
-
-    def __init__(self, output: int, output_limit: int,
-                 channel: int | None, result_limit: int,
-                 spec_fd: int | None, spec: bytes, *, pid: int = 0,
-                 wake: threading.Event | None = None) -> None:
-        self.output = Tail(output_limit)
-        self.result_limit = result_limit + RESULT_SLACK
-        self.result = bytearray()
-        self.result_overflow = False
-        self._fds = {output: "out"}
-        if channel is not None:
-            self._fds[channel] = "result"
-        if spec_fd is not None:
-            os.set_blocking(spec_fd, False)
-            self._fds[spec_fd] = "spec"
-        self._spec = memoryview(spec)
-        self._stopping = threading.Event()
-        self._done = threading.Event()  # every fd reached its end (or reading was stopped)
-        self._pid = pid
-        self._wake = wake
-
-    def start(self) -> None:
-        _PUMPS.submit(self._run)
-
-    @property
-    def finished(self) -> bool:
-        return self._done.is_set()
-
-    def stop(self) -> None:
-        """Stop reading (what is still unread is dropped); the thread ends within 0.25 s."""
-        self._stopping.set()
-
-    def _run(self) -> None:
-        selector = selectors.DefaultSelector()
-        try:
-            for fd, role in self._fds.items():
-                events = selectors.EVENT_WRITE if role == "spec" else selectors.EVENT_READ
-                selector.register(fd, events, role)
-            while selector.get_map() and not self._stopping.is_set():
-                for key, _events in selector.select(0.25):
-                    if not self._move(key.fd, key.data):
-                        selector.unregister(key.fd)
-                        os.close(key.fd)
-        except Exception:  # never expected; the job still gets a result, minus output
-            log.exception("reading the output of a job failed")
-        finally:
-            for key in list(selector.get_map().values()):
-                selector.unregister(key.fd)
-                os.close(key.fd)
-            selector.close()
-            self._done.set()
-        self._signal_exit()
-
-    def _signal_exit(self) -> None:
-        """Once the output ended (usually: the job exited), wait for the main process to
-        exit — without reaping it — and wake the tick, so a finished job is noticed at once
-        rather than on the tick's next poll."""
-        if self._wake is None:
-            return
-        if self._pid:
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitid(os.P_PID, self._pid, os.WEXITED | os.WNOWAIT)
-        self._wake.set()
-
-    def _move(self, fd: int, role: str) -> bool:
-        """Move one chunk; False when this fd is done."""
-        if role == "spec":
-            try:
-                sent = os.write(fd, self._spec[:CHUNK])
-            except BlockingIOError:
-                return True
-            except OSError:  # the child is gone or closed stdin
-                return False
-            self._spec = self._spec[sent:]
-            return len(self._spec) > 0
-        try:
-            data = os.read(fd, CHUNK)
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
-        if not data:
-            return False
-        if role == "out":
-            self.output.keep(data)
-        else:
-            self._keep_result(data)
-        return True
-
-    def _keep_result(self, data: bytes) -> None:
-        if self.result_overflow:
-            return  # keep draining, so the child never blocks on a full pipe
-        if len(self.result) + len(data) > self.result_limit:
-            self.result_overflow = True
-            self.result.clear()
-            return
-        self.result += data
-
-    def envelope(self) -> dict[str, Any] | None:
-        """The handler's envelope, or None when it sent none (or a broken one)."""
-        if self.result_overflow or not self.result:
-            return None
-        try:
-            value = json.loads(bytes(self.result))
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
-
-# -- process groups -----------------------------------------------------------------------
-
-
-def _live_members(pgid: int) -> list[int] | None:
-    """Processes of group ``pgid`` that are alive (zombies excluded); None without /proc."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return None
-    found: list[int] = []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stat:
-                line = stat.read()
-        except OSError:
-            continue  # exited meanwhile
-        fields = line[line.rfind(b")") + 2:].split(b" ", 4)
-        if len(fields) < 4 or fields[0] in (b"Z", b"X"):
-            continue
-        if int(fields[2]) == pgid:
-            found.append(int(name))
-    return found
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any process of group ``pgid`` is alive (zombies excluded). One system call
-    in the usual case, an empty group; /proc is read only when something is left."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # a member changed its user (setuid): alive, and not ours to signal
-    members = _live_members(pgid)
-    return members is None or bool(members)
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
-
-
-def _terminate_group(pgid: int) -> None:
-    """SIGTERM, plus SIGCONT so that stopped processes get to handle it (as systemd does)."""
-    _signal_group(pgid, signal.SIGTERM)
-    _signal_group(pgid, signal.SIGCONT)
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
 def seconds_text(value: float) -> str:
     """Compact duration: 2s, 90s → 1m30s, 0.5s."""
     if value >= 1 and value == int(value):
@@ -426,7 +153,7 @@ class Running:
 
     abandoned = False  # a job in a process of its own is always stopped, never left behind
 
-    def __init__(self, work: Work, process: subprocess.Popen[bytes] | None, pump: _Pump | None,
+    def __init__(self, work: Work, process: subprocess.Popen[bytes] | None, pump: Pump | None,
                  watchdog: Watchdog | None, started: float, failure: str | None = None) -> None:
         self.work = work
         self._process = process
@@ -467,9 +194,9 @@ class Running:
             # Reaped, the main pid stays reserved by the kernel for as long as anything
             # left in its group lives on (it is their group id), so signals sent to the
             # group from here on can only reach leftovers of this job.
-            if _group_alive(self.pid):
+            if group_alive(self.pid):
                 if self._term_at is None:
-                    _terminate_group(self.pid)
+                    terminate_group(self.pid)
                     self._term_at = now
             else:
                 self._group_gone(now)
@@ -524,7 +251,7 @@ class Running:
 
     def _request_stop(self, outcome: AttemptOutcome, reason: str, now: float) -> None:
         self._stop = (outcome, reason)
-        _terminate_group(self.pid)
+        terminate_group(self.pid)
         self._term_at = now
         self._enforce(now)
 
@@ -538,25 +265,25 @@ class Running:
             return
         if (self._term_at is not None and self._kill_at is None
                 and now >= self._term_at + self.work.kill_grace):
-            _signal_group(self.pid, signal.SIGKILL)
+            signal_group(self.pid, signal.SIGKILL)
             self._kill_at = now
             self._killed_running = True
 
     def _leftovers_settled(self, now: float) -> bool:
         """After the main process exited: whether its group is empty (or given up on)."""
-        if not _group_alive(self.pid):
+        if not group_alive(self.pid):
             return True
         if self._kill_at is None:
             if self._term_at is None:
-                _terminate_group(self.pid)
+                terminate_group(self.pid)
                 self._term_at = now
             if now >= self._term_at + self.work.kill_grace:
-                _signal_group(self.pid, signal.SIGKILL)
+                signal_group(self.pid, signal.SIGKILL)
                 self._kill_at = now
             return False
         if now < self._kill_at + SETTLE:
             return False
-        log.warning("processes %s of job %s survived SIGKILL", _live_members(self.pid),
+        log.warning("processes %s of job %s survived SIGKILL", live_members(self.pid),
                     self.work.context.job)
         return True
 
@@ -565,7 +292,7 @@ class Running:
         if self._watchdog is not None:
             self._watchdog.forget(self.pid)
 
-    def _build(self, pump: _Pump) -> Result:
+    def _build(self, pump: Pump) -> Result:
         code = self._returncode
         assert code is not None and self._ended is not None  # noqa: S101
         duration = self._ended - self._started
@@ -583,7 +310,7 @@ class Running:
                 error += (f" (SIGTERM, then SIGKILL after "
                           f"{seconds_text(self.work.kill_grace)})")
         elif code < 0:
-            outcome, error = AttemptOutcome.FAILED, f"killed by signal {_signal_name(-code)}"
+            outcome, error = AttemptOutcome.FAILED, f"killed by signal {signal_name(-code)}"
         elif code != 0:
             outcome, error = AttemptOutcome.FAILED, f"exit code {code}"
             if envelope is not None and isinstance(envelope.get("error"), str):
@@ -658,7 +385,7 @@ def start(work: Work, watchdog: Watchdog | None = None,
             start_new_session=True,
             # only a prctl() call: safe after fork even with other threads around
             preexec_fn=(None if guarded  # noqa: PLW1509
-                        else functools.partial(_die_with_parent, os.getpid())),
+                        else functools.partial(die_with_parent, os.getpid())),
             env=env,
         )
     except (OSError, subprocess.SubprocessError) as exc:
@@ -668,115 +395,9 @@ def start(work: Work, watchdog: Watchdog | None = None,
     _close(output_w, channel_w, spec_r)
     if watchdog is not None:
         watchdog.watch(process.pid, deadline)
-    pump = _Pump(output_r, work.output_limit, channel_r, work.result_limit, spec_w, spec,
+    pump = Pump(output_r, work.output_limit, channel_r, work.result_limit, spec_w, spec,
                  pid=process.pid, wake=wake)
     pump.start()
     return Running(work, process, pump, watchdog, started)
 
 
-# -- the watchdog ---------------------------------------------------------------------------
-
-
-class Watchdog:
-    """One per tick process: if the tick dies (``kill -9``, the OOM killer), every job
-    process group it started is killed, so a reclaimed run never overlaps an orphan.
-
-    It is a small separate process (:mod:`cronjobs.child` ``--watchdog``, run isolated) in
-    a session of its own, so signals for the tick's process group or terminal never reach
-    it; it ignores SIGTERM, SIGINT and SIGHUP. The tick tells it ``watch PGID`` /
-    ``forget PGID`` over a pipe only the tick holds; when that pipe ends (the tick exited,
-    however) it SIGKILLs every group still watched and exits. :meth:`close` ends it
-    cleanly: groups still watched then are killed too, since nobody supervises them any
-    more. If the watchdog cannot be started or dies, jobs still run (with only the
-    parent-death signal as protection) and a warning is logged.
-    """
-
-    def __init__(self, process: subprocess.Popen[bytes] | None) -> None:
-        self._process = process
-        self._lock = threading.Lock()
-        self._warned = False
-        # With autoflush off, messages are sent by flush(): a caller starting many jobs in
-        # one pass (the tick) sends them together.
-        self.autoflush = True
-
-    @classmethod
-    def start(cls) -> Watchdog:
-        script = Path(__file__).with_name("child.py")
-        if script.is_file():  # isolated: no site, no PYTHON* variables, no cwd on the path
-            argv = [sys.executable, "-I", "-S", str(script), "--watchdog"]
-        else:
-            argv = [sys.executable, "-m", "cronjobs.execution.child", "--watchdog"]
-        try:
-            process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                       start_new_session=True)
-        except OSError as exc:
-            log.warning("could not start the watchdog: %s; jobs would outlive a killed tick",
-                        exc)
-            return cls(None)
-        return cls(process)
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
-    def watch(self, pgid: int, deadline: float | None = None) -> None:
-        """Watch a job's process group; with ``deadline`` (a ``time.monotonic()`` value)
-        it is killed when that passes without :meth:`renew`."""
-        self._send(f"watch {pgid}\n" if deadline is None else f"watch {pgid} {deadline:.3f}\n")
-
-    def renew(self, pgid: int, deadline: float) -> None:
-        """Move a watched group's deadline (its lease was renewed)."""
-        self._send(f"renew {pgid} {deadline:.3f}\n")
-
-    def forget(self, pgid: int) -> None:
-        self._send(f"forget {pgid}\n")
-
-    def flush(self) -> None:
-        """Send the messages written since the last flush."""
-        with self._lock:
-            if self._process is None or self._process.stdin is None:
-                return
-            with contextlib.suppress(OSError):  # gone: _send warns on the next message
-                self._process.stdin.flush()
-
-    def close(self) -> None:
-        """End the watchdog (killing any group still watched) and wait for it to exit."""
-        with self._lock:
-            process, self._process = self._process, None
-        if process is None:
-            return
-        stdin = process.stdin
-        assert stdin is not None  # noqa: S101 - started with stdin=PIPE
-        try:
-            stdin.write(b"close\n")
-            stdin.close()
-        except OSError:
-            pass
-        try:
-            process.wait(5.0)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-    def __enter__(self) -> Watchdog:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def _send(self, line: str) -> None:
-        with self._lock:
-            if self._process is None:
-                return
-            stdin: IO[bytes] | None = self._process.stdin
-            assert stdin is not None  # noqa: S101
-            try:
-                stdin.write(line.encode())
-                if self.autoflush:
-                    stdin.flush()
-            except OSError as exc:
-                if not self._warned:
-                    self._warned = True
-                    log.warning("the watchdog is gone (%s); jobs would outlive a killed tick",
-                                exc)

@@ -7,8 +7,8 @@ import importlib
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from cronjobs.core.validation import check_name
 from cronjobs.errors import ConfigurationError, UsageError
+from cronjobs.validation import check_name
 
 Handler = Callable[..., Any]
 F = TypeVar("F", bound=Handler)

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from cronjobs.core.durations import parse_duration
+from cronjobs.durations import parse_duration
 
 DEPLOY = ROOT / "deploy" / "kubernetes"
 DOCKERFILE = ROOT / "Dockerfile"

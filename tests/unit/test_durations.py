@@ -2,7 +2,7 @@ import datetime as dt
 
 import pytest
 
-from cronjobs.core.durations import format_duration, parse_bounded, parse_duration
+from cronjobs.durations import format_duration, parse_bounded, parse_duration
 from cronjobs.errors import UsageError
 
 

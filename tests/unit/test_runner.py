@@ -25,7 +25,8 @@ import pytest
 from conftest import peak_rss
 from cronjobs.execution.child import encode_result
 from cronjobs.execution.context import JobContext
-from cronjobs.execution.process import Result, Running, Watchdog, Work, start
+from cronjobs.execution.process import Result, Running, Work, start
+from cronjobs.execution.watchdog import Watchdog
 from cronjobs.models import AttemptOutcome
 
 CONTEXT = JobContext(run_id=42, job="nightly", attempt=2, payload={"table": "events", "days": 30},
@@ -499,7 +500,8 @@ def test_encode_result() -> None:
 TICK = """
 import datetime as dt, sys, time
 from cronjobs.execution.context import JobContext
-from cronjobs.execution.process import Watchdog, Work, start
+from cronjobs.execution.process import Work, start
+from cronjobs.execution.watchdog import Watchdog
 watchdog = Watchdog.start() if sys.argv[2] == "watchdog" else None
 context = JobContext(1, "long", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), 1, {})
 running = start(Work(context=context, kind="command", command=sys.argv[1], handler=None),
