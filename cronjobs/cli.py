@@ -23,7 +23,7 @@ import click
 
 from cronjobs import __version__
 from cronjobs.config import DatabaseTarget, resolve_database
-from cronjobs.errors import CronjobsError, UsageError
+from cronjobs.errors import CronjobsError
 
 T = TypeVar("T")
 
@@ -33,6 +33,7 @@ EXIT_USAGE = 2
 EXIT_UNHEALTHY = 3
 
 DURATION_HELP = "a duration such as 90s, 5m, 2h, 1d or 1h30m"
+TIMES_HELP = "see 'Times and durations' in the README"
 
 
 class App:
@@ -121,20 +122,6 @@ def _load_commands() -> None:
     import cronjobs.commands  # noqa: F401 - its commands register on main_group
 
 
-def parse_instant(value: str, *, option: str, zone: dt.tzinfo = dt.UTC) -> dt.datetime:
-    """ISO-8601; without an offset the time is read in ``zone`` (UTC unless --tz says)."""
-    try:
-        parsed = dt.datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise UsageError(
-            f"invalid {option} {value!r}: use ISO-8601, such as 2026-03-29T02:30:00+01:00 "
-            "or 2026-03-29T01:30:00Z"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=zone)
-    return parsed.astimezone(dt.UTC)
-
-
 @click.group(cls=_Group,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100,
                                "auto_envvar_prefix": "CRONJOBS"})
@@ -186,9 +173,9 @@ def _configure_logging(verbose: int) -> None:
 # -- the tick ---------------------------------------------------------------------------------
 
 @main_group.command()
-@click.option("--now", "now", metavar="ISO-8601",
+@click.option("--now", "now", metavar="TIME",
               help="Tick as if the database clock said this (tests, what-if runs). Leases "
-                   "still use the database clock.")
+                   f"still use the database clock. An instant or a date ({TIMES_HELP}).")
 @click.option("--dry-run", is_flag=True,
               help="Print what would be materialised; write nothing, run nothing.")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
@@ -239,6 +226,7 @@ def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: i
     """
     from cronjobs.db import worker_name
     from cronjobs.durations import parse_bounded
+    from cronjobs.instants import parse_instant
     from cronjobs.render import decisions_text, tick_json, tick_summary
     from cronjobs.tick import TickOptions
     from cronjobs.tick import tick as run_tick

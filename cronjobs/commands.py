@@ -7,21 +7,21 @@ the result: no SQL and no clock here.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 import click
 
 from cronjobs.cli import (
     DURATION_HELP,
     EXIT_UNHEALTHY,
+    TIMES_HELP,
     App,
     _stop_on_signals,
     emit,
     json_option,
     main_group,
-    parse_instant,
     pass_app,
 )
+from cronjobs.instants import parse_instant
 
 # -- schema -----------------------------------------------------------------------------------
 
@@ -151,7 +151,9 @@ def describe(app: App, name: str, as_json: bool) -> None:
 
 @main_group.command()
 @click.argument("name")
-@click.option("--until", metavar="ISO-8601", help="Resume by itself at this instant.")
+@click.option("--until", metavar="TIME",
+              help=f"Resume by itself at this instant, or at the start of this date "
+                   f"({TIMES_HELP}).")
 @click.option("--note", metavar="TEXT", help="Why it is paused (shown by describe).")
 @json_option
 @pass_app
@@ -199,9 +201,9 @@ def remove(app: App, name: str, as_json: bool) -> None:
 @click.option("--tz", metavar="ZONE",
               help="Zone of a bare SCHEDULE (default UTC); for a NAME, the zone to show "
                    "local times in (default: the job's).")
-@click.option("--from", "start", metavar="ISO-8601",
-              help="Start after this instant (default: now; a time without an offset is read "
-                   "in --tz).")
+@click.option("--from", "start", metavar="TIME|DURATION",
+              help="Start after this instant, date or duration ago (default: now; a time "
+                   f"without an offset is read in --tz; {TIMES_HELP}).")
 @click.option("--count", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="How many fire times.")
 @json_option
@@ -223,8 +225,11 @@ def next_command(app: App, job_or_schedule: str, tz: str | None, start: str | No
     from cronjobs.schedule import check_timezone
 
     zone = check_timezone(tz) if tz is not None else dt.UTC
-    begin = parse_instant(start, option="--from", zone=zone) if start is not None else None
-    if _looks_like_schedule(job_or_schedule):
+    bare = _looks_like_schedule(job_or_schedule)
+    clock = (lambda: dt.datetime.now(dt.UTC)) if bare else (lambda: app.store().now())
+    begin = (parse_instant(start, option="--from", zone=zone, now=clock)
+             if start is not None else None)
+    if bare:
         result = definitions.preview(job_or_schedule, timezone=tz or "UTC", start=begin,
                                      count=count)
     else:
@@ -241,9 +246,10 @@ def _looks_like_schedule(value: str) -> bool:
 
 @main_group.command()
 @click.argument("name")
-@click.option("--from", "start", metavar="ISO-8601", help="Start of the range (default: 24h "
-              "before --to).")
-@click.option("--to", "end", metavar="ISO-8601", help="End of the range (default: now).")
+@click.option("--from", "start", metavar="TIME|DURATION",
+              help=f"Start of the range (default: 24h before --to; {TIMES_HELP}).")
+@click.option("--to", "end", metavar="TIME",
+              help="End of the range, inclusive: a date includes that whole day (default: now).")
 @json_option
 @pass_app
 def explain(app: App, name: str, start: str | None, end: str | None, as_json: bool) -> None:
@@ -256,18 +262,20 @@ def explain(app: App, name: str, start: str | None, end: str | None, as_json: bo
     from cronjobs.explain import explain as run_explain
     from cronjobs.render import explain_json, explain_text
 
-    begin = parse_instant(start, option="--from") if start is not None else None
-    finish = parse_instant(end, option="--to") if end is not None else None
-    result = run_explain(app.store(), name, start=begin, end=finish)
+    store = app.store()
+    begin = parse_instant(start, option="--from", now=store.now) if start is not None else None
+    finish = parse_instant(end, option="--to", end=True) if end is not None else None
+    result = run_explain(store, name, start=begin, end=finish)
     emit(explain_json(result), explain_text(result), as_json)
 
 
 @main_group.command()
 @click.argument("name")
-@click.option("--from", "start", metavar="ISO-8601", required=True,
-              help="First instant of the range (inclusive).")
-@click.option("--to", "end", metavar="ISO-8601", required=True,
-              help="Last instant of the range (inclusive, not in the future).")
+@click.option("--from", "start", metavar="TIME|DURATION", required=True,
+              help=f"First instant of the range (inclusive; {TIMES_HELP}).")
+@click.option("--to", "end", metavar="TIME", required=True,
+              help="Last instant of the range (inclusive: a date includes that whole day; "
+                   "not in the future).")
 @json_option
 @pass_app
 def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
@@ -280,9 +288,9 @@ def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
     from cronjobs.materialise import backfill as run_backfill
     from cronjobs.render import backfill_json, backfill_text
 
-    begin = parse_instant(start, option="--from")
-    finish = parse_instant(end, option="--to")
     store = app.store()
+    begin = parse_instant(start, option="--from", now=store.now)
+    finish = parse_instant(end, option="--to", end=True)
     result = run_backfill(store, get(store, name), begin, finish)
     emit(backfill_json(result), backfill_text(result), as_json)
 
@@ -378,8 +386,9 @@ def cancel(app: App, run_id: int, as_json: bool) -> None:
 @click.argument("name", required=False)
 @click.option("--status", "statuses", type=click.Choice(STATUSES), multiple=True,
               help="Only runs in this status (repeatable).")
-@click.option("--since", metavar="ISO-8601|DURATION",
-              help="Only runs created since this instant, or this long ago (e.g. 1d).")
+@click.option("--since", metavar="TIME|DURATION",
+              help=f"Only runs created since this instant or date, or this long ago (e.g. 1d; "
+                   f"{TIMES_HELP}).")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
 @json_option
 @pass_app
@@ -390,18 +399,9 @@ def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | Non
     from cronjobs.render import runs_list_json, runs_list_text
 
     store = app.store()
-    start = _since(since, store) if since is not None else None
+    start = parse_instant(since, option="--since", now=store.now) if since is not None else None
     found = list_runs(store, name=name, statuses=statuses, since=start, limit=limit)
     emit(runs_list_json(found), runs_list_text(found), as_json)
-
-
-def _since(value: str, store: Any) -> dt.datetime:
-    from cronjobs.durations import parse_duration
-
-    text = value.strip()
-    if text[:1].isdigit() and text[-1:].lower() in "smhdw" and "-" not in text:
-        return store.now() - parse_duration(text, option="--since")  # type: ignore[no-any-return]
-    return parse_instant(text, option="--since")
 
 
 @main_group.command()

@@ -12,7 +12,7 @@ from cronjobs.errors import Refused, RunNotFound, UsageError
 from cronjobs.materialise import exclusive
 from cronjobs.models import Attempt, Overlap, Run, RunStatus, Trigger
 from cronjobs.store import Store
-from cronjobs.validation import check_name
+from cronjobs.validation import check_name, check_payload
 
 MAX_RUN_ID = 2**63 - 1
 RETRYABLE = (RunStatus.FAILED, RunStatus.DEAD, RunStatus.CANCELLED)
@@ -68,6 +68,8 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
     job's overlap policy applies unless ``force``: with ``skip`` a busy job refuses, with
     ``queue`` one run may wait, with ``replace`` the running run is asked to stop."""
     check_name(name)
+    if payload is not None:
+        check_payload(payload)
     with store.transaction():
         definition = get(store, name, for_update=True)
         now = store.now()
