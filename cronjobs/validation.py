@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -24,27 +25,64 @@ def check_name(name: str, *, what: str = "job name") -> str:
     return name
 
 
-def parse_payload(text: str) -> dict[str, Any]:
-    """A JSON object, at most 64 KiB."""
+def parse_payload(text: str, *, option: str = "--payload") -> dict[str, Any]:
+    """A JSON object, at most 64 KiB, that both Python and PostgreSQL's jsonb hold as
+    written: no NaN or Infinity, no number beyond a float's range, no NUL character and no
+    lone surrogate in any string."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_PAYLOAD_BYTES:
-        raise UsageError(f"invalid --payload: larger than {MAX_PAYLOAD_BYTES // 1024} KiB")
+        raise UsageError(f"invalid {option}: larger than {MAX_PAYLOAD_BYTES // 1024} KiB")
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except _NotFinite as exc:
+        raise UsageError(f"invalid {option}: {exc}") from None
     except (ValueError, RecursionError) as exc:
-        raise UsageError(f"invalid --payload: not valid JSON ({exc})") from None
+        raise UsageError(f"invalid {option}: not valid JSON ({exc})") from None
     if not isinstance(value, dict):
         kind = type(value).__name__ if value is not None else "null"
         kind = {"list": "an array", "str": "a string", "int": "a number", "float": "a number",
                 "bool": "a boolean"}.get(kind, kind)
-        raise UsageError(f"invalid --payload: expected a JSON object such as '{{\"days\": 7}}', "
+        raise UsageError(f"invalid {option}: expected a JSON object such as '{{\"days\": 7}}', "
                          f"got {kind}")
-    check_text(json.dumps(value), what="--payload")
+    return check_payload(value, what=option)
+
+
+class _NotFinite(Exception):
+    pass
+
+
+def _no_constant(name: str) -> float:
+    raise _NotFinite(f"{name} is not JSON (numbers must be finite)")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise _NotFinite(f"the number {text[:40]} is out of range (at most about 1.8e308)")
+    return number
+
+
+def check_payload(value: dict[str, Any], *, what: str = "payload") -> dict[str, Any]:
+    """Check a payload given as a dict (by the CLI or a library caller) the same way."""
+    pending: list[Any] = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, str):
+                    check_text(key, what=what)
+                pending.append(inner)
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+        elif isinstance(item, str):
+            check_text(item, what=what)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise UsageError(f"invalid {what}: {item} is not JSON (numbers must be finite)")
     return value
 
 
 def check_text(value: str, *, what: str, limit: int | None = None) -> str:
     """Text PostgreSQL can store (no NUL characters), within ``limit`` characters."""
-    if "\x00" in value or "\\u0000" in value:
+    if "\x00" in value:
         raise UsageError(f"invalid {what}: contains a NUL character")
     if limit is not None and len(value) > limit:
         raise UsageError(f"invalid {what}: longer than {limit} characters")

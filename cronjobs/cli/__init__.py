@@ -69,8 +69,18 @@ def main_group(ctx: click.Context, database_url: str | None, apps: tuple[str, ..
 
 def _configure_logging(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_ScrubbingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
+
+
+class _ScrubbingFormatter(logging.Formatter):
+    """Log records, tracebacks included, with every password masked (see config.scrub)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from cronjobs.db.config import scrub
+
+        return scrub(super().format(record))
 
 
 for command in (ticking.tick, ticking.worker,
@@ -96,7 +106,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except CronjobsError as exc:
-        click.echo(f"error: {exc.message}", err=True)
+        from cronjobs.db.config import scrub
+
+        click.echo(f"error: {scrub(exc.message)}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)

@@ -5,14 +5,12 @@ commands take."""
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import click
 
 from cronjobs.db.config import DatabaseTarget
-from cronjobs.errors import UsageError
 
 T = TypeVar("T")
 
@@ -22,6 +20,7 @@ EXIT_USAGE = 2
 EXIT_UNHEALTHY = 3
 
 DURATION_HELP = "a duration such as 90s, 5m, 2h, 1d or 1h30m"
+TIMES_HELP = "see 'Times and durations' in the README"
 
 
 class App:
@@ -90,20 +89,6 @@ def json_option(func: Callable[..., T]) -> Callable[..., T]:
 
 def split_apps(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(m.strip() for v in values for m in v.split(",") if m.strip())
-
-
-def parse_instant(value: str, *, option: str, zone: dt.tzinfo = dt.UTC) -> dt.datetime:
-    """ISO-8601; without an offset the time is read in ``zone`` (UTC unless --tz says)."""
-    try:
-        parsed = dt.datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise UsageError(
-            f"invalid {option} {value!r}: use ISO-8601, such as 2026-03-29T02:30:00+01:00 "
-            "or 2026-03-29T01:30:00Z"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=zone)
-    return parsed.astimezone(dt.UTC)
 
 
 @contextlib.contextmanager

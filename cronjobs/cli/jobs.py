@@ -9,12 +9,13 @@ import click
 
 from cronjobs.cli.app import (
     DURATION_HELP,
+    TIMES_HELP,
     App,
     emit,
     json_option,
-    parse_instant,
     pass_app,
 )
+from cronjobs.instants import parse_instant
 
 # -- definitions --------------------------------------------------------------------------------
 
@@ -120,7 +121,9 @@ def describe(app: App, name: str, as_json: bool) -> None:
 
 @click.command()
 @click.argument("name")
-@click.option("--until", metavar="ISO-8601", help="Resume by itself at this instant.")
+@click.option("--until", metavar="TIME",
+              help=f"Resume by itself at this instant, or at the start of this date "
+                   f"({TIMES_HELP}).")
 @click.option("--note", metavar="TEXT", help="Why it is paused (shown by describe).")
 @json_option
 @pass_app
@@ -168,9 +171,9 @@ def remove(app: App, name: str, as_json: bool) -> None:
 @click.option("--tz", metavar="ZONE",
               help="Zone of a bare SCHEDULE (default UTC); for a NAME, the zone to show "
                    "local times in (default: the job's).")
-@click.option("--from", "start", metavar="ISO-8601",
-              help="Start after this instant (default: now; a time without an offset is read "
-                   "in --tz).")
+@click.option("--from", "start", metavar="TIME|DURATION",
+              help="Start after this instant, date or duration ago (default: now; a time "
+                   f"without an offset is read in --tz; {TIMES_HELP}).")
 @click.option("--count", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="How many fire times.")
 @json_option
@@ -192,8 +195,11 @@ def next_command(app: App, job_or_schedule: str, tz: str | None, start: str | No
     from cronjobs.cron import check_timezone
 
     zone = check_timezone(tz) if tz is not None else dt.UTC
-    begin = parse_instant(start, option="--from", zone=zone) if start is not None else None
-    if _looks_like_schedule(job_or_schedule):
+    bare = _looks_like_schedule(job_or_schedule)
+    clock = (lambda: dt.datetime.now(dt.UTC)) if bare else (lambda: app.store().now())
+    begin = (parse_instant(start, option="--from", zone=zone, now=clock)
+             if start is not None else None)
+    if bare:
         result = definitions.preview(job_or_schedule, timezone=tz or "UTC", start=begin,
                                      count=count)
     else:
@@ -210,9 +216,10 @@ def _looks_like_schedule(value: str) -> bool:
 
 @click.command()
 @click.argument("name")
-@click.option("--from", "start", metavar="ISO-8601", help="Start of the range (default: 24h "
-              "before --to).")
-@click.option("--to", "end", metavar="ISO-8601", help="End of the range (default: now).")
+@click.option("--from", "start", metavar="TIME|DURATION",
+              help=f"Start of the range (default: 24h before --to; {TIMES_HELP}).")
+@click.option("--to", "end", metavar="TIME",
+              help="End of the range, inclusive: a date includes that whole day (default: now).")
 @json_option
 @pass_app
 def explain(app: App, name: str, start: str | None, end: str | None, as_json: bool) -> None:
@@ -225,18 +232,20 @@ def explain(app: App, name: str, start: str | None, end: str | None, as_json: bo
     from cronjobs.cli.render import explain_json, explain_text
     from cronjobs.core.explain import explain as run_explain
 
-    begin = parse_instant(start, option="--from") if start is not None else None
-    finish = parse_instant(end, option="--to") if end is not None else None
-    result = run_explain(app.store(), name, start=begin, end=finish)
+    store = app.store()
+    begin = parse_instant(start, option="--from", now=store.now) if start is not None else None
+    finish = parse_instant(end, option="--to", end=True) if end is not None else None
+    result = run_explain(store, name, start=begin, end=finish)
     emit(explain_json(result), explain_text(result), as_json)
 
 
 @click.command()
 @click.argument("name")
-@click.option("--from", "start", metavar="ISO-8601", required=True,
-              help="First instant of the range (inclusive).")
-@click.option("--to", "end", metavar="ISO-8601", required=True,
-              help="Last instant of the range (inclusive, not in the future).")
+@click.option("--from", "start", metavar="TIME|DURATION", required=True,
+              help=f"First instant of the range (inclusive; {TIMES_HELP}).")
+@click.option("--to", "end", metavar="TIME", required=True,
+              help="Last instant of the range (inclusive: a date includes that whole day; "
+                   "not in the future).")
 @json_option
 @pass_app
 def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
@@ -249,8 +258,8 @@ def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
     from cronjobs.core.definitions import get
     from cronjobs.core.materialise import backfill as run_backfill
 
-    begin = parse_instant(start, option="--from")
-    finish = parse_instant(end, option="--to")
     store = app.store()
+    begin = parse_instant(start, option="--from", now=store.now)
+    finish = parse_instant(end, option="--to", end=True)
     result = run_backfill(store, get(store, name), begin, finish)
     emit(backfill_json(result), backfill_text(result), as_json)

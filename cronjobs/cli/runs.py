@@ -3,19 +3,17 @@ calls one library function and renders the result."""
 
 from __future__ import annotations
 
-import datetime as dt
-from typing import Any
-
 import click
 
 from cronjobs.cli.app import (
+    TIMES_HELP,
     App,
     emit,
     json_option,
-    parse_instant,
     pass_app,
     stop_on_signals,
 )
+from cronjobs.instants import parse_instant
 
 # -- operating --------------------------------------------------------------------------------
 
@@ -151,8 +149,9 @@ def _operator() -> str | None:
 @click.argument("name", required=False)
 @click.option("--status", "statuses", type=click.Choice(STATUSES), multiple=True,
               help="Only runs in this status (repeatable).")
-@click.option("--since", metavar="ISO-8601|DURATION",
-              help="Only runs created since this instant, or this long ago (e.g. 1d).")
+@click.option("--since", metavar="TIME|DURATION",
+              help=f"Only runs created since this instant or date, or this long ago (e.g. 1d; "
+                   f"{TIMES_HELP}).")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
 @json_option
 @pass_app
@@ -163,18 +162,9 @@ def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | Non
     from cronjobs.core.operations import list_runs
 
     store = app.store()
-    start = _since(since, store) if since is not None else None
+    start = parse_instant(since, option="--since", now=store.now) if since is not None else None
     found = list_runs(store, name=name, statuses=statuses, since=start, limit=limit)
     emit(runs_list_json(found), runs_list_text(found), as_json)
-
-
-def _since(value: str, store: Any) -> dt.datetime:
-    from cronjobs.durations import parse_duration
-
-    text = value.strip()
-    if text[:1].isdigit() and text[-1:].lower() in "smhdw" and "-" not in text:
-        return store.now() - parse_duration(text, option="--since")  # type: ignore[no-any-return]
-    return parse_instant(text, option="--since")
 
 
 @click.command()

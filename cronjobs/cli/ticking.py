@@ -8,20 +8,21 @@ import datetime as dt
 import click
 
 from cronjobs.cli.app import (
+    TIMES_HELP,
     App,
     emit,
     json_option,
-    parse_instant,
     pass_app,
     stop_on_signals,
 )
+from cronjobs.instants import parse_instant
 
 # -- the tick ---------------------------------------------------------------------------------
 
 @click.command()
-@click.option("--now", "now", metavar="ISO-8601",
+@click.option("--now", "now", metavar="TIME",
               help="Tick as if the database clock said this (tests, what-if runs). Leases "
-                   "still use the database clock.")
+                   f"still use the database clock. An instant or a date ({TIMES_HELP}).")
 @click.option("--dry-run", is_flag=True,
               help="Print what would be materialised; write nothing, run nothing.")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,

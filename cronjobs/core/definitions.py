@@ -23,7 +23,13 @@ from cronjobs.models import (
     Run,
     SkipReason,
 )
-from cronjobs.validation import MAX_COMMAND_CHARS, MAX_NOTE_CHARS, check_name, check_text
+from cronjobs.validation import (
+    MAX_COMMAND_CHARS,
+    MAX_NOTE_CHARS,
+    check_name,
+    check_payload,
+    check_text,
+)
 
 MAX_PREVIEW = 1000
 
@@ -75,6 +81,7 @@ def validate_spec(spec: DefinitionSpec, *, known_handlers: Collection[str] | Non
     """Raise a UsageError naming the first problem with ``spec``."""
     check_name(spec.name)
     schedules.parse(spec.schedule, spec.timezone, hash_key=spec.name)
+    check_payload(spec.payload, what="--payload")
     if spec.kind == Kind.COMMAND:
         if spec.command is None or not spec.command.strip():
             raise UsageError("invalid --command: empty")

@@ -13,7 +13,7 @@ from cronjobs.core.materialise import exclusive
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, Refused, RunNotFound, UsageError
 from cronjobs.models import Attempt, Overlap, Run, RunStatus, Trigger
-from cronjobs.validation import check_name
+from cronjobs.validation import check_name, check_payload
 
 MAX_RUN_ID = 2**63 - 1
 RETRYABLE = (RunStatus.FAILED, RunStatus.DEAD, RunStatus.CANCELLED)
@@ -81,6 +81,8 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
     job's overlap policy applies unless ``force``: with ``skip`` a busy job refuses, with
     ``queue`` one run may wait, with ``replace`` the running run is asked to stop."""
     check_name(name)
+    if payload is not None:
+        check_payload(payload)
     with store.transaction():
         definition = get(store, name, for_update=True)
         now = store.now()

@@ -6,6 +6,7 @@ import os
 import re
 from collections.abc import Mapping
 from typing import NamedTuple
+from urllib.parse import unquote
 
 from psycopg.conninfo import conninfo_to_dict
 
@@ -46,7 +47,9 @@ def resolve_database(
     )
     for value, source in candidates:
         if value is not None and value.strip():
+            remember_passwords(value, env)
             return DatabaseTarget(_checked(value.strip(), source), source)
+    remember_passwords(None, env)
     if env.get("PGHOST") or env.get("PGDATABASE"):
         return DatabaseTarget("", "PG* environment variables")
     return DatabaseTarget(None, "embedded default")
@@ -65,21 +68,86 @@ def mask_conninfo(conninfo: str) -> str:
     """Render a connection string as the user wrote it, with any password as ``***``."""
     if not conninfo:
         return "(libpq defaults from PG* variables)"
-    return scrub(conninfo)
+    return mask_secrets_in(conninfo, conninfo)
 
 
 def mask_secrets_in(text: str, conninfo: str) -> str:
-    """Remove the password of ``conninfo`` from ``text`` (e.g. a driver error message)."""
-    try:
-        password = conninfo_to_dict(conninfo).get("password")
-    except Exception:
-        password = None
-    if password:
-        text = text.replace(str(password), "***")
-    return scrub(text)
+    """Remove the password of ``conninfo`` from ``text`` (e.g. a driver error message): as
+    written, as decoded, and any fragment of four characters or more of either."""
+    return _mask_fragments(scrub(text), passwords_in(conninfo))
 
 
 def scrub(text: str) -> str:
-    """Mask anything that looks like a password in a URL or a conninfo string."""
+    """Mask anything that looks like a password in a URL or a conninfo string, and every
+    fragment of a password this process was given (see :func:`remember_passwords`)."""
     text = _URL_PASSWORD.sub(r"\1***@", text)
-    return _KV_PASSWORD.sub(r"\1***", text)
+    text = _KV_PASSWORD.sub(r"\1***", text)
+    return _mask_fragments(text, _remembered)
+
+
+# The passwords of the database targets this process resolved: scrub() masks them in any
+# text, including messages that quote a password without its URL around it (libpq's
+# 'invalid percent-encoded token: "p%zzsecret"').
+_remembered: set[str] = set()
+
+_URL_USERINFO = re.compile(r"^\s*[a-z][a-z0-9+.-]*://([^?#]*)@", re.IGNORECASE)
+_KV_VALUE = re.compile(r"password\s*=\s*(.*?)(?=\s+[A-Za-z_]+\s*=|$)",
+                       re.IGNORECASE | re.DOTALL)
+_FRAGMENT = 4
+
+
+def remember_passwords(conninfo: str | None, environ: Mapping[str, str] | None = None) -> None:
+    """Remember the passwords of ``conninfo`` and ``PGPASSWORD``, so that scrub() masks
+    them wherever they turn up."""
+    env = os.environ if environ is None else environ
+    if conninfo:
+        _remembered.update(passwords_in(conninfo))
+    if env.get("PGPASSWORD"):
+        _remembered.add(env["PGPASSWORD"])
+
+
+def passwords_in(conninfo: str) -> set[str]:
+    """Every way the password of ``conninfo`` may be quoted back, even when the string
+    cannot be parsed: as written in a URL or after ``password=``, decoded, and as parsed."""
+    found: set[str] = set()
+    url = _URL_USERINFO.match(conninfo)
+    if url and ":" in url.group(1):
+        written = url.group(1).split(":", 1)[1]
+        found |= {written, written.split("@", 1)[0]}
+    for value in _KV_VALUE.findall(conninfo):
+        found |= {value, value.strip("'\""), value.split("&", 1)[0], value.split()[0]
+                  if value.split() else value}
+    try:
+        parsed = conninfo_to_dict(conninfo).get("password")
+    except Exception:
+        parsed = None
+    if parsed:
+        found.add(str(parsed))
+    found |= {unquote(value) for value in found}
+    return {value for value in found if value.strip()}
+
+
+def _mask_fragments(text: str, secrets: set[str]) -> str:
+    """Replace every stretch of ``text`` made of 4+ character fragments of a secret (or a
+    shorter secret as a whole word) with ``***``."""
+    covered = [False] * len(text)
+    for secret in secrets:
+        if len(secret) >= _FRAGMENT:
+            for i in range(len(secret) - _FRAGMENT + 1):
+                piece = secret[i:i + _FRAGMENT]
+                at = text.find(piece)
+                while at != -1:
+                    covered[at:at + _FRAGMENT] = [True] * _FRAGMENT
+                    at = text.find(piece, at + 1)
+        else:
+            for match in re.finditer(rf"(?<!\w){re.escape(secret)}(?!\w)", text):
+                covered[match.start():match.end()] = [True] * (match.end() - match.start())
+    if not any(covered):
+        return text
+    out: list[str] = []
+    for char, hidden in zip(text, covered, strict=True):
+        if not hidden:
+            out.append(char)
+        elif not out or out[-1] != "***":
+            out.append("***")
+    return "".join(out)

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from cronjobs.db.config import DatabaseTarget, mask_conninfo, scrub
+from cronjobs.db.config import DatabaseTarget, mask_conninfo, mask_secrets_in, scrub
 from cronjobs.db.migrate import check_schema, migrate
 from cronjobs.db.store import Store
 from cronjobs.errors import DatabaseUnavailable
@@ -92,9 +92,9 @@ def connect(
         return attempt()  # the usual case: no retry machinery needed
     except psycopg.Error as exc:
         if not _transient(exc) or retry_for <= 0:
-            raise DatabaseUnavailable(
+            raise DatabaseUnavailable(mask_secrets_in(
                 f"cannot connect to the database at {mask_conninfo(conninfo)}: "
-                f"{_first_line(exc)}") from None
+                f"{_first_line(exc)}", conninfo)) from None
     # tenacity is imported only when the database is not there at once
     from tenacity import (
         RetryError,
@@ -106,7 +106,7 @@ def connect(
 
     def before_sleep(state: Any) -> None:
         if on_retry is not None and state.outcome is not None:
-            on_retry(_first_line(state.outcome.exception()))
+            on_retry(mask_secrets_in(_first_line(state.outcome.exception()), conninfo))
 
     retrying = Retrying(
         stop=stop_after_delay(max(retry_for, 0.0)),
@@ -119,10 +119,9 @@ def connect(
         return retrying(attempt)
     except (psycopg.Error, RetryError) as exc:
         tries = f" (gave up after {attempts} attempts)" if attempts > 1 else ""
-        raise DatabaseUnavailable(
+        raise DatabaseUnavailable(mask_secrets_in(
             f"cannot connect to the database at {mask_conninfo(conninfo)}: "
-            f"{_first_line(exc)}{tries}"
-        ) from None
+            f"{_first_line(exc)}{tries}", conninfo)) from None
 
 
 def _merged_options(conninfo: str, ours: str) -> str | None:

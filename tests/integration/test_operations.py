@@ -275,3 +275,18 @@ def test_global_alert_command_and_alert_on_failure(cli: Invoke, db: psycopg.Conn
     _tick(db, alert_command=f'echo "$CRONJOBS_ALERT_EVENT $CRONJOBS_STATUS" >> {alert_log}')
     assert alert_log.read_text() == "failed failed\n"
 
+
+
+def test_time_options_take_dates_and_durations(cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    """A date ends a range with its whole day; a start may be a duration back from now."""
+    assert cli("define", "noon", "0 12 * * *", "--command", "true").exit_code == 0
+    result = cli("backfill", "noon", "--from", "2020-01-01", "--to", "2020-01-02", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert db.execute("SELECT count(*) FROM job_runs").fetchone() == (2,)
+    result = cli("explain", "noon", "--from", "2020-01-02", "--to", "2020-01-02")
+    assert result.exit_code == 0, result.stderr
+    assert "2020-01-02 12:00:00Z" in result.stdout
+    assert "2020-01-01 12:00:00Z" not in result.stdout
+    result = cli("runs", "noon", "--since", "1h")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.count("2020-01-0") == 2  # created just now, for 2020's slots

@@ -1,6 +1,7 @@
 """Imports go one way: cli -> tick/worker -> core/execution -> db -> cron -> the bottom
-(models, errors, durations, validation). core and execution do not import each other, and no module
-imports in a cycle. Function-level imports count as much as those at the top."""
+(models, errors, durations, instants, validation). core and execution do not import each
+other, and no module imports in a cycle. Function-level imports count as much as those at
+the top."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "cronjobs"
 
-BOTTOM = {"cronjobs.models", "cronjobs.errors", "cronjobs.durations", "cronjobs.validation"}
+BOTTOM = {"cronjobs.models", "cronjobs.errors", "cronjobs.durations", "cronjobs.validation",
+          "cronjobs.instants"}
 # What each layer may import, besides itself and the bottom.
 MAY_IMPORT: dict[str, set[str]] = {
     "bottom": set(),
