@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from cronjobs import __version__
 from cronjobs.config import DatabaseTarget, resolve_database
@@ -103,9 +104,127 @@ def _split_apps(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(m.strip() for v in values for m in v.split(",") if m.strip())
 
 
-class _Group(click.Group):
+class _EnvDocumented(click.Option):
+    """An option whose environment variables ``--help`` shows but click does not read:
+    ``resolve_database`` reads the database URL's (its messages name the variable used),
+    and the group reads those of the global options repeated on every command."""
+
+    def resolve_envvar_value(self, ctx: click.Context) -> str | None:
+        return None
+
+
+_GLOBAL = "cronjobs.global_options"  # ctx.meta key: what each level said, in order
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    if param.name is not None:
+        ctx.meta.setdefault(_GLOBAL, []).append(
+            (param.name, value, ctx.get_parameter_source(param.name)))
+    return value
+
+
+def _global_options(*, read_env: bool) -> list[click.Parameter]:
+    """The options every command takes, before its name or after it (`cronjobs -v tick`,
+    `cronjobs tick -v`). Only the top level reads their environment variables."""
+    env_option = click.Option if read_env else _EnvDocumented
+    common: dict[str, Any] = {"expose_value": False, "callback": _remember}
+    return [
+        _EnvDocumented(["--database-url"], metavar="URL",
+                       envvar=["CRONJOBS_DATABASE_URL", "DATABASE_URL"],
+                       help="PostgreSQL URL or conninfo. Default: the environment variables "
+                            "shown, then libpq's PG* variables (if PGHOST or PGDATABASE is "
+                            "set), then the embedded server.", **common),
+        env_option(["--app", "apps"], metavar="MODULE", multiple=True, envvar="CRONJOBS_APP",
+                   help="Python module(s) registering handlers with @cronjobs.job, imported "
+                        "from the current directory first (repeatable or comma-separated).",
+                   **common),
+        env_option(["--connect-timeout"], default="10s", show_default=True, metavar="DURATION",
+                   envvar="CRONJOBS_CONNECT_TIMEOUT",
+                   help="How long to keep retrying a database that cannot be reached.",
+                   **common),
+        env_option(["-v", "--verbose"], count=True, envvar="CRONJOBS_VERBOSE",
+                   help="Log more (repeat for debug).", **common),
+    ]
+
+
+def _global_values(ctx: click.Context) -> dict[str, Any]:
+    """The global options given at every level of ``ctx``, merged: a value typed on the
+    command line overrides the environment and the defaults; typed at several levels,
+    ``--app`` modules add up, ``-v`` counts add up, and the last of the others wins."""
+    merged: dict[str, Any] = {}
+    typed: set[str] = set()
+    for name, value, source in ctx.meta.get(_GLOBAL, []):
+        if name not in merged:
+            merged[name] = value
+        elif source is not ParameterSource.COMMANDLINE:
+            continue
+        elif name in typed and name in ("apps", "verbose"):
+            merged[name] = merged[name] + value
+        else:
+            merged[name] = value
+        if source is ParameterSource.COMMANDLINE:
+            typed.add(name)
+    return merged
+
+
+def _name_envvars(command: click.Command, ctx: click.Context) -> None:
+    """Every option of ``command`` can be set by an environment variable, shown in its
+    --help: the one it names, or ``CRONJOBS_<COMMAND>_<OPTION>`` after the option as the
+    user types it (``CRONJOBS_DEFINE_TZ``, ``CRONJOBS_RUNS_JSON``), not after click's name
+    for its parameter (``as_json``)."""
+    prefix = ctx.auto_envvar_prefix
+    for param in command.params:
+        if not isinstance(param, click.Option):
+            continue
+        param.show_envvar = True
+        if param.envvar is None and param.allow_from_autoenv and prefix is not None:
+            flag = max(param.opts, key=len).lstrip("-").replace("-", "_").upper()
+            param.envvar = f"{prefix}_{flag}"
+            param.allow_from_autoenv = False
+
+
+class _Parsing(click.Command):
+    """What every cronjobs command and group does when it parses its arguments."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        _name_envvars(self, ctx)
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:  # click leaves some without the command they are of
+            if exc.ctx is None:
+                exc.ctx = ctx
+            raise
+
+
+class _Command(_Parsing):
+    """A cronjobs command: takes the global options after its name too, and builds the
+    :class:`App` its callback receives from them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(_global_options(read_env=False))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        ctx.obj = _make_app(_global_values(ctx))
+        return super().invoke(ctx)
+
+
+class _SubGroup(_Parsing, click.Group):
+    """A group of commands below ``cronjobs`` (``cronjobs embedded``)."""
+
+    command_class = _Command
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(_global_options(read_env=False))
+
+
+class _Group(_Parsing, click.Group):
     """The cronjobs group: loads ``cronjobs.commands`` when a command it does not hold yet
     is asked for, or when the commands are listed (``--help``)."""
+
+    command_class = _Command
+    group_class = _SubGroup
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands:
@@ -135,45 +254,38 @@ def parse_instant(value: str, *, option: str, zone: dt.tzinfo = dt.UTC) -> dt.da
     return parsed.astimezone(dt.UTC)
 
 
-@click.group(cls=_Group,
+@click.group(cls=_Group, params=_global_options(read_env=True),
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100,
                                "auto_envvar_prefix": "CRONJOBS"})
-@click.option("--database-url", metavar="URL", allow_from_autoenv=False,
-              help="PostgreSQL URL or conninfo. Default: $CRONJOBS_DATABASE_URL, then "
-                   "$DATABASE_URL, then libpq's PG* variables (if PGHOST or PGDATABASE is set), "
-                   "then the embedded server.")
-@click.option("--app", "apps", metavar="MODULE", multiple=True, envvar="CRONJOBS_APP",
-              help="Python module(s) registering handlers with @cronjobs.job "
-                   "(repeatable or comma-separated; env CRONJOBS_APP).")
-@click.option("--connect-timeout", default="10s", show_default=True, metavar="DURATION",
-              envvar="CRONJOBS_CONNECT_TIMEOUT",
-              help="How long to keep retrying a database that cannot be reached.")
-@click.option("-v", "--verbose", count=True, help="Log more (repeat for debug).")
-@click.version_option(__version__, "--version", prog_name="cronjobs")
-@click.pass_context
-def main_group(ctx: click.Context, database_url: str | None, apps: tuple[str, ...],
-               connect_timeout: str, verbose: int) -> None:
+@click.version_option(__version__, "--version", prog_name="cronjobs", allow_from_autoenv=False)
+def main_group() -> None:
     """Scheduled jobs kept in PostgreSQL, run by `cronjobs tick` from cron or Kubernetes.
 
+    The options above the commands can also follow one (`cronjobs tick -v`); every option
+    can also be set by the environment variable its --help shows.
+
+    Without a configured database, an embedded PostgreSQL is started in
+    $CRONJOBS_HOME (default: your user data directory) and left running.
+
     \b
-    Quick start:
+    Examples:
       cronjobs define nightly_cleanup "0 3 * * *"        # a @cronjobs.job handler
       cronjobs define backup "0 2 * * *" --command "pg_dump mydb > /backups/db.sql"
       cronjobs list
       cronjobs next backup --count 3
-
-    Without a configured database, an embedded PostgreSQL is started in
-    $CRONJOBS_HOME (default: your user data directory) and left running.
     """
+
+
+def _make_app(values: dict[str, Any]) -> App:
     from cronjobs.durations import parse_duration
 
-    _configure_logging(verbose)
-    ctx.obj = App(
-        target=resolve_database(database_url),
-        apps=_split_apps(apps),
-        connect_timeout=parse_duration(connect_timeout, option="--connect-timeout")
+    _configure_logging(values["verbose"])
+    return App(
+        target=resolve_database(values["database_url"]),
+        apps=_split_apps(values["apps"]),
+        connect_timeout=parse_duration(values["connect_timeout"], option="--connect-timeout")
         .total_seconds(),
-        verbose=verbose,
+        verbose=values["verbose"],
     )
 
 
@@ -202,22 +314,21 @@ def _configure_logging(verbose: int) -> None:
               help="On SIGTERM/SIGINT: how long running jobs get after SIGTERM before they "
                    "are killed (keep it below Kubernetes' terminationGracePeriodSeconds).")
 @click.option("--alert-command", metavar="SHELL", envvar="CRONJOBS_ALERT_COMMAND",
-              help="Alert command for jobs that have none of their own (env "
-                   "CRONJOBS_ALERT_COMMAND).")
+              help="Alert command for jobs that have none of their own.")
 @click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
-              help="Prune a little finished history older than this on every tick (env "
-                   "CRONJOBS_RETENTION), e.g. 30d.")
+              help="Prune a little finished history older than this on every tick, e.g. "
+                   "30d.")
 @click.option("--handlers-only", is_flag=True, envvar="CRONJOBS_HANDLERS_ONLY",
-              help="Refuse shell-command jobs: only registered Python handlers run (env "
-                   "CRONJOBS_HANDLERS_ONLY=1). Whoever can write job_definitions can otherwise "
-                   "run commands as this worker's OS user.")
+              help="Refuse shell-command jobs: only registered Python handlers run. Whoever "
+                   "can write job_definitions can otherwise run commands as this worker's OS "
+                   "user.")
 @click.option("--allow-command", "allowed_commands", metavar="GLOB", multiple=True,
               envvar="CRONJOBS_ALLOW_COMMANDS",
-              help="Only run shell commands matching one of these globs (repeatable; env "
-                   "CRONJOBS_ALLOW_COMMANDS, space-separated).")
+              help="Only run shell commands matching one of these globs (repeatable; "
+                   "space-separated in the environment variable).")
 @click.option("--in-process", is_flag=True, envvar="CRONJOBS_IN_PROCESS",
               help="Run Python handlers in threads of the tick instead of a fresh "
-                   "interpreter per run (env CRONJOBS_IN_PROCESS=1): tens of times faster, "
+                   "interpreter per run: tens of times faster, "
                    "but a handler that overruns its timeout or is cancelled cannot be "
                    "killed: it is recorded as such at once and the tick exits as soon as its "
                    "other runs end. Shell commands always run in their own processes.")
@@ -236,6 +347,12 @@ def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: i
 
     One summary line goes to stderr; -v logs every decision; --json prints the full report.
     Exit code 0 when the tick did its work (failed jobs are recorded, not tick failures).
+
+    \b
+    Examples:
+      cronjobs tick --dry-run                 # what is due now; writes nothing
+      cronjobs tick -v --app myapp.jobs       # a crontab line: * * * * * cronjobs tick …
+      cronjobs tick --concurrency 8 --retention 30d --json
     """
     from cronjobs.db import worker_name
     from cronjobs.durations import parse_bounded
@@ -312,6 +429,11 @@ def worker(app: App, concurrency: int, grace: str, handlers_only: bool,
     once when `cronjobs trigger` is used), exactly as cron would: same guarantees, ticks may
     overlap. SIGTERM/SIGINT stop it gracefully (running ticks get SIGTERM and --grace).
     Prefer cron or a Kubernetes CronJob where you have them.
+
+    \b
+    Examples:
+      cronjobs worker --app myapp.jobs --concurrency 8
+      CRONJOBS_DATABASE_URL=postgresql://cron@db/app cronjobs worker --handlers-only
     """
     import os
 
@@ -348,8 +470,16 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(EXIT_FAILURE)
-    except click.ClickException as exc:
+    except click.exceptions.NoArgsIsHelpError as exc:  # `cronjobs` alone: the help
         exc.show()
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx is not None else "cronjobs"
+        click.echo(f"error: {_one_line(exc.format_message())} (try '{command} --help')",
+                   err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        click.echo(f"error: {_one_line(exc.format_message())}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -368,6 +498,14 @@ def main(argv: list[str] | None = None) -> NoReturn:
                    "(run with -v for a traceback)", err=True)
         sys.exit(EXIT_FAILURE)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _one_line(message: str) -> str:
+    """Click's message as one line in our style: lower case first, no final full stop."""
+    text = " ".join(line.strip() for line in message.splitlines() if line.strip())
+    if text[:1].isupper() and text[1:2].islower():
+        text = text[0].lower() + text[1:]
+    return text[:-1] if text.endswith(".") else text
 
 
 def run() -> NoReturn:

@@ -29,7 +29,13 @@ from cronjobs.cli import (
 @json_option
 @pass_app
 def migrate(app: App, as_json: bool) -> None:
-    """Create or upgrade the cronjobs schema (idempotent; safe from many pods at once)."""
+    """Create or upgrade the cronjobs schema (idempotent; safe from many pods at once).
+
+    \b
+    Examples:
+      cronjobs migrate
+      cronjobs --database-url postgresql://admin@db/app migrate --json
+    """
     from cronjobs.db import MIGRATE_OPTIONS, open_store
     from cronjobs.migrate import migrate as run_migrate
 
@@ -128,7 +134,13 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
 @json_option
 @pass_app
 def list_command(app: App, as_json: bool) -> None:
-    """List every job with its state, next fire time and last run."""
+    """List every job with its state, next fire time and last run.
+
+    \b
+    Examples:
+      cronjobs list
+      cronjobs list --json
+    """
     from cronjobs.definitions import list_jobs
     from cronjobs.render import list_json, list_text
 
@@ -141,7 +153,13 @@ def list_command(app: App, as_json: bool) -> None:
 @json_option
 @pass_app
 def describe(app: App, name: str, as_json: bool) -> None:
-    """Everything about job NAME: settings, next 5 fire times (UTC and local), last runs."""
+    """Everything about job NAME: settings, next 5 fire times (UTC and local), last runs.
+
+    \b
+    Examples:
+      cronjobs describe nightly_cleanup
+      cronjobs describe nightly_cleanup --json
+    """
     from cronjobs.definitions import describe as run_describe
     from cronjobs.render import describe_json, describe_text
 
@@ -156,7 +174,13 @@ def describe(app: App, name: str, as_json: bool) -> None:
 @json_option
 @pass_app
 def pause(app: App, name: str, until: str | None, note: str | None, as_json: bool) -> None:
-    """Pause job NAME: its slots are recorded as paused instead of run."""
+    """Pause job NAME: its slots are recorded as paused instead of run.
+
+    \b
+    Examples:
+      cronjobs pause nightly_cleanup --note "disk full, see INC-42"
+      cronjobs pause backup --until 2026-12-27T08:00:00+01:00
+    """
     from cronjobs.definitions import pause as run_pause
     from cronjobs.render import definition_json, short
 
@@ -171,7 +195,12 @@ def pause(app: App, name: str, until: str | None, note: str | None, as_json: boo
 @json_option
 @pass_app
 def resume(app: App, name: str, as_json: bool) -> None:
-    """Resume job NAME from now; slots missed while paused are not replayed."""
+    """Resume job NAME from now; slots missed while paused are not replayed.
+
+    \b
+    Examples:
+      cronjobs resume nightly_cleanup
+    """
     from cronjobs.definitions import resume as run_resume
     from cronjobs.render import definition_json, short
 
@@ -185,7 +214,12 @@ def resume(app: App, name: str, as_json: bool) -> None:
 @json_option
 @pass_app
 def remove(app: App, name: str, as_json: bool) -> None:
-    """Remove job NAME. Its run history stays readable; waiting runs are cancelled."""
+    """Remove job NAME. Its run history stays readable; waiting runs are cancelled.
+
+    \b
+    Examples:
+      cronjobs remove nightly_cleanup
+    """
     from cronjobs.definitions import remove as run_remove
     from cronjobs.render import definition_json
 
@@ -250,7 +284,8 @@ def explain(app: App, name: str, start: str | None, end: str | None, as_json: bo
     """For every slot of job NAME in a range: did it run, and if not, why.
 
     \b
-    Example:
+    Examples:
+      cronjobs explain nightly_cleanup
       cronjobs explain nightly_cleanup --from 2026-03-28 --to 2026-03-30
     """
     from cronjobs.explain import explain as run_explain
@@ -275,6 +310,10 @@ def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
 
     Slots that already have a run are left alone (one run per slot, always). At most
     10,000 slots at a time. The overlap policy does not apply: you asked for these runs.
+
+    \b
+    Examples:
+      cronjobs backfill report --from 2026-03-01T00:00:00Z --to 2026-03-07T23:59:59Z
     """
     from cronjobs.definitions import get
     from cronjobs.materialise import backfill as run_backfill
@@ -306,6 +345,12 @@ def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> N
 
     The next tick runs it (any host). A queued or running run is refused; a run that
     succeeded is only run again with --force.
+
+    \b
+    Examples:
+      cronjobs retry 1234
+      cronjobs retry 1234 --attempts 3
+      cronjobs retry 1234 --force
     """
     from cronjobs.operations import retry as run_retry
     from cronjobs.render import run_json
@@ -332,6 +377,11 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
     The job's overlap policy applies unless --force. The run is picked up by the next tick,
     or run here and now with --run (the exit code is then 0 whatever the job's outcome;
     see `cronjobs show`).
+
+    \b
+    Examples:
+      cronjobs trigger nightly_cleanup
+      cronjobs trigger report --payload '{"days": 30}' --run
     """
     from cronjobs.operations import trigger as run_trigger
     from cronjobs.render import run_json
@@ -364,7 +414,12 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
 @pass_app
 def cancel(app: App, run_id: int, as_json: bool) -> None:
     """Cancel run RUN_ID: a waiting run at once; a running run is stopped by its worker at
-    its next heartbeat, wherever it runs."""
+    its next heartbeat, wherever it runs.
+
+    \b
+    Examples:
+      cronjobs cancel 1234
+    """
     from cronjobs.operations import cancel as run_cancel
     from cronjobs.render import run_json
 
@@ -385,7 +440,13 @@ def cancel(app: App, run_id: int, as_json: bool) -> None:
 @pass_app
 def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | None, limit: int,
          as_json: bool) -> None:
-    """List runs, newest first: of job NAME, or of all jobs."""
+    """List runs, newest first: of job NAME, or of all jobs.
+
+    \b
+    Examples:
+      cronjobs runs nightly_cleanup --limit 10
+      cronjobs runs --status failed --status dead --since 1d --json
+    """
     from cronjobs.operations import list_runs
     from cronjobs.render import runs_list_json, runs_list_text
 
@@ -410,7 +471,13 @@ def _since(value: str, store: Any) -> dt.datetime:
 @pass_app
 def show(app: App, run_id: int, as_json: bool) -> None:
     """Everything about run RUN_ID: every attempt (worker, times, duration, outcome, exit
-    code, error, output tail) and the result."""
+    code, error, output tail) and the result.
+
+    \b
+    Examples:
+      cronjobs show 1234
+      cronjobs show 1234 --json
+    """
     from cronjobs.operations import show as run_show
     from cronjobs.render import show_json, show_text
 
@@ -432,6 +499,11 @@ def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
     """One screen of health: ticks, backlog, running runs, failures, invalid, paused and
     overdue jobs. With --check, exit 3 when anything is wrong — above all when no tick has
     run for longer than --max-tick-age, so a dead crontab or a suspended CronJob is noticed.
+
+    \b
+    Examples:
+      cronjobs status
+      cronjobs status --check --max-tick-age 10m   # from cron, for monitoring
     """
     from cronjobs.durations import parse_bounded
     from cronjobs.health import Thresholds
@@ -461,7 +533,13 @@ def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
 @pass_app
 def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: bool) -> None:
     """Delete old finished runs (with their attempts), skip records and tick records, in
-    small batches; each job's latest success and latest failure are always kept."""
+    small batches; each job's latest success and latest failure are always kept.
+
+    \b
+    Examples:
+      cronjobs prune --older-than 30d --dry-run
+      cronjobs prune --older-than 30d --keep-last 100
+    """
     from cronjobs.durations import parse_bounded
     from cronjobs.prune import prune as run_prune
 
@@ -483,7 +561,8 @@ def metrics(app: App) -> None:
     collector or a push gateway).
 
     \b
-    Example (textfile collector, every minute from cron):
+    Examples (the second for the textfile collector, every minute from cron):
+      cronjobs metrics
       cronjobs metrics > /var/lib/node_exporter/cronjobs.prom.$$ &&
         mv /var/lib/node_exporter/cronjobs.prom.$$ /var/lib/node_exporter/cronjobs.prom
     """
@@ -496,13 +575,25 @@ def metrics(app: App) -> None:
 
 @main_group.group()
 def embedded() -> None:
-    """See or stop the embedded PostgreSQL server (the default database)."""
+    """See or stop the embedded PostgreSQL server (the default database).
+
+    \b
+    Examples:
+      cronjobs embedded status
+      cronjobs embedded stop
+    """
 
 
 @embedded.command(name="status")
 @json_option
 def embedded_status(as_json: bool) -> None:
-    """Show where the embedded server lives and whether it is running."""
+    """Show where the embedded server lives and whether it is running.
+
+    \b
+    Examples:
+      cronjobs embedded status
+      cronjobs embedded status --json
+    """
     from cronjobs import embedded as server
     from cronjobs.render import table
 
@@ -517,7 +608,12 @@ def embedded_status(as_json: bool) -> None:
 
 @embedded.command(name="stop")
 def embedded_stop() -> None:
-    """Stop the embedded server (the next command starts it again)."""
+    """Stop the embedded server (the next command starts it again).
+
+    \b
+    Examples:
+      cronjobs embedded stop
+    """
     from cronjobs import embedded as server
 
     was_running = server.stop()
