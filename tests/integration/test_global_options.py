@@ -77,10 +77,11 @@ def test_app(database_url: str, db: psycopg.Connection[Any], tmp_path: Path,
     assert result.stderr == ("error: cannot import --app module 'no_such_module_xyz': "
                              "ModuleNotFoundError: No module named 'no_such_module_xyz'\n")
     assert snapshot(db) == before
-    (tmp_path / "global_option_jobs.py").write_text(
-        "import cronjobs\n\n@cronjobs.job('known')\ndef known(ctx):\n    pass\n")
+    module, handler = f"global_option_jobs_{position}", f"global_option_{position}"
+    (tmp_path / f"{module}.py").write_text(  # the registry is per process: names of its own
+        f"import cronjobs\n\n@cronjobs.job({handler!r})\ndef known(ctx):\n    pass\n")
     monkeypatch.chdir(tmp_path)
-    result = invoke(*_both(["--app", "global_option_jobs"], ["define", "known", "0 3 * * *"])[at])
+    result = invoke(*_both(["--app", module], ["define", handler, "0 3 * * *"])[at])
     assert result.exit_code == 0, result.stderr
     assert count(db, "job_definitions") == 1
 
