@@ -1,21 +1,46 @@
-"""cronjobs: cron-triggered scheduled jobs kept in PostgreSQL."""
+"""cronjobs: cron-triggered scheduled jobs kept in PostgreSQL.
+
+The public API for the modules that register handlers: :func:`job`, :class:`JobContext`
+and the errors of :mod:`cronjobs.errors`.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from cronjobs.execution.registry import job
+from cronjobs.errors import (
+    ConfigurationError,
+    Conflict,
+    CronjobsError,
+    DatabaseUnavailable,
+    EmbeddedServerError,
+    EmbeddedUnavailable,
+    InvalidDefinition,
+    JobNotFound,
+    Refused,
+    RunNotFound,
+    ScheduleError,
+    SchemaNotReady,
+    UsageError,
+)
+from cronjobs.execution.context import JobContext
+from cronjobs.execution.registry import job
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "job"]
+__all__ = [
+    "ConfigurationError",
+    "Conflict",
+    "CronjobsError",
+    "DatabaseUnavailable",
+    "EmbeddedServerError",
+    "EmbeddedUnavailable",
+    "InvalidDefinition",
+    "JobContext",
+    "JobNotFound",
+    "Refused",
+    "RunNotFound",
+    "ScheduleError",
+    "SchemaNotReady",
+    "UsageError",
+    "__version__",
+    "job",
+]
 
-
-def __getattr__(name: str) -> Any:
-    # `cronjobs.job` is imported when first asked for: the commands (`cronjobs tick` above
-    # all) import this package but only a user's module registering handlers needs it.
-    if name == "job":
-        from cronjobs.execution.registry import job  # noqa: PLC0415
-
-        return job
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

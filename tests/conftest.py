@@ -149,12 +149,13 @@ def snapshot(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
         pgsql.Identifier(t))).fetchall() for t in tables}
 
 
-def run_cronjobs(*args: str, env: dict[str, str] | None = None,
-                 timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_cronjobs(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
+                 cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run the installed ``cronjobs`` executable (next to this interpreter)."""
     exe = Path(sys.executable).parent / "cronjobs"
     return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout,
-                          env=env if env is not None else os.environ.copy(), check=False)
+                          env=env if env is not None else os.environ.copy(), check=False,
+                          cwd=cwd)
 
 
 _MEASURE = """

@@ -21,66 +21,38 @@ import click
 
 from cronjobs import __version__
 from cronjobs.cli import admin, jobs, runs, ticking
-from cronjobs.cli.app import EXIT_FAILURE, EXIT_OK, App, split_apps
-from cronjobs.db.config import resolve_database
+from cronjobs.cli.app import EXIT_FAILURE, EXIT_OK
+from cronjobs.cli.options import Command, Parsing, SubGroup, global_options
 from cronjobs.errors import CronjobsError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100,
+class _Group(Parsing, click.Group):
+    """The cronjobs group: its commands and sub-groups take the global options too."""
+
+    command_class = Command
+    group_class = SubGroup
+
+
+@click.group(cls=_Group, params=global_options(read_env=True),
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100,
                                "auto_envvar_prefix": "CRONJOBS"})
-@click.option("--database-url", metavar="URL", allow_from_autoenv=False,
-              help="PostgreSQL URL or conninfo. Default: $CRONJOBS_DATABASE_URL, then "
-                   "$DATABASE_URL, then libpq's PG* variables (if PGHOST or PGDATABASE is set), "
-                   "then the embedded server.")
-@click.option("--app", "apps", metavar="MODULE", multiple=True, envvar="CRONJOBS_APP",
-              help="Python module(s) registering handlers with @cronjobs.job "
-                   "(repeatable or comma-separated; env CRONJOBS_APP).")
-@click.option("--connect-timeout", default="10s", show_default=True, metavar="DURATION",
-              envvar="CRONJOBS_CONNECT_TIMEOUT",
-              help="How long to keep retrying a database that cannot be reached.")
-@click.option("-v", "--verbose", count=True, help="Log more (repeat for debug).")
-@click.version_option(__version__, "--version", prog_name="cronjobs")
-@click.pass_context
-def main_group(ctx: click.Context, database_url: str | None, apps: tuple[str, ...],
-               connect_timeout: str, verbose: int) -> None:
+@click.version_option(__version__, "--version", prog_name="cronjobs", allow_from_autoenv=False)
+def main_group() -> None:
     """Scheduled jobs kept in PostgreSQL, run by `cronjobs tick` from cron or Kubernetes.
 
+    The options above the commands can also follow one (`cronjobs tick -v`); every option
+    can also be set by the environment variable its --help shows.
+
+    Without a configured database, an embedded PostgreSQL is started in
+    $CRONJOBS_HOME (default: your user data directory) and left running.
+
     \b
-    Quick start:
+    Examples:
       cronjobs define nightly_cleanup "0 3 * * *"        # a @cronjobs.job handler
       cronjobs define backup "0 2 * * *" --command "pg_dump mydb > /backups/db.sql"
       cronjobs list
       cronjobs next backup --count 3
-
-    Without a configured database, an embedded PostgreSQL is started in
-    $CRONJOBS_HOME (default: your user data directory) and left running.
     """
-    from cronjobs.durations import parse_duration
-
-    _configure_logging(verbose)
-    ctx.obj = App(
-        target=resolve_database(database_url),
-        apps=split_apps(apps),
-        connect_timeout=parse_duration(connect_timeout, option="--connect-timeout")
-        .total_seconds(),
-        verbose=verbose,
-    )
-
-
-def _configure_logging(verbose: int) -> None:
-    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_ScrubbingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
-
-
-class _ScrubbingFormatter(logging.Formatter):
-    """Log records, tracebacks included, with every password masked (see config.scrub)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        from cronjobs.db.config import scrub
-
-        return scrub(super().format(record))
 
 
 for command in (ticking.tick, ticking.worker,
@@ -100,8 +72,16 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(EXIT_FAILURE)
-    except click.ClickException as exc:
+    except click.exceptions.NoArgsIsHelpError as exc:  # `cronjobs` alone: the help
         exc.show()
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx is not None else "cronjobs"
+        click.echo(f"error: {_one_line(exc.format_message())} (try '{command} --help')",
+                   err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        click.echo(f"error: {_one_line(exc.format_message())}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -122,6 +102,14 @@ def main(argv: list[str] | None = None) -> NoReturn:
                    "(run with -v for a traceback)", err=True)
         sys.exit(EXIT_FAILURE)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _one_line(message: str) -> str:
+    """Click's message as one line in our style: lower case first, no final full stop."""
+    text = " ".join(line.strip() for line in message.splitlines() if line.strip())
+    if text[:1].isupper() and text[1:2].islower():
+        text = text[0].lower() + text[1:]
+    return text[:-1] if text.endswith(".") else text
 
 
 def run() -> NoReturn:

@@ -14,14 +14,21 @@ from cronjobs.cli.app import (
     json_option,
     pass_app,
 )
+from cronjobs.cli.options import Command, SubGroup
 
 # -- schema -----------------------------------------------------------------------------------
 
-@click.command()
+@click.command(cls=Command)
 @json_option
 @pass_app
 def migrate(app: App, as_json: bool) -> None:
-    """Create or upgrade the cronjobs schema (idempotent; safe from many pods at once)."""
+    """Create or upgrade the cronjobs schema (idempotent; safe from many pods at once).
+
+    \b
+    Examples:
+      cronjobs migrate
+      cronjobs --database-url postgresql://admin@db/app migrate --json
+    """
     from cronjobs.db.connect import MIGRATE_OPTIONS, open_store
     from cronjobs.db.migrate import migrate as run_migrate
 
@@ -39,7 +46,7 @@ def migrate(app: App, as_json: bool) -> None:
           "applied": list(report.applied)}, text, as_json)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--check", is_flag=True,
               help="Exit 3 when something is wrong (for monitoring), 0 when all is well.")
 @click.option("--max-tick-age", default="5m", show_default=True, metavar="DURATION",
@@ -53,6 +60,11 @@ def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
     """One screen of health: ticks, backlog, running runs, failures, invalid, paused and
     overdue jobs. With --check, exit 3 when anything is wrong — above all when no tick has
     run for longer than --max-tick-age, so a dead crontab or a suspended CronJob is noticed.
+
+    \b
+    Examples:
+      cronjobs status
+      cronjobs status --check --max-tick-age 10m   # from cron, for monitoring
     """
     from cronjobs.cli.render import status_json, status_text
     from cronjobs.core.health import Thresholds
@@ -72,7 +84,7 @@ def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
         raise click.exceptions.Exit(EXIT_UNHEALTHY)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--older-than", required=True, metavar="DURATION",
               help="Delete finished runs older than this (e.g. 30d).")
 @click.option("--keep-last", type=click.IntRange(0, 100000), default=0, show_default=True,
@@ -82,7 +94,13 @@ def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
 @pass_app
 def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: bool) -> None:
     """Delete old finished runs (with their attempts), skip records and tick records, in
-    small batches; each job's latest success and latest failure are always kept."""
+    small batches; each job's latest success and latest failure are always kept.
+
+    \b
+    Examples:
+      cronjobs prune --older-than 30d --dry-run
+      cronjobs prune --older-than 30d --keep-last 100
+    """
     from cronjobs.core.prune import prune as run_prune
     from cronjobs.durations import parse_bounded
 
@@ -97,14 +115,15 @@ def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: boo
     emit(data, text, as_json)
 
 
-@click.command()
+@click.command(cls=Command)
 @pass_app
 def metrics(app: App) -> None:
     """Print metrics in the Prometheus text format (for the node exporter's textfile
     collector or a push gateway).
 
     \b
-    Example (textfile collector, every minute from cron):
+    Examples (the second for the textfile collector, every minute from cron):
+      cronjobs metrics
       cronjobs metrics > /var/lib/node_exporter/cronjobs.prom.$$ &&
         mv /var/lib/node_exporter/cronjobs.prom.$$ /var/lib/node_exporter/cronjobs.prom
     """
@@ -115,15 +134,27 @@ def metrics(app: App) -> None:
 
 # -- embedded server ------------------------------------------------------------------------------
 
-@click.group()
+@click.group(cls=SubGroup)
 def embedded() -> None:
-    """See or stop the embedded PostgreSQL server (the default database)."""
+    """See or stop the embedded PostgreSQL server (the default database).
+
+    \b
+    Examples:
+      cronjobs embedded status
+      cronjobs embedded stop
+    """
 
 
 @embedded.command(name="status")
 @json_option
 def embedded_status(as_json: bool) -> None:
-    """Show where the embedded server lives and whether it is running."""
+    """Show where the embedded server lives and whether it is running.
+
+    \b
+    Examples:
+      cronjobs embedded status
+      cronjobs embedded status --json
+    """
     from cronjobs.cli.render import table
     from cronjobs.db import embedded as server
 
@@ -138,7 +169,12 @@ def embedded_status(as_json: bool) -> None:
 
 @embedded.command(name="stop")
 def embedded_stop() -> None:
-    """Stop the embedded server (the next command starts it again)."""
+    """Stop the embedded server (the next command starts it again).
+
+    \b
+    Examples:
+      cronjobs embedded stop
+    """
     from cronjobs.db import embedded as server
 
     was_running = server.stop()

@@ -15,11 +15,12 @@ from cronjobs.cli.app import (
     json_option,
     pass_app,
 )
+from cronjobs.cli.options import Command
 from cronjobs.instants import parse_instant
 
 # -- definitions --------------------------------------------------------------------------------
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("name")
 @click.argument("schedule")
 @click.option("--tz", default="UTC", show_default=True, metavar="ZONE",
@@ -94,11 +95,17 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
     emit(define_json(result), define_text(result), as_json)
 
 
-@click.command(name="list")
+@click.command(cls=Command, name="list")
 @json_option
 @pass_app
 def list_command(app: App, as_json: bool) -> None:
-    """List every job with its state, next fire time and last run."""
+    """List every job with its state, next fire time and last run.
+
+    \b
+    Examples:
+      cronjobs list
+      cronjobs list --json
+    """
     from cronjobs.cli.render import list_json, list_text
     from cronjobs.core.definitions import list_jobs
 
@@ -106,12 +113,18 @@ def list_command(app: App, as_json: bool) -> None:
     emit(list_json(listings), list_text(listings), as_json)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("name")
 @json_option
 @pass_app
 def describe(app: App, name: str, as_json: bool) -> None:
-    """Everything about job NAME: settings, next 5 fire times (UTC and local), last runs."""
+    """Everything about job NAME: settings, next 5 fire times (UTC and local), last runs.
+
+    \b
+    Examples:
+      cronjobs describe nightly_cleanup
+      cronjobs describe nightly_cleanup --json
+    """
     from cronjobs.cli.render import describe_json, describe_text
     from cronjobs.core.definitions import describe as run_describe
 
@@ -119,7 +132,7 @@ def describe(app: App, name: str, as_json: bool) -> None:
     emit(describe_json(description), describe_text(description), as_json)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("name")
 @click.option("--until", metavar="TIME",
               help=f"Resume by itself at this instant, or at the start of this date "
@@ -128,7 +141,13 @@ def describe(app: App, name: str, as_json: bool) -> None:
 @json_option
 @pass_app
 def pause(app: App, name: str, until: str | None, note: str | None, as_json: bool) -> None:
-    """Pause job NAME: its slots are recorded as paused instead of run."""
+    """Pause job NAME: its slots are recorded as paused instead of run.
+
+    \b
+    Examples:
+      cronjobs pause nightly_cleanup --note "disk full, see INC-42"
+      cronjobs pause backup --until 2026-12-27T08:00:00+01:00
+    """
     from cronjobs.cli.render import definition_json, short
     from cronjobs.core.definitions import pause as run_pause
 
@@ -138,12 +157,17 @@ def pause(app: App, name: str, until: str | None, note: str | None, as_json: boo
     emit(definition_json(definition), f"paused job {name!r}{extra}", as_json)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("name")
 @json_option
 @pass_app
 def resume(app: App, name: str, as_json: bool) -> None:
-    """Resume job NAME from now; slots missed while paused are not replayed."""
+    """Resume job NAME from now; slots missed while paused are not replayed.
+
+    \b
+    Examples:
+      cronjobs resume nightly_cleanup
+    """
     from cronjobs.cli.render import definition_json, short
     from cronjobs.core.definitions import resume as run_resume
 
@@ -152,12 +176,17 @@ def resume(app: App, name: str, as_json: bool) -> None:
          f"resumed job {name!r}; next run {short(definition.next_due_at)}", as_json)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("name")
 @json_option
 @pass_app
 def remove(app: App, name: str, as_json: bool) -> None:
-    """Remove job NAME. Its run history stays readable; waiting runs are cancelled."""
+    """Remove job NAME. Its run history stays readable; waiting runs are cancelled.
+
+    \b
+    Examples:
+      cronjobs remove nightly_cleanup
+    """
     from cronjobs.cli.render import definition_json
     from cronjobs.core.definitions import remove as run_remove
 
@@ -166,7 +195,7 @@ def remove(app: App, name: str, as_json: bool) -> None:
          f"removed job {name!r} ({cancelled} waiting run(s) cancelled)", as_json)
 
 
-@click.command(name="next")
+@click.command(cls=Command, name="next")
 @click.argument("job_or_schedule", metavar="NAME|SCHEDULE")
 @click.option("--tz", metavar="ZONE",
               help="Zone of a bare SCHEDULE (default UTC); for a NAME, the zone to show "
@@ -214,7 +243,7 @@ def _looks_like_schedule(value: str) -> bool:
 
 # -- explaining and backfilling -------------------------------------------------------------
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("name")
 @click.option("--from", "start", metavar="TIME|DURATION",
               help=f"Start of the range (default: 24h before --to; {TIMES_HELP}).")
@@ -226,7 +255,8 @@ def explain(app: App, name: str, start: str | None, end: str | None, as_json: bo
     """For every slot of job NAME in a range: did it run, and if not, why.
 
     \b
-    Example:
+    Examples:
+      cronjobs explain nightly_cleanup
       cronjobs explain nightly_cleanup --from 2026-03-28 --to 2026-03-30
     """
     from cronjobs.cli.render import explain_json, explain_text
@@ -239,7 +269,7 @@ def explain(app: App, name: str, start: str | None, end: str | None, as_json: bo
     emit(explain_json(result), explain_text(result), as_json)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("name")
 @click.option("--from", "start", metavar="TIME|DURATION", required=True,
               help=f"First instant of the range (inclusive; {TIMES_HELP}).")
@@ -253,6 +283,10 @@ def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
 
     Slots that already have a run are left alone (one run per slot, always). At most
     10,000 slots at a time. The overlap policy does not apply: you asked for these runs.
+
+    \b
+    Examples:
+      cronjobs backfill report --from 2026-03-01T00:00:00Z --to 2026-03-07T23:59:59Z
     """
     from cronjobs.cli.render import backfill_json, backfill_text
     from cronjobs.core.definitions import get

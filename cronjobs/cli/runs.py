@@ -13,6 +13,7 @@ from cronjobs.cli.app import (
     pass_app,
     stop_on_signals,
 )
+from cronjobs.cli.options import Command
 from cronjobs.instants import parse_instant
 
 # -- operating --------------------------------------------------------------------------------
@@ -21,7 +22,7 @@ RUN_ID = click.IntRange(1, 2**63 - 1)
 STATUSES = ["queued", "running", "failed", "succeeded", "dead", "cancelled"]
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("run_id", type=RUN_ID)
 @click.option("--attempts", type=click.IntRange(1, 100), default=1, show_default=True,
               help="How many more attempts it gets.")
@@ -33,8 +34,13 @@ def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> N
     """Send failed, dead or cancelled run RUN_ID back to the queue now, keeping its history.
 
     The next tick runs it (any host). A queued or running run is refused; a run that
-    succeeded is only run again with --force. Retrying a dead run acknowledges it (see
-    `cronjobs ack`).
+    succeeded is only run again with --force.
+
+    \b
+    Examples:
+      cronjobs retry 1234
+      cronjobs retry 1234 --attempts 3
+      cronjobs retry 1234 --force
     """
     from cronjobs.cli.render import run_json
     from cronjobs.core.operations import retry as run_retry
@@ -46,7 +52,7 @@ def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> N
     emit(run_json(run), text, as_json)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("name")
 @click.option("--payload", metavar="JSON", help="A JSON object for this run only.")
 @click.option("--force", is_flag=True, help="Ignore the job's overlap policy.")
@@ -61,6 +67,11 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
     The job's overlap policy applies unless --force. The run is picked up by the next tick,
     or run here and now with --run (the exit code is then 0 whatever the job's outcome;
     see `cronjobs show`).
+
+    \b
+    Examples:
+      cronjobs trigger nightly_cleanup
+      cronjobs trigger report --payload '{"days": 30}' --run
     """
     from cronjobs.cli.render import run_json
     from cronjobs.core.operations import trigger as run_trigger
@@ -87,13 +98,18 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
     emit(show_json(detail), show_text(detail), as_json)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("run_id", type=RUN_ID)
 @json_option
 @pass_app
 def cancel(app: App, run_id: int, as_json: bool) -> None:
     """Cancel run RUN_ID: a waiting run at once; a running run is stopped by its worker at
-    its next heartbeat, wherever it runs."""
+    its next heartbeat, wherever it runs.
+
+    \b
+    Examples:
+      cronjobs cancel 1234
+    """
     from cronjobs.cli.render import run_json
     from cronjobs.core.operations import cancel as run_cancel
 
@@ -103,7 +119,7 @@ def cancel(app: App, run_id: int, as_json: bool) -> None:
     emit(run_json(run), text, as_json)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("run_id", type=RUN_ID, required=False)
 @click.option("--all", "all_of", metavar="NAME",
               help="Every dead run of job NAME that is not acknowledged yet.")
@@ -145,7 +161,7 @@ def _operator() -> str | None:
         return None
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("name", required=False)
 @click.option("--status", "statuses", type=click.Choice(STATUSES), multiple=True,
               help="Only runs in this status (repeatable).")
@@ -157,7 +173,13 @@ def _operator() -> str | None:
 @pass_app
 def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | None, limit: int,
          as_json: bool) -> None:
-    """List runs, newest first: of job NAME, or of all jobs."""
+    """List runs, newest first: of job NAME, or of all jobs.
+
+    \b
+    Examples:
+      cronjobs runs nightly_cleanup --limit 10
+      cronjobs runs --status failed --status dead --since 1d --json
+    """
     from cronjobs.cli.render import runs_list_json, runs_list_text
     from cronjobs.core.operations import list_runs
 
@@ -167,13 +189,19 @@ def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | Non
     emit(runs_list_json(found), runs_list_text(found), as_json)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("run_id", type=RUN_ID)
 @json_option
 @pass_app
 def show(app: App, run_id: int, as_json: bool) -> None:
     """Everything about run RUN_ID: every attempt (worker, times, duration, outcome, exit
-    code, error, output tail) and the result."""
+    code, error, output tail) and the result.
+
+    \b
+    Examples:
+      cronjobs show 1234
+      cronjobs show 1234 --json
+    """
     from cronjobs.cli.render import show_json, show_text
     from cronjobs.core.operations import show as run_show
 

@@ -15,11 +15,12 @@ from cronjobs.cli.app import (
     pass_app,
     stop_on_signals,
 )
+from cronjobs.cli.options import Command
 from cronjobs.instants import parse_instant
 
 # -- the tick ---------------------------------------------------------------------------------
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--now", "now", metavar="TIME",
               help="Tick as if the database clock said this (tests, what-if runs). Leases "
                    f"still use the database clock. An instant or a date ({TIMES_HELP}).")
@@ -36,22 +37,21 @@ from cronjobs.instants import parse_instant
               help="On SIGTERM/SIGINT: how long running jobs get after SIGTERM before they "
                    "are killed (keep it below Kubernetes' terminationGracePeriodSeconds).")
 @click.option("--alert-command", metavar="SHELL", envvar="CRONJOBS_ALERT_COMMAND",
-              help="Alert command for jobs that have none of their own (env "
-                   "CRONJOBS_ALERT_COMMAND).")
+              help="Alert command for jobs that have none of their own.")
 @click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
-              help="Prune a little finished history older than this on every tick (env "
-                   "CRONJOBS_RETENTION), e.g. 30d.")
+              help="Prune a little finished history older than this on every tick, e.g. "
+                   "30d.")
 @click.option("--handlers-only", is_flag=True, envvar="CRONJOBS_HANDLERS_ONLY",
-              help="Refuse shell-command jobs: only registered Python handlers run (env "
-                   "CRONJOBS_HANDLERS_ONLY=1). Whoever can write job_definitions can otherwise "
-                   "run commands as this worker's OS user.")
+              help="Refuse shell-command jobs: only registered Python handlers run. Whoever "
+                   "can write job_definitions can otherwise run commands as this worker's OS "
+                   "user.")
 @click.option("--allow-command", "allowed_commands", metavar="GLOB", multiple=True,
               envvar="CRONJOBS_ALLOW_COMMANDS",
-              help="Only run shell commands matching one of these globs (repeatable; env "
-                   "CRONJOBS_ALLOW_COMMANDS, space-separated).")
+              help="Only run shell commands matching one of these globs (repeatable; "
+                   "space-separated in the environment variable).")
 @click.option("--in-process", is_flag=True, envvar="CRONJOBS_IN_PROCESS",
               help="Run Python handlers in threads of the tick instead of a fresh "
-                   "interpreter per run (env CRONJOBS_IN_PROCESS=1): tens of times faster, "
+                   "interpreter per run: tens of times faster, "
                    "but a handler that overruns its timeout or is cancelled cannot be "
                    "killed: it is recorded as such at once and the tick exits as soon as its "
                    "other runs end. Shell commands always run in their own processes.")
@@ -70,6 +70,12 @@ def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: i
 
     One summary line goes to stderr; -v logs every decision; --json prints the full report.
     Exit code 0 when the tick did its work (failed jobs are recorded, not tick failures).
+
+    \b
+    Examples:
+      cronjobs tick --dry-run                 # what is due now; writes nothing
+      cronjobs tick -v --app myapp.jobs       # a crontab line: * * * * * cronjobs tick …
+      cronjobs tick --concurrency 8 --retention 30d --json
     """
     from cronjobs.cli.render import decisions_text, tick_json, tick_summary
     from cronjobs.db.connect import worker_name
@@ -104,7 +110,7 @@ def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: i
     click.echo(tick_summary(report), err=True)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
               help="Runs executed at the same time by each tick.")
 @click.option("--grace", default="25s", show_default=True, metavar="DURATION",
@@ -128,6 +134,11 @@ def worker(app: App, concurrency: int, grace: str, handlers_only: bool,
     once when `cronjobs trigger` is used), exactly as cron would: same guarantees, ticks may
     overlap. SIGTERM/SIGINT stop it gracefully (running ticks get SIGTERM and --grace).
     Prefer cron or a Kubernetes CronJob where you have them.
+
+    \b
+    Examples:
+      cronjobs worker --app myapp.jobs --concurrency 8
+      CRONJOBS_DATABASE_URL=postgresql://cron@db/app cronjobs worker --handlers-only
     """
     import os
 

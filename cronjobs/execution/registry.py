@@ -1,9 +1,13 @@
 """Python handlers: registered with ``@cronjobs.job("name")`` in the user's modules, found by
-importing the modules named by ``--app`` / ``CRONJOBS_APP``."""
+importing the modules named by ``--app`` / ``CRONJOBS_APP`` (from the current directory
+first, as ``python -m`` does)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -51,7 +55,15 @@ def lookup(handlers: dict[str, Handler], name: str) -> Handler:
 
 
 def load_apps(modules: Iterable[str]) -> dict[str, Handler]:
-    """Import each module (its ``@job`` decorators register handlers); return the registry."""
+    """Import each module (its ``@job`` decorators register handlers); return the registry.
+
+    The current directory comes first on the import path, as for ``python -m``: ``--app
+    myjobs`` finds ``./myjobs.py`` without PYTHONPATH. (The ``cronjobs`` executable's own
+    path starts with its ``bin`` directory instead; a handler's process inherits the tick's
+    directory.)"""
+    modules = tuple(modules)
+    if modules:
+        _current_directory_first()
     for module in modules:
         try:
             importlib.import_module(module)
@@ -59,3 +71,10 @@ def load_apps(modules: Iterable[str]) -> dict[str, Handler]:
             detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
             raise ConfigurationError(f"cannot import --app module {module!r}: {detail}") from exc
     return handlers()
+
+
+def _current_directory_first() -> None:
+    with contextlib.suppress(OSError):  # a directory removed under us imports nothing
+        cwd = os.getcwd()
+        if sys.path[:1] not in ([cwd], [""]):
+            sys.path.insert(0, cwd)

@@ -129,5 +129,5 @@ def test_the_executable_freezes_the_collector_only_on_its_way_out() -> None:
     result = subprocess.run([sys.executable, "-c", script], env=_env(), capture_output=True,
                             text=True, timeout=60, check=False)
     assert result.returncode == 2, result.stderr  # a usage error, as from main
-    assert "No such command 'no-such-command'" in result.stderr
+    assert "no such command 'no-such-command'" in result.stderr
     assert result.stdout == "before False\nfrozen True\n"

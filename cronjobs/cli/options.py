@@ -1,0 +1,160 @@
+"""The global options (--database-url, --app, --connect-timeout, -v): accepted before the
+command and after it (`cronjobs -v tick`, `cronjobs tick -v`), merged into the :class:`App`
+a command receives; and every option's environment variable, shown by its --help."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from cronjobs.cli.app import App, split_apps
+from cronjobs.db.config import resolve_database
+
+
+class _EnvDocumented(click.Option):
+    """An option whose environment variables ``--help`` shows but click does not read:
+    ``resolve_database`` reads the database URL's (its messages name the variable used),
+    and the group reads those of the global options repeated on every command."""
+
+    def resolve_envvar_value(self, ctx: click.Context) -> str | None:
+        return None
+
+
+_GLOBAL = "cronjobs.global_options"  # ctx.meta key: what each level said, in order
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    if param.name is not None:
+        ctx.meta.setdefault(_GLOBAL, []).append(
+            (param.name, value, ctx.get_parameter_source(param.name)))
+    return value
+
+
+def global_options(*, read_env: bool) -> list[click.Parameter]:
+    """The options every command takes, before its name or after it (`cronjobs -v tick`,
+    `cronjobs tick -v`). Only the top level reads their environment variables."""
+    env_option = click.Option if read_env else _EnvDocumented
+    common: dict[str, Any] = {"expose_value": False, "callback": _remember}
+    return [
+        _EnvDocumented(["--database-url"], metavar="URL",
+                       envvar=["CRONJOBS_DATABASE_URL", "DATABASE_URL"],
+                       help="PostgreSQL URL or conninfo. Default: the environment variables "
+                            "shown, then libpq's PG* variables (if PGHOST or PGDATABASE is "
+                            "set), then the embedded server.", **common),
+        env_option(["--app", "apps"], metavar="MODULE", multiple=True, envvar="CRONJOBS_APP",
+                   help="Python module(s) registering handlers with @cronjobs.job, imported "
+                        "from the current directory first (repeatable or comma-separated).",
+                   **common),
+        env_option(["--connect-timeout"], default="10s", show_default=True, metavar="DURATION",
+                   envvar="CRONJOBS_CONNECT_TIMEOUT",
+                   help="How long to keep retrying a database that cannot be reached.",
+                   **common),
+        env_option(["-v", "--verbose"], count=True, envvar="CRONJOBS_VERBOSE",
+                   help="Log more (repeat for debug).", **common),
+    ]
+
+
+def _global_values(ctx: click.Context) -> dict[str, Any]:
+    """The global options given at every level of ``ctx``, merged: a value typed on the
+    command line overrides the environment and the defaults; typed at several levels,
+    ``--app`` modules add up, ``-v`` counts add up, and the last of the others wins."""
+    merged: dict[str, Any] = {}
+    typed: set[str] = set()
+    for name, value, source in ctx.meta.get(_GLOBAL, []):
+        if name not in merged:
+            merged[name] = value
+        elif source is not ParameterSource.COMMANDLINE:
+            continue
+        elif name in typed and name in ("apps", "verbose"):
+            merged[name] = merged[name] + value
+        else:
+            merged[name] = value
+        if source is ParameterSource.COMMANDLINE:
+            typed.add(name)
+    return merged
+
+
+def _name_envvars(command: click.Command, ctx: click.Context) -> None:
+    """Every option of ``command`` can be set by an environment variable, shown in its
+    --help: the one it names, or ``CRONJOBS_<COMMAND>_<OPTION>`` after the option as the
+    user types it (``CRONJOBS_DEFINE_TZ``, ``CRONJOBS_RUNS_JSON``), not after click's name
+    for its parameter (``as_json``)."""
+    prefix = ctx.auto_envvar_prefix
+    for param in command.params:
+        if not isinstance(param, click.Option):
+            continue
+        param.show_envvar = True
+        if param.envvar is None and param.allow_from_autoenv and prefix is not None:
+            flag = max(param.opts, key=len).lstrip("-").replace("-", "_").upper()
+            param.envvar = f"{prefix}_{flag}"
+            param.allow_from_autoenv = False
+
+
+class Parsing(click.Command):
+    """What every cronjobs command and group does when it parses its arguments."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        _name_envvars(self, ctx)
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:  # click leaves some without the command they are of
+            if exc.ctx is None:
+                exc.ctx = ctx
+            raise
+
+
+class Command(Parsing):
+    """A cronjobs command: takes the global options after its name too, and builds the
+    :class:`App` its callback receives from them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(global_options(read_env=False))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        ctx.obj = _make_app(_global_values(ctx))
+        return super().invoke(ctx)
+
+
+class SubGroup(Parsing, click.Group):
+    """A group of commands below ``cronjobs`` (``cronjobs embedded``)."""
+
+    command_class = Command
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(global_options(read_env=False))
+
+
+def _make_app(values: dict[str, Any]) -> App:
+    from cronjobs.durations import parse_duration
+
+    configure_logging(values["verbose"])
+    return App(
+        target=resolve_database(values["database_url"]),
+        apps=split_apps(values["apps"]),
+        connect_timeout=parse_duration(values["connect_timeout"], option="--connect-timeout")
+        .total_seconds(),
+        verbose=values["verbose"],
+    )
+
+
+def configure_logging(verbose: int) -> None:
+    """Logs to stderr, passwords masked; only the CLI configures logging."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_ScrubbingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
+
+
+class _ScrubbingFormatter(logging.Formatter):
+    """Log records, tracebacks included, with every password masked (see config.scrub)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from cronjobs.db.config import scrub
+
+        return scrub(super().format(record))
