@@ -1,8 +1,11 @@
 """One tick: materialise due slots, then reclaim, claim, run and finish, then exit.
 
 The tick reads one instant from the database (or takes ``--now``) and passes it to every
-step; nothing below reads a clock of its own. (Leases are the exception by design: they
-measure real elapsed time, on the database's clock.)
+step, as a :class:`~cronjobs.clock.Clock` that also counts the time elapsed since (for
+leases, backoff and outcomes while runs take their time); nothing below reads a clock of
+its own. An instant more than :data:`FUTURE_SKEW` ahead of the database's clock is refused
+unless the caller allows the future (``--allow-future``): such a tick would consume future
+slots for real.
 """
 
 from __future__ import annotations
@@ -12,18 +15,26 @@ import logging
 from collections.abc import Callable
 from typing import NamedTuple
 
+from cronjobs.clock import Clock
 from cronjobs.core.materialise import MaterialiseReport, materialise
 from cronjobs.db.store import Store
+from cronjobs.durations import format_duration
+from cronjobs.errors import UsageError
 from cronjobs.execution.executor import ExecOptions, ExecReport, Executor
 from cronjobs.models import TickStatus
 
 log = logging.getLogger(__name__)
+
+# How far ahead of the database's clock --now may be without --allow-future: clocks of
+# hosts and of the database differ by a little; a minute more is a what-if, not skew.
+FUTURE_SKEW = dt.timedelta(seconds=60)
 
 
 class TickOptions(NamedTuple):
     """How to tick: the `cronjobs tick` options."""
 
     now: dt.datetime | None = None
+    allow_future: bool = False  # a `now` ahead of the database's clock ticks for real
     dry_run: bool = False
     worker: str = "cronjobs"
     concurrency: int = 4
@@ -71,8 +82,10 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
         report = TickReport(None, now, True)
         report.materialise = materialise(store, now, dry_run=True)
         return report
-    tick_id, started = store.insert_tick(worker=options.worker, now=options.now)
-    now = options.now if options.now is not None else started
+    if options.now is not None and not options.allow_future:
+        _refuse_the_future(store, options.now)
+    tick_id, now = store.insert_tick(worker=options.worker, now=options.now)
+    clock = Clock(now)
     report = TickReport(tick_id, now, False)
     executor: Executor | None = None
     try:
@@ -81,7 +94,7 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
         executor = Executor(store, ExecOptions(
             worker=options.worker, concurrency=options.concurrency, max_runs=options.max_runs,
             max_runtime=options.max_runtime, grace=options.grace, apps=options.apps,
-            now=options.now, tick_id=tick_id, alert_command=options.alert_command,
+            clock=clock, tick_id=tick_id, alert_command=options.alert_command,
             run_ids=options.run_ids, handlers_only=options.handlers_only,
             allowed_commands=options.allowed_commands, in_process=options.in_process,
             due_at=now),
@@ -92,24 +105,40 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
             from cronjobs.core.prune import prune  # noqa: PLC0415 - only with --retention
 
             report.pruned = prune(executor.store, older_than=options.retention,
-                                  max_batches=1).runs
+                                  max_batches=1, now=clock.now()).runs
     except BaseException as exc:
         if executor is not None:
             report.execute = executor.report
             store = executor.store
-        _record(store, report, TickStatus.FAILED, f"{type(exc).__name__}: {exc}"[:1000])
+        _record(store, clock, report, TickStatus.FAILED, f"{type(exc).__name__}: {exc}"[:1000])
         raise
     status = TickStatus.INTERRUPTED if should_stop() else TickStatus.FINISHED
-    _record(executor.store, report, status, None)
+    _record(executor.store, clock, report, status, None)
     log.info("tick finished", extra={"action": "tick", "tick_id": tick_id, **report.counts()})
     return report
 
 
-def _record(store: Store, report: TickReport, status: TickStatus, error: str | None) -> None:
+def _refuse_the_future(store: Store, now: dt.datetime) -> None:
+    """Refuse, before anything is written, an instant the database has not reached yet."""
+    ahead = now - store.now()
+    if ahead > FUTURE_SKEW:
+        seconds = round(ahead.total_seconds())
+        if seconds >= 120:  # to the minute: the milliseconds since the instant was read
+            seconds = round(seconds / 60) * 60  # do not matter to a reader
+        shown = format_duration(dt.timedelta(seconds=seconds))
+        raise UsageError(
+            f"--now is {shown} ahead of the database clock: this tick would materialise and "
+            f"run the slots up to {now.isoformat()} for real; add --dry-run to preview, or "
+            "--allow-future to do it anyway")
+
+
+def _record(store: Store, clock: Clock, report: TickReport, status: TickStatus,
+            error: str | None) -> None:
     """Leave the tick's record; a tick that cannot reach the database just says so."""
     if report.tick_id is None:
         return
     try:
-        store.finish_tick(report.tick_id, status=status, counts=report.counts(), error=error)
+        store.finish_tick(report.tick_id, status=status, counts=report.counts(),
+                          now=clock.now(), error=error)
     except Exception as exc:
         log.warning("could not record the tick: %s", exc, extra={"action": "tick"})

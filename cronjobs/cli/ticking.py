@@ -22,8 +22,13 @@ from cronjobs.instants import parse_instant
 
 @click.command(cls=Command)
 @click.option("--now", "now", metavar="TIME",
-              help="Tick as if the database clock said this (tests, what-if runs). Leases "
-                   f"still use the database clock. An instant or a date ({TIMES_HELP}).")
+              help="Tick as if the database clock said this (tests, what-if runs): every "
+                   "decision follows it, retries' backoff and leases too. More than 60s "
+                   "ahead of the database clock is refused unless --allow-future or "
+                   f"--dry-run. An instant or a date ({TIMES_HELP}).")
+@click.option("--allow-future", is_flag=True,
+              help="Let --now be ahead of the database clock: future slots are materialised "
+                   "and run for real, and cursors move ahead (simulations, tests).")
 @click.option("--dry-run", is_flag=True,
               help="Print what would be materialised; write nothing, run nothing.")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
@@ -57,7 +62,8 @@ from cronjobs.instants import parse_instant
                    "other runs end. Shell commands always run in their own processes.")
 @json_option
 @pass_app
-def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: int | None,
+def tick(app: App, now: str | None, allow_future: bool, dry_run: bool, concurrency: int,
+         max_runs: int | None,
          max_runtime: str, grace: str, alert_command: str | None, retention: str | None,
          handlers_only: bool, allowed_commands: tuple[str, ...], in_process: bool,
          as_json: bool) -> None:
@@ -86,7 +92,8 @@ def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: i
     at = parse_instant(now, option="--now") if now is not None else None
     second, day = dt.timedelta(seconds=1), dt.timedelta(days=1)
     options = TickOptions(
-        now=at, dry_run=dry_run, worker=worker_name(), concurrency=concurrency,
+        now=at, allow_future=allow_future, dry_run=dry_run, worker=worker_name(),
+        concurrency=concurrency,
         max_runs=max_runs,
         max_runtime=parse_bounded(max_runtime, option="--max-runtime", minimum=second,
                                   maximum=day).total_seconds(),

@@ -33,9 +33,11 @@ class Status:
         return not self.problems
 
 
-def status(store: Store, thresholds: Thresholds = Thresholds()) -> Status:
-    """Gather the health of the whole installation, and what is wrong with it."""
-    now = store.now()
+def status(store: Store, thresholds: Thresholds = Thresholds(), *,
+           now: dt.datetime | None = None) -> Status:
+    """Gather the health of the whole installation, and what is wrong with it, at ``now``
+    (default: the database's clock)."""
+    now = now if now is not None else store.now()
     numbers = dict(store.health(now))
     running = store.running_runs()
     jobs = [_job(row, now) for row in store.job_stats()]
@@ -109,9 +111,9 @@ def _age(delta: dt.timedelta) -> str:
 
 # -- metrics ----------------------------------------------------------------------------------
 
-def metrics(store: Store) -> str:
+def metrics(store: Store, *, now: dt.datetime | None = None) -> str:
     """The Prometheus text exposition format, for the textfile collector or a push gateway."""
-    st = status(store)
+    st = status(store, now=now)
     n = st.numbers
     out: list[str] = []
 

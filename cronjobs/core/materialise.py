@@ -271,7 +271,7 @@ def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, b
         definitions += store.unscheduled_definitions(limit=batch)
     if not definitions:
         return 0
-    active = store.active_runs([d.id for d in definitions])
+    active = store.active_runs([d.id for d in definitions], now=now)
     idle = (0, 0)
     decided: list[tuple[DueDefinition, Decision]] = []
     answers = []

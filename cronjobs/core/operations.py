@@ -50,7 +50,7 @@ def _locked_run(store: Store, run_id: int) -> tuple[Run, str]:
 
 
 def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
-          by: str | None = None) -> Run:
+          by: str | None = None, now: dt.datetime | None = None) -> Run:
     """Send a failed, dead or cancelled run back to the queue now with ``attempts`` more
     attempts, keeping its history (a dead run is acknowledged, by ``by``). A run that
     succeeded is only run again with ``force``, as a new run of the same slot (trigger
@@ -59,9 +59,10 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
         raise UsageError(f"invalid --attempts {attempts}: must be between 1 and 100")
     with store.transaction():
         run, job = _locked_run(store, run_id)
+        now = now if now is not None else store.now()
         status = RunStatus(run.status)
         if status in RETRYABLE:
-            return store.requeue_run(run.id, attempts=attempts, by=by)
+            return store.requeue_run(run.id, attempts=attempts, by=by, now=now)
         if status == RunStatus.SUCCEEDED:
             if not force:
                 raise Refused(f"run {run.id} of {job!r} succeeded; use --force to run its slot "
@@ -70,13 +71,13 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
             return store.insert_manual_run(
                 definition_id=run.definition_id, scheduled_for=run.scheduled_for,
                 trigger=Trigger.RETRY, payload=run.payload, max_attempts=attempts,
-                exclusive=exclusive(definition), retry_of=run.id)
+                exclusive=exclusive(definition), now=now, retry_of=run.id)
         raise Refused(f"run {run.id} of {job!r} is {status.value}: there is nothing to retry "
                       "(cancel it first if it must stop)")
 
 
 def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
-            force: bool = False) -> Run:
+            force: bool = False, now: dt.datetime | None = None) -> Run:
     """A run of job ``name`` now, outside its schedule (picked up by the next tick). The
     job's overlap policy applies unless ``force``: with ``skip`` a busy job refuses, with
     ``queue`` one run may wait, with ``replace`` the running run is asked to stop."""
@@ -85,8 +86,9 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
         check_payload(payload)
     with store.transaction():
         definition = get(store, name, for_update=True)
-        now = store.now()
-        running, waiting = store.active_runs([definition.id]).get(definition.id, (0, 0))
+        now = now if now is not None else store.now()
+        running, waiting = store.active_runs([definition.id], now=now).get(definition.id,
+                                                                            (0, 0))
         policy = Overlap(definition.overlap)
         if not force:
             busy = running > 0 or waiting > 0
@@ -101,21 +103,22 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
         run = store.insert_manual_run(
             definition_id=definition.id, scheduled_for=now, trigger=Trigger.MANUAL,
             payload=payload, max_attempts=definition.max_attempts,
-            exclusive=exclusive(definition) and not force)
+            exclusive=exclusive(definition) and not force, now=now)
         store.notify_trigger()  # a `cronjobs worker` ticks at once
         return run
 
 
-def cancel(store: Store, run_id: int) -> Run:
+def cancel(store: Store, run_id: int, *, now: dt.datetime | None = None) -> Run:
     """Cancel a waiting run now; ask a running run to stop (its holder stops it at the next
     heartbeat, wherever it runs)."""
     with store.transaction():
         run, job = _locked_run(store, run_id)
+        now = now if now is not None else store.now()
         status = RunStatus(run.status)
         if status in (RunStatus.QUEUED, RunStatus.FAILED):
-            cancelled = store.cancel_waiting_run(run.id)
+            cancelled = store.cancel_waiting_run(run.id, now=now)
         elif status == RunStatus.RUNNING:
-            cancelled = store.request_cancel_run(run.id)
+            cancelled = store.request_cancel_run(run.id, now=now)
         else:
             raise Refused(f"run {run.id} of {job!r} is {status.value}: it has already finished")
         if cancelled is None:  # pragma: no cover - the row is locked
@@ -123,7 +126,8 @@ def cancel(store: Store, run_id: int) -> Run:
         return cancelled
 
 
-def acknowledge(store: Store, run_id: int, *, by: str | None = None) -> Acknowledged:
+def acknowledge(store: Store, run_id: int, *, by: str | None = None,
+                now: dt.datetime | None = None) -> Acknowledged:
     """A person saw dead run ``run_id``: it no longer keeps `status --check` red.
     Acknowledging it again changes nothing. Only a dead run can be acknowledged: a failed
     run is still to be retried, and the other states are not failures."""
@@ -134,17 +138,21 @@ def acknowledge(store: Store, run_id: int, *, by: str | None = None) -> Acknowle
                           "acknowledged (see `cronjobs runs --status dead`)")
         if not run.unacknowledged:
             return Acknowledged(job, (run,), already=True)
-        done = store.acknowledge_run(run.id, by=by)
+        done = store.acknowledge_run(run.id, by=by,
+                                     now=now if now is not None else store.now())
         if done is None:  # pragma: no cover - the row is locked
             raise Refused(f"run {run.id} changed while it was being acknowledged")
         return Acknowledged(job, (done,))
 
 
-def acknowledge_all(store: Store, name: str, *, by: str | None = None) -> Acknowledged:
+def acknowledge_all(store: Store, name: str, *, by: str | None = None,
+                    now: dt.datetime | None = None) -> Acknowledged:
     """Acknowledge every dead run of job ``name`` that nobody acknowledged yet."""
     with store.transaction():
         definition = get(store, name, for_update=True)
-        return Acknowledged(name, tuple(store.acknowledge_dead_runs(definition.id, by=by)))
+        at = now if now is not None else store.now()
+        return Acknowledged(name, tuple(store.acknowledge_dead_runs(definition.id, by=by,
+                                                                    now=at)))
 
 
 def list_runs(store: Store, *, name: str | None = None, statuses: Sequence[str] = (),

@@ -21,13 +21,13 @@ class PruneReport:
 
 
 def prune(store: Store, *, older_than: dt.timedelta, keep_last: int = 0,
-          dry_run: bool = False, batch: int = BATCH, max_batches: int | None = None
-          ) -> PruneReport:
+          dry_run: bool = False, batch: int = BATCH, max_batches: int | None = None,
+          now: dt.datetime | None = None) -> PruneReport:
     """Delete finished runs (with their attempts), skip records and tick records older than
     ``older_than``, always keeping each job's latest success and latest failure and its
     ``keep_last`` newest runs. ``max_batches`` bounds the work (the tick prunes a little at
-    a time)."""
-    cutoff = store.now() - older_than
+    a time). Ages are counted back from ``now`` (default: the database's clock)."""
+    cutoff = (now if now is not None else store.now()) - older_than
     if dry_run:
         return PruneReport(cutoff, store.count_prunable_runs(cutoff=cutoff, keep_last=keep_last),
                            0, 0, True)

@@ -1,5 +1,14 @@
 -- Every SQL statement cronjobs runs, each under a name. store.py runs them by name;
 -- a test checks that every name here is used and every name used exists.
+--
+-- The clock is a parameter. Every instant a statement compares (lease expiry, due times,
+-- backoff, ages, cutoffs) or writes (which later statements compare: eligible_at,
+-- lease_expires_at, finished_at, started_at...) is `%(now)s`: the operation's one instant
+-- (cronjobs.clock). The database's clock is read in two places only, at the start of an
+-- operation: `now` below, and insert_tick when no instant is given. Columns' defaults
+-- stay: they record when a row was really written (created_at; job_ticks.started_at, which
+-- `status` reads as its dead-man's switch: whether ticks really run, whatever instant
+-- they were given).
 
 -- name: now
 -- The instant of this transaction, from the database clock (the truth in production).
@@ -154,7 +163,7 @@ RETURNING id, tick_at;
 -- Without waiting for the disk, as insert_tick.
 WITH no_wait AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE job_ticks
-SET finished_at = clock_timestamp(), status = %(status)s, materialised = %(materialised)s,
+SET finished_at = %(now)s, status = %(status)s, materialised = %(materialised)s,
     skipped = %(skipped)s, reclaimed = %(reclaimed)s, claimed = %(claimed)s,
     succeeded = %(succeeded)s, failed = %(failed)s, error = %(error)s
 FROM no_wait
@@ -192,11 +201,11 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: active_runs
--- Per definition, what the overlap policy counts: runs holding a live lease (leases live on
--- the database's real clock), and runs waiting to start or to be retried. Backfilled runs
+-- Per definition, what the overlap policy counts: runs holding a live lease at the instant,
+-- and runs waiting to start or to be retried. Backfilled runs
 -- are not counted: they are a separate stream, claimed after the job's own runs.
 SELECT definition_id,
-       count(*) FILTER (WHERE status = 'running' AND lease_expires_at > clock_timestamp())
+       count(*) FILTER (WHERE status = 'running' AND lease_expires_at > %(now)s)
            AS running,
        count(*) FILTER (WHERE status IN ('queued', 'failed')) AS waiting
 FROM job_runs
@@ -271,26 +280,26 @@ SELECT * FROM job_definitions WHERE name = %(name)s ORDER BY id DESC;
 WITH expired AS (
     SELECT id, attempt, max_attempts, lease_owner, lease_token, heartbeat_at
     FROM job_runs
-    WHERE status = 'running' AND lease_expires_at < clock_timestamp()
+    WHERE status = 'running' AND lease_expires_at < %(now)s
     ORDER BY lease_expires_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), runs AS (
     UPDATE job_runs AS r
     SET status = CASE WHEN e.attempt >= e.max_attempts THEN 'dead' ELSE 'queued' END,
-        eligible_at = clock_timestamp(),
-        finished_at = CASE WHEN e.attempt >= e.max_attempts THEN clock_timestamp() END,
+        eligible_at = %(now)s,
+        finished_at = CASE WHEN e.attempt >= e.max_attempts THEN %(now)s END,
         error = 'lease lost: worker ' || e.lease_owner || ' stopped heartbeating (last at '
                 || e.heartbeat_at || ')',
         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
-        updated_at = clock_timestamp()
+        updated_at = %(now)s
     FROM expired AS e
     WHERE r.id = e.id
     RETURNING r.id, r.status, r.definition_id, r.error, r.scheduled_for, e.attempt,
               e.lease_token, e.lease_owner
 ), attempts AS (
     UPDATE job_attempts AS a
-    SET outcome = 'lost', finished_at = clock_timestamp(), error = runs.error
+    SET outcome = 'lost', finished_at = %(now)s, error = runs.error
     FROM runs
     WHERE a.run_id = runs.id AND a.attempt = runs.attempt AND a.lease_token = runs.lease_token
 )
@@ -307,14 +316,14 @@ WITH candidates AS (
     SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late
     FROM job_runs AS r
     WHERE r.status IN ('queued', 'failed')
-      AND r.eligible_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+      AND r.eligible_at <= %(now)s
       AND (%(run_ids)s::bigint[] IS NULL OR r.id = ANY(%(run_ids)s::bigint[]))
       -- a paused job's runs wait (a manual trigger still runs)
       AND (r.trigger = 'manual' OR NOT EXISTS (
           SELECT 1 FROM job_definitions AS pd
           WHERE pd.id = r.definition_id AND pd.paused_at IS NOT NULL
             AND (pd.paused_until IS NULL
-                 OR pd.paused_until > coalesce(%(now)s::timestamptz, statement_timestamp()))))
+                 OR pd.paused_until > %(now)s)))
       AND NOT (r.exclusive AND EXISTS (
           SELECT 1 FROM job_runs AS o
           WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
@@ -336,9 +345,9 @@ WITH candidates AS (
 ), claimed AS (
     UPDATE job_runs AS r
     SET status = 'running', attempt = r.attempt + 1, lease_owner = %(worker)s,
-        lease_token = gen_random_uuid(), lease_expires_at = clock_timestamp() + d.lease,
-        heartbeat_at = clock_timestamp(), started_at = clock_timestamp(), finished_at = NULL,
-        cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = clock_timestamp()
+        lease_token = gen_random_uuid(), lease_expires_at = %(now)s + d.lease,
+        heartbeat_at = %(now)s, started_at = %(now)s, finished_at = NULL,
+        cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s
     FROM picked AS p, job_definitions AS d
     WHERE r.id = p.id AND d.id = r.definition_id
     RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
@@ -354,7 +363,7 @@ SELECT * FROM claimed;
 -- name: heartbeat
 -- Extend the leases this worker still holds; a run missing from the result was lost.
 UPDATE job_runs AS r
-SET heartbeat_at = clock_timestamp(), lease_expires_at = clock_timestamp() + v.lease
+SET heartbeat_at = %(now)s, lease_expires_at = %(now)s + v.lease
 FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(leases)s::interval[])
      AS v (id, token, lease)
 WHERE r.id = v.id AND r.lease_token = v.token AND r.status = 'running'
@@ -377,21 +386,21 @@ WITH v AS (
     UPDATE job_runs AS r
     SET status = v.status,
         eligible_at = CASE WHEN v.status IN ('queued', 'failed')
-                           THEN clock_timestamp() + v.retry_in ELSE r.eligible_at END,
+                           THEN %(now)s + v.retry_in ELSE r.eligible_at END,
         max_attempts = r.max_attempts + v.extra_attempts,
         finished_at = CASE WHEN v.status IN ('succeeded', 'dead', 'cancelled')
-                           THEN clock_timestamp() END,
+                           THEN %(now)s END,
         exit_code = v.exit_code, error = v.error, output_tail = v.output_tail,
         result = v.result,
         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
-        updated_at = clock_timestamp()
+        updated_at = %(now)s
     FROM v
     WHERE r.id = v.id AND r.lease_token = v.token AND r.status = 'running'
     RETURNING r.id, r.attempt, r.definition_id, v.token, v.status, v.outcome, v.exit_code,
               v.error, v.output_tail
 ), attempt AS (
     UPDATE job_attempts AS a
-    SET outcome = run.outcome, finished_at = clock_timestamp(), exit_code = run.exit_code,
+    SET outcome = run.outcome, finished_at = %(now)s, exit_code = run.exit_code,
         error = run.error, output_tail = run.output_tail
     FROM run
     WHERE a.run_id = run.id AND a.attempt = run.attempt AND a.lease_token = run.token
@@ -423,19 +432,20 @@ SELECT * FROM job_attempts WHERE run_id = %(run_id)s ORDER BY attempt;
 -- `cronjobs retry`: a failed, dead or cancelled run goes back to the queue now, with more
 -- attempts, keeping its history. Retrying a dead run acknowledges it.
 UPDATE job_runs
-SET status = 'queued', eligible_at = clock_timestamp(), max_attempts = attempt + %(attempts)s,
+SET status = 'queued', eligible_at = %(now)s, max_attempts = attempt + %(attempts)s,
     finished_at = NULL, cancel_requested_at = NULL, retry_count = retry_count + 1,
-    retried_at = clock_timestamp(), updated_at = clock_timestamp(),
-    acknowledged_at = CASE WHEN status = 'dead' THEN clock_timestamp() ELSE acknowledged_at END,
+    retried_at = %(now)s, updated_at = %(now)s,
+    acknowledged_at = CASE WHEN status = 'dead' THEN %(now)s ELSE acknowledged_at END,
     acknowledged_by = CASE WHEN status = 'dead' THEN %(by)s ELSE acknowledged_by END
 WHERE id = %(id)s
 RETURNING *;
 
 -- name: acknowledge_run
 -- `cronjobs ack RUN_ID`: a person saw this dead run; status --check turns green for it.
+-- (Never acknowledged before it died: a tick's clock may run a little ahead of ours.)
 UPDATE job_runs
-SET acknowledged_at = clock_timestamp(), acknowledged_by = %(by)s,
-    updated_at = clock_timestamp()
+SET acknowledged_at = greatest(%(now)s, finished_at), acknowledged_by = %(by)s,
+    updated_at = %(now)s
 WHERE id = %(id)s AND status = 'dead'
   AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
 RETURNING *;
@@ -443,8 +453,8 @@ RETURNING *;
 -- name: acknowledge_dead_runs
 -- `cronjobs ack --all NAME`: every dead run of the job that nobody acknowledged yet.
 UPDATE job_runs
-SET acknowledged_at = clock_timestamp(), acknowledged_by = %(by)s,
-    updated_at = clock_timestamp()
+SET acknowledged_at = greatest(%(now)s, finished_at), acknowledged_by = %(by)s,
+    updated_at = %(now)s
 WHERE definition_id = %(definition_id)s AND status = 'dead'
   AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
 RETURNING *;
@@ -455,18 +465,18 @@ RETURNING *;
 INSERT INTO job_runs (definition_id, scheduled_for, trigger, payload, max_attempts, exclusive,
                       eligible_at, retry_of)
 VALUES (%(definition_id)s, %(scheduled_for)s, %(trigger)s, %(payload)s, %(max_attempts)s,
-        %(exclusive)s, clock_timestamp(), %(retry_of)s)
+        %(exclusive)s, %(now)s, %(retry_of)s)
 RETURNING *;
 
 -- name: cancel_waiting_run
 UPDATE job_runs
-SET status = 'cancelled', finished_at = clock_timestamp(), error = 'cancelled by an operator',
-    updated_at = clock_timestamp()
+SET status = 'cancelled', finished_at = %(now)s, error = 'cancelled by an operator',
+    updated_at = %(now)s
 WHERE id = %(id)s AND status IN ('queued', 'failed')
 RETURNING *;
 
 -- name: request_cancel_run
-UPDATE job_runs SET cancel_requested_at = clock_timestamp(), updated_at = clock_timestamp()
+UPDATE job_runs SET cancel_requested_at = %(now)s, updated_at = %(now)s
 WHERE id = %(id)s AND status = 'running'
 RETURNING *;
 
@@ -491,7 +501,7 @@ SET consecutive_failures = d.consecutive_failures + 1,
     paused_at = CASE
         WHEN d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
              AND d.consecutive_failures + 1 >= d.pause_after_failures
-        THEN clock_timestamp() ELSE d.paused_at END,
+        THEN %(now)s ELSE d.paused_at END,
     pause_note = CASE
         WHEN d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
              AND d.consecutive_failures + 1 >= d.pause_after_failures
@@ -538,7 +548,9 @@ SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.p
        (SELECT max(finished_at) FROM job_runs WHERE definition_id = d.id
             AND status = 'succeeded') AS last_success_at,
        last.finished_at - last.started_at AS last_duration,
-       scheduled.started_at - scheduled.scheduled_for AS last_lateness,
+       -- never negative (a run started before its slot is on time, not early)
+       greatest(scheduled.started_at - scheduled.scheduled_for, interval '0')
+           AS last_lateness,
        (SELECT count(*) FROM job_runs WHERE definition_id = d.id AND status = 'dead'
             AND (acknowledged_at IS NULL OR acknowledged_at < finished_at))
            AS dead_unacknowledged,

@@ -270,10 +270,10 @@ class Store:
         return int(row["id"]), tick_at.astimezone(dt.UTC)
 
     def finish_tick(self, tick_id: int, *, status: str, counts: Mapping[str, int],
-                    error: str | None = None) -> None:
+                    now: dt.datetime, error: str | None = None) -> None:
         names = ("materialised", "skipped", "reclaimed", "claimed", "succeeded", "failed")
         params: dict[str, Any] = {name: counts.get(name, 0) for name in names}
-        params |= {"id": tick_id, "status": status, "error": error}
+        params |= {"id": tick_id, "status": status, "error": error, "now": now}
         self._rows("finish_tick", params)
 
     def due_definitions(self, *, now: dt.datetime, limit: int) -> list[DueDefinition]:
@@ -284,9 +284,11 @@ class Store:
         return self._binary("unscheduled_definitions", {"limit": limit},
                             args_row(DueDefinition))
 
-    def active_runs(self, definition_ids: list[int]) -> dict[int, tuple[int, int]]:
-        """{definition_id: (running with a live lease, waiting)}"""
-        rows = self._binary("active_runs", {"definition_ids": definition_ids}, tuple_row)
+    def active_runs(self, definition_ids: list[int], *, now: dt.datetime
+                    ) -> dict[int, tuple[int, int]]:
+        """{definition_id: (running with a lease live at ``now``, waiting)}"""
+        rows = self._binary("active_runs", {"definition_ids": definition_ids, "now": now},
+                            tuple_row)
         return {definition_id: (running, waiting) for definition_id, running, waiting in rows}
 
     def insert_runs(self, runs: Sequence[NewRun], *, now: dt.datetime,
@@ -351,7 +353,7 @@ class Store:
 
     # -- execution ----------------------------------------------------------------------
 
-    def finish_and_claim(self, outcomes: Sequence[Outcome], *, now: dt.datetime | None,
+    def finish_and_claim(self, outcomes: Sequence[Outcome], *, now: dt.datetime,
                          worker: str, limit: int, tick_id: int | None,
                          run_ids: Sequence[int] | None = None
                          ) -> tuple[set[int], list[Claimed]]:
@@ -365,9 +367,9 @@ class Store:
             with self.transaction():
                 claims = self.claim_runs(now=now, worker=worker, limit=limit,
                                          tick_id=tick_id, run_ids=run_ids, conflict=True)
-                recorded = self.finish_runs(outcomes)
+                recorded = self.finish_runs(outcomes, now=now)
         except Conflict:
-            return self.finish_runs(outcomes), []
+            return self.finish_runs(outcomes, now=now), []
         return recorded, claims
 
     def definitions_due(self, *, now: dt.datetime) -> bool:
@@ -376,11 +378,12 @@ class Store:
         row = self._row("definitions_due", {"now": now})
         return bool(row and row["due"])
 
-    def reclaim_expired(self, *, limit: int = 1000) -> list[Row]:
-        """Runs whose lease expired go back to the queue (or die); their attempt is lost."""
-        return self._rows("reclaim_expired", {"limit": limit})
+    def reclaim_expired(self, *, now: dt.datetime, limit: int = 1000) -> list[Row]:
+        """Runs whose lease expired before ``now`` go back to the queue (or die); their
+        attempt is lost."""
+        return self._rows("reclaim_expired", {"now": now, "limit": limit})
 
-    def claim_runs(self, *, now: dt.datetime | None, worker: str, limit: int,
+    def claim_runs(self, *, now: dt.datetime, worker: str, limit: int,
                    tick_id: int | None, run_ids: Sequence[int] | None = None,
                    conflict: bool = False) -> list[Claimed]:
         """Claim up to ``limit`` due runs. Another worker claiming an exclusive run of the
@@ -398,24 +401,28 @@ class Store:
             return []
         return [_build(Claimed, row) for row in rows]
 
-    def heartbeat(self, leases: Sequence[tuple[int, Any, dt.timedelta]]) -> dict[int, bool]:
-        """Extend leases; returns {run_id: cancel_requested} for the leases still held."""
+    def heartbeat(self, leases: Sequence[tuple[int, Any, dt.timedelta]], *, now: dt.datetime
+                  ) -> dict[int, bool]:
+        """Extend leases from ``now``; returns {run_id: cancel_requested} for the leases
+        still held."""
         if not leases:
             return {}
         rows = self._rows("heartbeat", {
+            "now": now,
             "ids": [run_id for run_id, _, _ in leases],
             "tokens": [token for _, token, _ in leases],
             "leases": [lease for _, _, lease in leases],
         })
         return {row["id"]: bool(row["cancel_requested"]) for row in rows}
 
-    def finish_runs(self, outcomes: Sequence[Outcome]) -> set[int]:
+    def finish_runs(self, outcomes: Sequence[Outcome], *, now: dt.datetime) -> set[int]:
         """Record several attempts' outcomes in one statement, each only if this worker
         still holds its lease; returns the ids recorded. A success resets its job's count
         of consecutive failures (failures are counted by :meth:`record_job_failure`)."""
         if not outcomes:
             return set()
         rows = self._rows("finish_runs", {
+            "now": now,
             "ids": [o.run_id for o in outcomes],
             "tokens": [o.token for o in outcomes],
             "statuses": [o.status.value for o in outcomes],
@@ -429,9 +436,10 @@ class Store:
         })
         return {row["id"] for row in rows}
 
-    def record_job_failure(self, definition_id: int, *, error: str | None) -> Row | None:
+    def record_job_failure(self, definition_id: int, *, error: str | None, now: dt.datetime
+                           ) -> Row | None:
         return self._row("record_job_failure", {"definition_id": definition_id,
-                                                 "error": error})
+                                                 "error": error, "now": now})
 
     # -- operating ------------------------------------------------------------------------
 
@@ -443,35 +451,39 @@ class Store:
     def attempts_of_run(self, run_id: int) -> list[Attempt]:
         return [_build(Attempt, row) for row in self._rows("attempts_of_run", {"run_id": run_id})]
 
-    def requeue_run(self, run_id: int, *, attempts: int, by: str | None = None) -> Run:
+    def requeue_run(self, run_id: int, *, attempts: int, now: dt.datetime,
+                    by: str | None = None) -> Run:
         row = _required(self._row("requeue_run", {"id": run_id, "attempts": attempts,
-                                                  "by": by}), "requeue_run")
+                                                  "by": by, "now": now}), "requeue_run")
         return _build(Run, row)
 
-    def acknowledge_run(self, run_id: int, *, by: str | None) -> Run | None:
-        row = self._row("acknowledge_run", {"id": run_id, "by": by})
+    def acknowledge_run(self, run_id: int, *, by: str | None, now: dt.datetime) -> Run | None:
+        row = self._row("acknowledge_run", {"id": run_id, "by": by, "now": now})
         return _build(Run, row) if row else None
 
-    def acknowledge_dead_runs(self, definition_id: int, *, by: str | None) -> list[Run]:
-        rows = self._rows("acknowledge_dead_runs", {"definition_id": definition_id, "by": by})
+    def acknowledge_dead_runs(self, definition_id: int, *, by: str | None, now: dt.datetime
+                              ) -> list[Run]:
+        rows = self._rows("acknowledge_dead_runs", {"definition_id": definition_id, "by": by,
+                                                    "now": now})
         return sorted((_build(Run, row) for row in rows), key=lambda run: run.id)
 
     def insert_manual_run(self, *, definition_id: int, scheduled_for: dt.datetime,
                           trigger: Trigger, payload: dict[str, Any] | None, max_attempts: int,
-                          exclusive: bool, retry_of: int | None = None) -> Run:
+                          exclusive: bool, now: dt.datetime, retry_of: int | None = None
+                          ) -> Run:
         row = _required(self._row("insert_manual_run", {
-            "definition_id": definition_id, "scheduled_for": scheduled_for,
+            "now": now, "definition_id": definition_id, "scheduled_for": scheduled_for,
             "trigger": trigger.value, "payload": Jsonb(payload) if payload is not None else None,
             "max_attempts": max_attempts, "exclusive": exclusive, "retry_of": retry_of,
         }), "insert_manual_run")
         return _build(Run, row)
 
-    def cancel_waiting_run(self, run_id: int) -> Run | None:
-        row = self._row("cancel_waiting_run", {"id": run_id})
+    def cancel_waiting_run(self, run_id: int, *, now: dt.datetime) -> Run | None:
+        row = self._row("cancel_waiting_run", {"id": run_id, "now": now})
         return _build(Run, row) if row else None
 
-    def request_cancel_run(self, run_id: int) -> Run | None:
-        row = self._row("request_cancel_run", {"id": run_id})
+    def request_cancel_run(self, run_id: int, *, now: dt.datetime) -> Run | None:
+        row = self._row("request_cancel_run", {"id": run_id, "now": now})
         return _build(Run, row) if row else None
 
     def list_runs(self, *, name: str | None, statuses: Sequence[str] | None,

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cronjobs.clock import Clock
 from cronjobs.db.store import Store
 from cronjobs.errors import DatabaseUnavailable
 from cronjobs.models import AttemptOutcome, Claimed, Outcome, RunStatus
@@ -53,7 +54,9 @@ class ExecOptions:
     apps: tuple[str, ...] = ()
     in_process: bool = False  # handlers run in threads of the tick (cronjobs.inprocess)
     due_at: dt.datetime | None = None  # the instant this tick materialised up to
-    now: dt.datetime | None = None  # pinned instant for "is it due" (tests); else the DB clock
+    # the tick's clock: every claim, lease, backoff and outcome is on it (None: one started
+    # from the database's clock when the executor is made)
+    clock: Clock | None = None
     tick_id: int | None = None
 
 
@@ -105,6 +108,7 @@ class Executor:
                  should_stop: Callable[[], bool] = lambda: False) -> None:
         self.store = store
         self.options = options
+        self.clock = options.clock if options.clock is not None else Clock(store.now())
         self.reconnect = reconnect
         self.should_stop = should_stop
         self.report = ExecReport()
@@ -200,7 +204,7 @@ class Executor:
     # -- steps --------------------------------------------------------------------------
 
     def _reclaim(self) -> None:
-        rows = self._db(lambda s: s.reclaim_expired())
+        rows = self._db(lambda s: s.reclaim_expired(now=self.clock.now()))
         for row in rows or []:
             self.report.reclaimed += 1
             log.warning("lease expired: run %s back to %s", row["id"], row["status"],
@@ -225,7 +229,9 @@ class Executor:
             return "refused: the command is not on this worker's allow-list (--allow-command)"
         return None
 
-    def _start(self, claim: Claimed) -> None:
+    def _start(self, claim: Claimed, claimed_at: float) -> None:
+        """Start ``claim``, whose lease was taken at monotonic time ``claimed_at`` (or
+        later)."""
         from cronjobs.execution.context import JobContext  # noqa: PLC0415 - see the imports above
         from cronjobs.execution.process import Result, Work, start  # noqa: PLC0415
         from cronjobs.execution.watchdog import Watchdog  # noqa: PLC0415
@@ -251,7 +257,6 @@ class Executor:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("run claimed", extra={"action": "claim", "run_id": claim.id,
                                             "job": claim.name, "attempt": claim.attempt})
-        claimed_at = time.monotonic()
         job: Running | InProcessJob
         in_process = claim.kind == "handler" and self.options.in_process
         if in_process:
@@ -298,13 +303,13 @@ class Executor:
         now = time.monotonic()
         due = [a for a in self.active.values() if a.stop_requested is None
                and now - a.last_beat >= a.claim.lease.total_seconds() / 3]
-        # (a heartbeat sent at `now` extends the lease from a later database instant, so
+        # (the heartbeat extends the lease from the clock's instant, read after `now`, so
         # `now + lease` is a safe end of the lease for the watchdog)
         if not due:
             return
         leases = [(a.claim.id, a.claim.lease_token, a.claim.lease) for a in due]
         try:
-            held = self.store.heartbeat(leases)
+            held = self.store.heartbeat(leases, now=self.clock.now())
         except DatabaseUnavailable as exc:
             self._reconnect()
             for a in due:
@@ -358,13 +363,18 @@ class Executor:
                  if writes else None)
         claims: list[Claimed] = []
         recorded: set[int] | None = set()
+        # before the clock is read, so that a lease taken at the clock's instant ends
+        # after `claimed_at + lease`, where the watchdog counts from
+        claimed_at = time.monotonic()
         if claim_limit > 0:
             both = self._db(lambda s: s.finish_and_claim(
-                outcomes, now=self.options.now, worker=self.options.worker, limit=claim_limit,
-                tick_id=self.options.tick_id, run_ids=self.options.run_ids), until=until)
+                outcomes, now=self.clock.now(), worker=self.options.worker,
+                limit=claim_limit, tick_id=self.options.tick_id, run_ids=self.options.run_ids),
+                until=until)
             recorded, claims = both if both is not None else (None, [])
         elif writes:
-            recorded = self._db(lambda s: s.finish_runs(outcomes), until=until)
+            recorded = self._db(lambda s: s.finish_runs(outcomes, now=self.clock.now()),
+                                until=until)
         for active, result, outcome in writes:
             claim = active.claim
             if recorded is None or claim.id not in recorded:
@@ -393,7 +403,7 @@ class Executor:
                 self._after_attempt(claim.definition_id, event)
         for claimed in claims:
             self.report.claimed += 1
-            self._start(claimed)
+            self._start(claimed, claimed_at)
         if ended or claims:
             self._watch_self()
         if self.watchdog is not None:
@@ -409,7 +419,8 @@ class Executor:
         """After a failure: count the job's failures in a row (pausing it if it asks for
         that) and fire the alert command the outcome calls for. (A success resets the count
         as its outcome is recorded.)"""
-        row = self._db(lambda s: s.record_job_failure(definition_id, error=event.error))
+        row = self._db(lambda s: s.record_job_failure(definition_id, error=event.error,
+                                                      now=self.clock.now()))
         if row is None:
             return
         command = row["alert_command"] or self.options.alert_command

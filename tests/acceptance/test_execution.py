@@ -3,6 +3,7 @@ crashes, frozen workers, fencing, timeouts, retries, graceful stop."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -97,9 +98,11 @@ def test_kill_9_of_a_tick_mid_job(cli: Invoke, database_url: str,
     assert early.returncode == 0, err
     assert json.loads(out)["counts"]["claimed"] == 0
     run_id = db.execute("SELECT id FROM job_runs").fetchone()[0]  # type: ignore[index]
-    wait_for(lambda: db.execute("SELECT lease_expires_at < now() FROM job_runs"
-                                 ).fetchone() == (True,), "the lease to expire", 30)
-    second = _tick(database_url, "--json")
+    # Once the lease has expired, another tick reclaims the run: a tick at an instant past
+    # the lease's end, rather than a wait for it.
+    expired = db.execute("SELECT lease_expires_at + interval '1 s' FROM job_runs"
+                         ).fetchone()[0]  # type: ignore[index]
+    second = _tick(database_url, "--json", "--now", expired.isoformat(), "--allow-future")
     out, err = second.communicate(timeout=60)
     assert second.returncode == 0, err
     report = json.loads(out)
@@ -160,19 +163,28 @@ def test_sigterm_interrupts_and_requeues(cli: Invoke, database_url: str,
 
 def test_failures_are_retried_with_backoff_then_dead(cli: Invoke, database_url: str,
                                                      db: psycopg.Connection[Any]) -> None:
-    one_run(cli, "flaky", "--command", "echo oops >&2; exit 3", "--max-attempts", "2",
-            "--backoff", "6s")
-    first = _tick(database_url, "--json")
-    out, _ = first.communicate(timeout=60)
-    assert json.loads(out)["counts"]["failed"] == 1
+    # Time is pinned, not waited for: ticks at T, T+4m and T+11m against a 10m backoff.
+    assert cli("define", "flaky", "0 0 29 2 *", "--command", "echo oops >&2; exit 3",
+               "--max-attempts", "2", "--backoff", "10m").exit_code == 0
+    assert cli("backfill", "flaky", "--from", "2020-02-29T00:00:00Z",
+               "--to", "2020-02-29T00:00:00Z").exit_code == 0
+    t = db.execute("SELECT now() + interval '1 hour'").fetchone()[0]  # type: ignore[index]
+
+    def tick_at(minutes: int) -> dict[str, int]:
+        at = t + dt.timedelta(minutes=minutes)
+        tick = _tick(database_url, "--json", "--now", at.isoformat(), "--allow-future")
+        out, err = tick.communicate(timeout=60)
+        assert tick.returncode == 0, err
+        counts: dict[str, int] = json.loads(out)["counts"]
+        return counts
+
+    assert tick_at(0)["failed"] == 1
     status, eligible_later = db.execute(
-        "SELECT status, eligible_at > now() FROM job_runs").fetchone() or ()
+        "SELECT status, eligible_at >= %s FROM job_runs",
+        (t + dt.timedelta(minutes=5),)).fetchone() or ()
     assert status == "failed" and eligible_later
-    wait_for(lambda: db.execute("SELECT eligible_at <= now() FROM job_runs").fetchone()
-              == (True,), "the backoff to pass", 15)
-    second = _tick(database_url, "--json")
-    out, _ = second.communicate(timeout=60)
-    assert json.loads(out)["counts"]["failed"] == 1
+    assert tick_at(4)["claimed"] == 0  # still backing off
+    assert tick_at(11)["failed"] == 1
     row = db.execute("SELECT status, attempt, exit_code, error, output_tail FROM job_runs"
                      ).fetchone()
     assert row == ("dead", 2, 3, "exit code 3", "oops\n")

@@ -28,7 +28,8 @@ def _queued_runs(cli: Invoke, name: str, *options: str) -> None:
 def test_outcomes_are_recorded_together_and_fenced(cli: Invoke, store: Store,
                                                    db: psycopg.Connection[Any]) -> None:
     _queued_runs(cli, "work")
-    claims = store.claim_runs(now=None, worker="w", limit=10, tick_id=None)
+    now = store.now()
+    claims = store.claim_runs(now=now, worker="w", limit=10, tick_id=None)
     assert len(claims) == 3
     first, second, third = claims
     db.execute("UPDATE job_definitions SET consecutive_failures = 2")
@@ -42,7 +43,7 @@ def test_outcomes_are_recorded_together_and_fenced(cli: Invoke, store: Store,
                 "exit code 3", "", None, dt.timedelta(minutes=5)),
         Outcome(third.id, third.lease_token, RunStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED,
                 0, None, "", None),
-    ])
+    ], now=now)
     assert recorded == {first.id, second.id}
     rows = db.execute("SELECT id, status, exit_code, error, result, eligible_at > now() "
                       "FROM job_runs ORDER BY id").fetchall()
@@ -58,14 +59,14 @@ def test_outcomes_are_recorded_together_and_fenced(cli: Invoke, store: Store,
     # recording again changes nothing: the leases are spent
     assert store.finish_runs([
         Outcome(first.id, first.lease_token, RunStatus.FAILED, AttemptOutcome.FAILED, 1,
-                "late", "", None)]) == set()
-    assert store.finish_runs([]) == set()
+                "late", "", None)], now=now) == set()
+    assert store.finish_runs([], now=now) == set()
 
 
 def test_outcomes_are_kept_when_the_claim_beside_them_conflicts(
         cli: Invoke, store: Store, database_url: str, db: psycopg.Connection[Any]) -> None:
     _queued_runs(cli, "other")  # three runs, overlap allow
-    done = store.claim_runs(now=None, worker="w", limit=1, tick_id=None)[0]
+    done = store.claim_runs(now=store.now(), worker="w", limit=1, tick_id=None)[0]
     _queued_runs(cli, "single", "--overlap", "queue")  # exclusive: one running at a time
     first, second = (row[0] for row in db.execute(
         "SELECT r.id FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id "
@@ -82,7 +83,7 @@ def test_outcomes_are_kept_when_the_claim_beside_them_conflicts(
                       "lease_owner = 'x', lease_token = gen_random_uuid(), "
                       "lease_expires_at = now() + interval '1 minute' WHERE id = %s", (first,))
         worker = threading.Thread(target=lambda: result.append(store.finish_and_claim(
-            [outcome], now=None, worker="w", limit=5, tick_id=None)))
+            [outcome], now=store.now(), worker="w", limit=5, tick_id=None)))
         worker.start()
         wait_for(lambda: db.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "

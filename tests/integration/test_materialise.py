@@ -234,8 +234,11 @@ def test_a_dead_worker_never_blocks_its_schedule(cli: Invoke,
     db.execute("UPDATE job_definitions SET cursor_at = %s, next_due_at = NULL", (START,))
     store = Store(db)
     tick(store, TickOptions(now=START + dt.timedelta(hours=1, seconds=1), max_runs=0))
+    # its worker died: the lease expired long before the next tick's instant (leases are
+    # on the tick's clock, like every other decision)
     db.execute("UPDATE job_runs SET status = 'running', attempt = 1, lease_owner = 'gone', "
-               "lease_token = gen_random_uuid(), lease_expires_at = now() - interval '1 s'")
+               "lease_token = gen_random_uuid(), lease_expires_at = %s",
+               (START + dt.timedelta(hours=1, minutes=1),))
     tick(store, TickOptions(now=START + dt.timedelta(hours=2, seconds=1), max_runs=0))
     statuses = sorted(r[0] for r in db.execute("SELECT status FROM job_runs"))
     # the expired one was reclaimed (back to the queue); the new slot was materialised
