@@ -14,10 +14,24 @@ from typing import NamedTuple
 
 from cronjobs.core.materialise import MaterialiseReport, materialise
 from cronjobs.db.store import Store
+from cronjobs.durations import format_duration
+from cronjobs.errors import UsageError
 from cronjobs.execution.executor import ExecOptions, ExecReport, Executor
 from cronjobs.models import TickStatus
 
 log = logging.getLogger(__name__)
+
+# How far ahead of the database clock --now may be without --allow-future: the clocks of
+# the host that typed it and of the database may differ a little, never by more.
+FUTURE_SKEW = dt.timedelta(minutes=1)
+
+
+class WaitingRuns(NamedTuple):
+    """Due runs of a handler that this tick has not loaded: they wait, attempts untouched."""
+
+    handler: str
+    runs: int
+    oldest: dt.datetime
 
 
 class TickOptions(NamedTuple):
@@ -37,6 +51,7 @@ class TickOptions(NamedTuple):
     handlers_only: bool = False
     allowed_commands: tuple[str, ...] = ()
     in_process: bool = False  # run handlers in threads of the tick (cronjobs.inprocess)
+    allow_future: bool = False  # tick for real at a `now` ahead of the database clock
 
 
 class TickReport:
@@ -49,6 +64,8 @@ class TickReport:
         self.materialise = MaterialiseReport()
         self.execute = ExecReport()
         self.pruned = 0
+        self.handlers: tuple[str, ...] = ()  # the handlers the tick could run
+        self.waiting: list[WaitingRuns] = []  # due runs of the handlers it could not
 
     def counts(self) -> dict[str, int]:
         e = self.execute
@@ -71,9 +88,14 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
         report = TickReport(None, now, True)
         report.materialise = materialise(store, now, dry_run=True)
         return report
-    tick_id, started = store.insert_tick(worker=options.worker, now=options.now)
+    if options.now is not None and not options.allow_future:
+        _refuse_the_future(store, options.now)
+    handlers = _handlers(options.apps)  # before anything is written: a broken app stops here
+    tick_id, started = store.insert_tick(worker=options.worker, now=options.now,
+                                         handlers=handlers)
     now = options.now if options.now is not None else started
     report = TickReport(tick_id, now, False)
+    report.handlers = handlers
     executor: Executor | None = None
     try:
         if options.run_ids is None:
@@ -82,11 +104,13 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
             worker=options.worker, concurrency=options.concurrency, max_runs=options.max_runs,
             max_runtime=options.max_runtime, grace=options.grace, apps=options.apps,
             now=options.now, tick_id=tick_id, alert_command=options.alert_command,
-            run_ids=options.run_ids, handlers_only=options.handlers_only,
+            run_ids=options.run_ids, handlers=handlers, handlers_only=options.handlers_only,
             allowed_commands=options.allowed_commands, in_process=options.in_process,
             due_at=now),
             reconnect=reconnect, should_stop=should_stop)
         report.execute = executor.run()
+        report.waiting = [WaitingRuns(row["handler"], row["runs"], row["oldest"]) for row in
+                          executor.store.waiting_for_handlers(now=now, handlers=handlers)]
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.
             from cronjobs.core.prune import prune  # noqa: PLC0415 - only with --retention
@@ -113,3 +137,27 @@ def _record(store: Store, report: TickReport, status: TickStatus, error: str | N
         store.finish_tick(report.tick_id, status=status, counts=report.counts(), error=error)
     except Exception as exc:
         log.warning("could not record the tick: %s", exc, extra={"action": "tick"})
+
+
+def _handlers(apps: tuple[str, ...]) -> tuple[str, ...]:
+    """The handlers this tick can run: those its --app modules register (importing them)."""
+    if not apps:
+        return ()
+    from cronjobs.execution.registry import load_apps  # noqa: PLC0415 - only with --app
+
+    return tuple(sorted(load_apps(apps)))
+
+
+def _refuse_the_future(store: Store, now: dt.datetime) -> None:
+    """Refuse a ``now`` ahead of the database clock: ticking there would decide and run
+    slots that are not due yet, for real. Says what the tick would have done."""
+    clock = store.now()
+    if now - clock <= FUTURE_SKEW:
+        return
+    due = materialise(store, now, dry_run=True)
+    raise UsageError(
+        f"--now is {format_duration(now - clock)} ahead of the database clock "
+        f"({clock.isoformat(timespec='seconds')}): this tick would materialise "
+        f"{due.materialised} run(s) for slots up to {now.isoformat(timespec='seconds')} and "
+        "run them for real, moving the jobs past slots that are not due yet; add --dry-run "
+        "to preview it or --allow-future to do it anyway")

@@ -23,7 +23,13 @@ from cronjobs.instants import parse_instant
 @click.command(cls=Command)
 @click.option("--now", "now", metavar="TIME",
               help="Tick as if the database clock said this (tests, what-if runs). Leases "
-                   f"still use the database clock. An instant or a date ({TIMES_HELP}).")
+                   f"still use the database clock. An instant or a date ({TIMES_HELP}). "
+                   "More than 1 minute ahead of the database clock it is refused (exit 2, "
+                   "nothing written) unless --dry-run or --allow-future is given.")
+@click.option("--allow-future", is_flag=True,
+              help="Tick for real at a --now ahead of the database clock: slots not due yet "
+                   "are materialised and run, and the jobs move past them (simulations, "
+                   "tests).")
 @click.option("--dry-run", is_flag=True,
               help="Print what would be materialised; write nothing, run nothing.")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
@@ -57,7 +63,8 @@ from cronjobs.instants import parse_instant
                    "other runs end. Shell commands always run in their own processes.")
 @json_option
 @pass_app
-def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: int | None,
+def tick(app: App, now: str | None, allow_future: bool, dry_run: bool, concurrency: int,
+         max_runs: int | None,
          max_runtime: str, grace: str, alert_command: str | None, retention: str | None,
          handlers_only: bool, allowed_commands: tuple[str, ...], in_process: bool,
          as_json: bool) -> None:
@@ -77,7 +84,7 @@ def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: i
       cronjobs tick -v --app myapp.jobs       # a crontab line: * * * * * cronjobs tick …
       cronjobs tick --concurrency 8 --retention 30d --json
     """
-    from cronjobs.cli.render import decisions_text, tick_json, tick_summary
+    from cronjobs.cli.render import decisions_text, tick_json, tick_summary, waiting_lines
     from cronjobs.db.connect import worker_name
     from cronjobs.durations import parse_bounded
     from cronjobs.tick import TickOptions
@@ -99,6 +106,7 @@ def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: i
         handlers_only=handlers_only,
         allowed_commands=allowed_commands,
         in_process=in_process,
+        allow_future=allow_future,
     )
     store = app.store()
     with stop_on_signals() as stopped:
@@ -108,6 +116,8 @@ def tick(app: App, now: str | None, dry_run: bool, concurrency: int, max_runs: i
     elif dry_run or app.verbose:
         click.echo(decisions_text(report))
     click.echo(tick_summary(report), err=True)
+    for line in waiting_lines(report.waiting):
+        click.echo(line, err=True)
 
 
 @click.command(cls=Command)

@@ -51,6 +51,7 @@ class ExecOptions:
     max_runtime: float = 45.0
     grace: float = 25.0
     apps: tuple[str, ...] = ()
+    handlers: tuple[str, ...] = ()  # the handlers the apps register: only their runs are claimed
     in_process: bool = False  # handlers run in threads of the tick (cronjobs.inprocess)
     due_at: dt.datetime | None = None  # the instant this tick materialised up to
     now: dt.datetime | None = None  # pinned instant for "is it due" (tests); else the DB clock
@@ -361,7 +362,8 @@ class Executor:
         if claim_limit > 0:
             both = self._db(lambda s: s.finish_and_claim(
                 outcomes, now=self.options.now, worker=self.options.worker, limit=claim_limit,
-                tick_id=self.options.tick_id, run_ids=self.options.run_ids), until=until)
+                tick_id=self.options.tick_id, run_ids=self.options.run_ids,
+                handlers=self.options.handlers), until=until)
             recorded, claims = both if both is not None else (None, [])
         elif writes:
             recorded = self._db(lambda s: s.finish_runs(outcomes), until=until)
