@@ -155,8 +155,9 @@ def _refuse_the_future(store: Store, now: dt.datetime) -> None:
     if now - clock <= FUTURE_SKEW:
         return
     due = materialise(store, now, dry_run=True)
+    ahead = dt.timedelta(minutes=round((now - clock).total_seconds() / 60))
     raise UsageError(
-        f"--now is {format_duration(now - clock)} ahead of the database clock "
+        f"--now is {format_duration(ahead)} ahead of the database clock "
         f"({clock.isoformat(timespec='seconds')}): this tick would materialise "
         f"{due.materialised} run(s) for slots up to {now.isoformat(timespec='seconds')} and "
         "run them for real, moving the jobs past slots that are not due yet; add --dry-run "
