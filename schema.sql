@@ -103,7 +103,9 @@ CREATE TABLE job_ticks (
     claimed       integer NOT NULL DEFAULT 0,
     succeeded     integer NOT NULL DEFAULT 0,
     failed        integer NOT NULL DEFAULT 0,
-    error         text
+    error         text,
+    -- the handlers this tick could run (its --app modules'): runs of other handlers wait
+    handlers      text[]
 );
 
 CREATE INDEX job_ticks_started_idx ON job_ticks (started_at);
@@ -225,4 +227,5 @@ CREATE INDEX job_skips_definition_idx ON job_skips (definition_id, last_slot);
 
 INSERT INTO cronjobs_migrations (version, name) VALUES (1, 'initial');
 INSERT INTO cronjobs_migrations (version, name) VALUES (2, 'ack_and_backfill_order');
+INSERT INTO cronjobs_migrations (version, name) VALUES (3, 'tick_handlers');
 

@@ -25,9 +25,17 @@ from cronjobs.models import TickStatus
 
 log = logging.getLogger(__name__)
 
-# How far ahead of the database's clock --now may be without --allow-future: clocks of
-# hosts and of the database differ by a little; a minute more is a what-if, not skew.
-FUTURE_SKEW = dt.timedelta(seconds=60)
+# How far ahead of the database clock --now may be without --allow-future: the clocks of
+# the host that typed it and of the database may differ a little, never by more.
+FUTURE_SKEW = dt.timedelta(minutes=1)
+
+
+class WaitingRuns(NamedTuple):
+    """Due runs of a handler that this tick has not loaded: they wait, attempts untouched."""
+
+    handler: str
+    runs: int
+    oldest: dt.datetime
 
 
 class TickOptions(NamedTuple):
@@ -60,6 +68,8 @@ class TickReport:
         self.materialise = MaterialiseReport()
         self.execute = ExecReport()
         self.pruned = 0
+        self.handlers: tuple[str, ...] = ()  # the handlers the tick could run
+        self.waiting: list[WaitingRuns] = []  # due runs of the handlers it could not
 
     def counts(self) -> dict[str, int]:
         e = self.execute
@@ -84,9 +94,12 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
         return report
     if options.now is not None and not options.allow_future:
         _refuse_the_future(store, options.now)
-    tick_id, now = store.insert_tick(worker=options.worker, now=options.now)
+    handlers = _handlers(options.apps)  # before anything is written: a broken app stops here
+    tick_id, now = store.insert_tick(worker=options.worker, now=options.now,
+                                     handlers=handlers)
     clock = Clock(now)
     report = TickReport(tick_id, now, False)
+    report.handlers = handlers
     executor: Executor | None = None
     try:
         if options.run_ids is None:
@@ -95,11 +108,13 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
             worker=options.worker, concurrency=options.concurrency, max_runs=options.max_runs,
             max_runtime=options.max_runtime, grace=options.grace, apps=options.apps,
             clock=clock, tick_id=tick_id, alert_command=options.alert_command,
-            run_ids=options.run_ids, handlers_only=options.handlers_only,
+            run_ids=options.run_ids, handlers=handlers, handlers_only=options.handlers_only,
             allowed_commands=options.allowed_commands, in_process=options.in_process,
             due_at=now),
             reconnect=reconnect, should_stop=should_stop)
         report.execute = executor.run()
+        report.waiting = [WaitingRuns(row["handler"], row["runs"], row["oldest"]) for row in
+                          executor.store.waiting_for_handlers(now=now, handlers=handlers)]
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.
             from cronjobs.core.prune import prune  # noqa: PLC0415 - only with --retention
@@ -118,20 +133,6 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
     return report
 
 
-def _refuse_the_future(store: Store, now: dt.datetime) -> None:
-    """Refuse, before anything is written, an instant the database has not reached yet."""
-    ahead = now - store.now()
-    if ahead > FUTURE_SKEW:
-        seconds = round(ahead.total_seconds())
-        if seconds >= 120:  # to the minute: the milliseconds since the instant was read
-            seconds = round(seconds / 60) * 60  # do not matter to a reader
-        shown = format_duration(dt.timedelta(seconds=seconds))
-        raise UsageError(
-            f"--now is {shown} ahead of the database clock: this tick would materialise and "
-            f"run the slots up to {now.isoformat()} for real; add --dry-run to preview, or "
-            "--allow-future to do it anyway")
-
-
 def _record(store: Store, clock: Clock, report: TickReport, status: TickStatus,
             error: str | None) -> None:
     """Leave the tick's record; a tick that cannot reach the database just says so."""
@@ -142,3 +143,28 @@ def _record(store: Store, clock: Clock, report: TickReport, status: TickStatus,
                           now=clock.now(), error=error)
     except Exception as exc:
         log.warning("could not record the tick: %s", exc, extra={"action": "tick"})
+
+
+def _handlers(apps: tuple[str, ...]) -> tuple[str, ...]:
+    """The handlers this tick can run: those its --app modules register (importing them)."""
+    if not apps:
+        return ()
+    from cronjobs.execution.registry import load_apps  # noqa: PLC0415 - only with --app
+
+    return tuple(sorted(load_apps(apps)))
+
+
+def _refuse_the_future(store: Store, now: dt.datetime) -> None:
+    """Refuse a ``now`` ahead of the database clock: ticking there would decide and run
+    slots that are not due yet, for real. Says what the tick would have done."""
+    clock = store.now()
+    if now - clock <= FUTURE_SKEW:
+        return
+    due = materialise(store, now, dry_run=True)
+    ahead = dt.timedelta(minutes=round((now - clock).total_seconds() / 60))
+    raise UsageError(
+        f"--now is {format_duration(ahead)} ahead of the database clock "
+        f"({clock.isoformat(timespec='seconds')}): this tick would materialise "
+        f"{due.materialised} run(s) for slots up to {now.isoformat(timespec='seconds')} and "
+        "run them for real, moving the jobs past slots that are not due yet; add --dry-run "
+        "to preview it or --allow-future to do it anyway")

@@ -93,6 +93,8 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
     known = app.handlers() if spec.handler is not None else None
     result = run_define(app.store(), spec, known_handlers=known)
     emit(define_json(result), define_text(result), as_json)
+    if result.warning is not None:
+        click.echo(f"warning: {result.warning}", err=True)
 
 
 @click.command(cls=Command, name="list")

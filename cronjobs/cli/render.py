@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cr
     from cronjobs.core.health import Status
     from cronjobs.core.materialise import BackfillReport, Decided
     from cronjobs.core.operations import Acknowledged, RunDetail
-    from cronjobs.tick import TickReport
+    from cronjobs.tick import TickReport, WaitingRuns
 
 
 def to_json(value: Any) -> str:
@@ -103,6 +103,7 @@ def define_json(result: DefineResult) -> dict[str, Any]:
         "outcome": result.outcome,
         "job": definition_json(result.definition),
         "next": slots_json(result.next_slots),
+        "warning": result.warning,
     }
 
 
@@ -262,7 +263,21 @@ def tick_json(report: TickReport) -> dict[str, Any]:
         "runs": [{"run_id": f.run_id, "job": f.job, "attempt": f.attempt,
                   "outcome": f.outcome, "status": f.status, "error": f.error}
                  for f in report.execute.finished],
+        "handlers": list(report.handlers),
+        "waiting_for_handlers": [waiting_json(w._asdict()) for w in report.waiting],
     }
+
+
+def waiting_json(w: dict[str, Any]) -> dict[str, Any]:
+    """Due runs waiting for a handler (a tick's, status's, explain's)."""
+    return {"handler": w["handler"], "runs": w["runs"],
+            "oldest_eligible_at": instant(w["oldest"])}
+
+
+def waiting_lines(waiting: Iterable[WaitingRuns]) -> list[str]:
+    """For a tick's stderr: the due runs it left waiting for handlers it has not loaded."""
+    return [f"{w.runs} due run(s) wait for handler {w.handler!r}, which no --app module of "
+            "this tick registers (try --app MODULE)" for w in waiting]
 
 
 def tick_summary(report: TickReport) -> str:
@@ -298,7 +313,17 @@ def explain_json(e: Explanation) -> dict[str, Any]:
             "slot_count": r.slot_count, "outcome": r.outcome, "reason": r.reason,
             "detail": r.detail, "run": run_json(r.run) if r.run is not None else None,
         } for r in e.rows],
+        "waiting_for_handler": waiting_json(e.waiting) if e.waiting is not None else None,
     }
+
+
+def _explain_waiting(e: Explanation) -> str:
+    if e.waiting is None:
+        return ""
+    w = e.waiting
+    return (f"\n{w['runs']} due run(s) wait for handler {w['handler']!r}, since "
+            f"{short(w['oldest'])}: no tick of the last 5m registers it (try --app MODULE "
+            "on a tick)")
 
 
 def explain_text(e: Explanation) -> str:
@@ -306,7 +331,8 @@ def explain_text(e: Explanation) -> str:
 
     if not e.rows:
         return (f"no slots of {e.job!r} between {short(e.start)} and {short(e.end)} "
-                f"(schedule {e.definition.schedule!r}, {e.definition.timezone})")
+                f"(schedule {e.definition.schedule!r}, {e.definition.timezone})"
+                + _explain_waiting(e))
     rows = []
     for r in e.rows:
         if r.run is not None:
@@ -316,7 +342,7 @@ def explain_text(e: Explanation) -> str:
         else:
             why = r.detail or ""
         rows.append((_range(r.first_slot, r.last_slot, r.slot_count), r.outcome, why))
-    return table(["SLOT(S) (UTC)", "OUTCOME", "WHY"], rows)
+    return table(["SLOT(S) (UTC)", "OUTCOME", "WHY"], rows) + _explain_waiting(e)
 
 
 def backfill_json(b: BackfillReport) -> dict[str, Any]:
@@ -431,6 +457,7 @@ def status_json(st: Status) -> dict[str, Any]:
         "failed_last_day": n["failed_last_day"],
         "dead_last_day": n["dead_last_day"],
         "dead_unacknowledged": n["dead_unacknowledged"],
+        "waiting_for_handlers": [waiting_json(w) for w in st.waiting],
         "jobs": [{"name": j["name"], "state": "invalid" if j["invalid_reason"] else
                   "paused" if j["paused_at"] else "active",
                   "invalid_reason": j["invalid_reason"],
@@ -463,6 +490,11 @@ def status_text(st: Status) -> str:
                             [(r["id"], r["job"], r["attempt"], r["lease_owner"],
                               short(r["started_at"]), short(r["lease_expires_at"]))
                              for r in st.running])]
+    if st.waiting:
+        lines += ["", table(["HANDLER", "WAITING RUNS", "OLDEST DUE", "NOTE"],
+                            [(w["handler"], w["runs"], short(w["oldest"]),
+                              "no recent tick registers it (try --app MODULE)")
+                             for w in st.waiting])]
     paused = [j for j in st.jobs if j["paused_at"]]
     if paused:
         lines += ["", "paused: " + ", ".join(j["name"] for j in paused)]

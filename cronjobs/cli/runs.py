@@ -84,16 +84,18 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
         emit(run_json(run), f"run {run.id} of {name!r} queued; the next tick runs it",
              as_json)
         return
-    from cronjobs.cli.render import show_json, show_text
+    from cronjobs.cli.render import show_json, show_text, waiting_lines
     from cronjobs.core.operations import show
     from cronjobs.db.connect import worker_name
     from cronjobs.tick import TickOptions
     from cronjobs.tick import tick as run_tick
 
     with stop_on_signals() as stopped:
-        run_tick(store, TickOptions(worker=worker_name(), apps=app.apps, run_ids=(run.id,),
-                                    max_runs=1),
-                 reconnect=app.reconnect, should_stop=stopped)
+        report = run_tick(store, TickOptions(worker=worker_name(), apps=app.apps,
+                                             run_ids=(run.id,), max_runs=1),
+                          reconnect=app.reconnect, should_stop=stopped)
+    for line in waiting_lines(report.waiting):
+        click.echo(line, err=True)
     detail = show(store, run.id)
     emit(show_json(detail), show_text(detail), as_json)
 

@@ -47,6 +47,7 @@ class DefineResult:
     definition: Definition
     outcome: str  # "created", "updated" or "unchanged"
     next_slots: tuple[Slot, ...]
+    warning: str | None = None  # e.g. no loaded --app module registers the handler
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Preview:
     slots: tuple[Slot, ...]
 
 
-def validate_spec(spec: DefinitionSpec, *, known_handlers: Collection[str] | None) -> None:
+def validate_spec(spec: DefinitionSpec) -> None:
     """Raise a UsageError naming the first problem with ``spec``."""
     check_name(spec.name)
     schedules.parse(spec.schedule, spec.timezone, hash_key=spec.name)
@@ -89,12 +90,6 @@ def validate_spec(spec: DefinitionSpec, *, known_handlers: Collection[str] | Non
     else:
         handler = spec.handler or ""
         check_name(handler, what="handler name")
-        if known_handlers is not None and handler not in known_handlers:
-            known = ", ".join(sorted(known_handlers)) or "none"
-            raise UsageError(
-                f"no handler named {handler!r} is registered by the --app modules "
-                f"(registered: {known})"
-            )
     if spec.backoff > spec.backoff_max:
         raise UsageError("invalid --backoff: longer than the backoff cap")
 
@@ -103,8 +98,12 @@ def define(
     store: Store, spec: DefinitionSpec, *, known_handlers: Collection[str] | None = None,
     preview: int = 5,
 ) -> DefineResult:
-    """Create or update a job (idempotent). A new schedule or zone continues from now."""
-    validate_spec(spec, known_handlers=known_handlers)
+    """Create or update a job (idempotent). A new schedule or zone continues from now.
+
+    ``known_handlers`` are the handlers of the loaded --app modules (None: none configured).
+    A handler they do not register is still accepted (it may live in another deployment's
+    modules), with a warning in the result."""
+    validate_spec(spec)
     sched = schedules.parse(spec.schedule, spec.timezone, hash_key=spec.name)
     with store.transaction():
         now = store.now()
@@ -122,7 +121,22 @@ def define(
         else:
             definition, created = stored
             outcome = "created" if created else "updated"
-    return DefineResult(definition, outcome, _slots(sched, now, preview))
+    return DefineResult(definition, outcome, _slots(sched, now, preview),
+                        _handler_warning(spec, known_handlers))
+
+
+def _handler_warning(spec: DefinitionSpec, known: Collection[str] | None) -> str | None:
+    """What to tell whoever defines a handler job that no loaded module registers."""
+    if spec.kind != Kind.HANDLER or spec.handler is None:
+        return None
+    if known is None:
+        return (f"handler {spec.handler!r} not checked: no --app module is configured (try "
+                "--app MODULE); only ticks whose --app modules register it run this job")
+    if spec.handler in known:
+        return None
+    registered = ", ".join(sorted(known)) or "none"
+    return (f"no --app module registers handler {spec.handler!r} (registered: {registered}); "
+            "only ticks whose --app modules register it run this job (try --app MODULE)")
 
 
 def _undecided(old: Definition, spec: DefinitionSpec, now: dt.datetime) -> list[NewSkip]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 from cronjobs import cron as schedules
 from cronjobs.db.store import Store
@@ -50,6 +51,9 @@ class Explanation:
     start: dt.datetime
     end: dt.datetime
     rows: tuple[Explained, ...]
+    # the job's due runs that wait for its handler, which no recent tick has loaded
+    # (handler, runs, oldest), or None
+    waiting: dict[str, Any] | None = None
 
 
 def explain(store: Store, name: str, *, start: dt.datetime | None = None,
@@ -112,7 +116,13 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
             rows.append(Explained(skip.first_slot, skip.last_slot, skip.slot_count, "skipped",
                                   skip.reason, skip.detail))
     rows.sort(key=lambda r: (r.first_slot, r.last_slot))
-    return Explanation(name, definition, start, end, tuple(rows))
+    waiting = None
+    if definition.kind == "handler" and definition.removed_at is None:
+        from cronjobs.core.health import Thresholds, waiting_for_handlers  # noqa: PLC0415
+
+        found = waiting_for_handlers(store, now, Thresholds().max_tick_age, definition.id)
+        waiting = found[0] if found else None
+    return Explanation(name, definition, start, end, tuple(rows), waiting)
 
 
 def run_state(run: Run, now: dt.datetime) -> str:

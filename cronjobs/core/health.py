@@ -27,6 +27,8 @@ class Status:
     running: list[dict[str, Any]]
     jobs: list[dict[str, Any]]
     problems: list[str] = field(default_factory=list)
+    # due handler runs whose handler no recent tick loaded: handler, runs, oldest
+    waiting: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
@@ -42,6 +44,7 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     running = store.running_runs()
     jobs = [_job(row, now) for row in store.job_stats()]
     result = Status(now, numbers, running, jobs)
+    result.waiting = waiting_for_handlers(store, now, thresholds.max_tick_age)
     last_tick = numbers["last_tick_at"]
     if last_tick is None:
         result.problems.append("no tick has ever run: is `cronjobs tick` in a crontab or a "
@@ -54,6 +57,12 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     if oldest is not None and now - oldest > thresholds.max_backlog_age:
         result.problems.append(f"{numbers['backlog']} due run(s) unclaimed, the oldest for "
                                f"{_age(now - oldest)}")
+    for wait in result.waiting:
+        if now - wait["oldest"] > thresholds.max_backlog_age:
+            result.problems.append(
+                f"{wait['runs']} due run(s) wait for handler {wait['handler']!r}, the oldest "
+                f"for {_age(now - wait['oldest'])}: no tick of the last "
+                f"{_age(thresholds.max_tick_age)} registers it (try --app MODULE on a tick)")
     for run in running:
         if run["lease_expires_at"] < now:
             result.problems.append(f"run {run['id']} of {run['job']!r}: lease expired "
@@ -73,6 +82,14 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
         if job["overdue"]:
             result.problems.append(f"job {job['name']!r}: {job['overdue']}")
     return result
+
+
+def waiting_for_handlers(store: Store, now: dt.datetime, recent: dt.timedelta,
+                         definition_id: int | None = None) -> list[dict[str, Any]]:
+    """Due handler runs (of one definition, or all) that wait for a handler that no tick
+    started in the last ``recent`` has loaded, per handler (handler, runs, oldest)."""
+    return [dict(row) for row in store.waiting_for_handlers(
+        now=now, handlers=None, since=now - recent, definition_id=definition_id)]
 
 
 def _job(row: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
@@ -139,6 +156,9 @@ def metrics(store: Store, *, now: dt.datetime | None = None) -> str:
     metric("cronjobs_backlog_oldest_seconds", "gauge",
            "Age of the oldest due, unclaimed run (0: none).",
            [({}, (st.now - oldest).total_seconds() if oldest else 0.0)])
+    metric("cronjobs_handler_waiting_runs", "gauge",
+           "Due runs waiting for a handler that no recent tick has loaded (see --app).",
+           [({"handler": w["handler"]}, w["runs"]) for w in st.waiting])
     metric("cronjobs_running_runs", "gauge", "Runs held by a worker.", [({}, n["running"])])
     metric("cronjobs_job_last_success_timestamp_seconds", "gauge",
            "When the job's last successful run finished (0: never).",
@@ -149,8 +169,8 @@ def metrics(store: Store, *, now: dt.datetime | None = None) -> str:
     metric("cronjobs_job_lateness_seconds", "gauge",
            "Start of the first attempt of the job's last finished scheduled run minus its "
            "slot (backfilled, manual and retried runs do not count).",
-           [({"job": j["name"]}, j["last_lateness"].total_seconds()) for j in st.jobs
-            if j["last_lateness"] is not None])
+           [({"job": j["name"]}, max(0.0, j["last_lateness"].total_seconds()))
+            for j in st.jobs if j["last_lateness"] is not None])
     metric("cronjobs_job_runs", "gauge", "The job's runs kept in the history, by status.",
            [({"job": j["name"], "status": status_}, count)
             for j in st.jobs for status_, count in sorted(j["runs_by_status"].items())])

@@ -155,8 +155,8 @@ WHERE definition_id = %(definition_id)s AND status IN ('queued', 'failed');
 -- lose the last ticks' records, never a run: WAL is flushed in order, so the synchronous
 -- commit of anything that refers to the tick (a run it materialised) makes it durable too.
 WITH no_wait AS (SELECT set_config('synchronous_commit', 'off', true))
-INSERT INTO job_ticks (worker, tick_at)
-SELECT %(worker)s, coalesce(%(now)s, now()) FROM no_wait
+INSERT INTO job_ticks (worker, tick_at, handlers)
+SELECT %(worker)s, coalesce(%(now)s, now()), %(handlers)s::text[] FROM no_wait
 RETURNING id, tick_at;
 
 -- name: finish_tick
@@ -327,6 +327,12 @@ WITH candidates AS (
       AND NOT (r.exclusive AND EXISTS (
           SELECT 1 FROM job_runs AS o
           WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
+      -- only what this worker can execute: a command, or a handler it has loaded (the
+      -- others wait, attempts untouched, for a worker that has it)
+      AND EXISTS (
+          SELECT 1 FROM job_definitions AS kd
+          WHERE kd.id = r.definition_id
+            AND (kd.kind = 'command' OR kd.handler = ANY(%(handlers)s::text[])))
     -- the order of job_runs_due_idx, so that the scan stops after `scan` rows however long
     -- the queue (ties are taken in index order, then sorted by id below)
     ORDER BY r.trigger = 'backfill', r.eligible_at
@@ -359,6 +365,22 @@ WITH candidates AS (
     SELECT id, attempt, lease_owner, lease_token, started_at FROM claimed
 )
 SELECT * FROM claimed;
+
+-- name: waiting_for_handlers
+-- Due handler runs that wait for a handler nobody loaded, per handler: not among
+-- %(handlers)s (a tick's own), or when that is NULL, among the handlers of no tick started
+-- after %(since)s. A paused job's runs wait for its resumption instead (as claim_runs).
+SELECT d.handler, count(*) AS runs, min(r.eligible_at) AS oldest
+FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE r.status IN ('queued', 'failed') AND r.eligible_at <= %(now)s
+  AND (%(definition_id)s::bigint IS NULL OR r.definition_id = %(definition_id)s::bigint)
+  AND d.kind = 'handler'
+  AND d.handler <> ALL(coalesce(%(handlers)s::text[], ARRAY(
+      SELECT DISTINCT h FROM job_ticks AS t CROSS JOIN LATERAL unnest(t.handlers) AS h
+      WHERE t.started_at > %(since)s)))
+  AND (r.trigger = 'manual' OR d.paused_at IS NULL OR d.paused_until <= %(now)s)
+GROUP BY d.handler
+ORDER BY d.handler;
 
 -- name: heartbeat
 -- Extend the leases this worker still holds; a run missing from the result was lost.

@@ -262,10 +262,12 @@ class Store:
 
     # -- ticks and materialisation ------------------------------------------------------
 
-    def insert_tick(self, *, worker: str, now: dt.datetime | None) -> tuple[int, dt.datetime]:
-        """Record a tick starting at ``now`` (None: the database clock's now); returns its
-        id and its instant."""
-        row = _required(self._row("insert_tick", {"worker": worker, "now": now}), "insert_tick")
+    def insert_tick(self, *, worker: str, now: dt.datetime | None,
+                    handlers: Sequence[str] = ()) -> tuple[int, dt.datetime]:
+        """Record a tick starting at ``now`` (None: the database clock's now), with the
+        handlers it can run; returns its id and its instant."""
+        row = _required(self._row("insert_tick", {"worker": worker, "now": now,
+                                                  "handlers": list(handlers)}), "insert_tick")
         tick_at: dt.datetime = row["tick_at"]
         return int(row["id"]), tick_at.astimezone(dt.UTC)
 
@@ -355,18 +357,19 @@ class Store:
 
     def finish_and_claim(self, outcomes: Sequence[Outcome], *, now: dt.datetime,
                          worker: str, limit: int, tick_id: int | None,
-                         run_ids: Sequence[int] | None = None
+                         run_ids: Sequence[int] | None = None, handlers: Sequence[str] = ()
                          ) -> tuple[set[int], list[Claimed]]:
         """:meth:`claim_runs` and :meth:`finish_runs` in one transaction: one commit (one
         flush of the write-ahead log) for both. When the claim conflicts with another
         worker's (see claim_runs), the outcomes are recorded on their own."""
         if not outcomes:
             return set(), self.claim_runs(now=now, worker=worker, limit=limit,
-                                          tick_id=tick_id, run_ids=run_ids)
+                                          tick_id=tick_id, run_ids=run_ids, handlers=handlers)
         try:
             with self.transaction():
                 claims = self.claim_runs(now=now, worker=worker, limit=limit,
-                                         tick_id=tick_id, run_ids=run_ids, conflict=True)
+                                         tick_id=tick_id, run_ids=run_ids, handlers=handlers,
+                                         conflict=True)
                 recorded = self.finish_runs(outcomes, now=now)
         except Conflict:
             return self.finish_runs(outcomes, now=now), []
@@ -385,12 +388,14 @@ class Store:
 
     def claim_runs(self, *, now: dt.datetime, worker: str, limit: int,
                    tick_id: int | None, run_ids: Sequence[int] | None = None,
-                   conflict: bool = False) -> list[Claimed]:
-        """Claim up to ``limit`` due runs. Another worker claiming an exclusive run of the
+                   handlers: Sequence[str] = (), conflict: bool = False) -> list[Claimed]:
+        """Claim up to ``limit`` due runs: commands, and handler runs of ``handlers`` only
+        (the ones this worker has loaded). Another worker claiming an exclusive run of the
         same job at the same moment makes the claim find nothing (or, with ``conflict``,
         raise Conflict: the transaction it was part of is aborted)."""
         params = {"now": now, "worker": worker, "limit": limit, "scan": max(limit * 4, 20),
-                  "tick_id": tick_id, "run_ids": list(run_ids) if run_ids is not None else None}
+                  "tick_id": tick_id, "run_ids": list(run_ids) if run_ids is not None else None,
+                  "handlers": list(handlers)}
         try:
             rows = self._rows("claim_runs", params)
         except Conflict:
@@ -494,6 +499,16 @@ class Store:
 
     def health(self, now: dt.datetime) -> Row:
         return _required(self._row("health", {"now": now}), "health")
+
+    def waiting_for_handlers(self, *, now: dt.datetime, handlers: Sequence[str] | None,
+                             since: dt.datetime | None = None,
+                             definition_id: int | None = None) -> list[Row]:
+        """Due handler runs waiting for a handler that is missing, per handler (``handler``,
+        ``runs``, ``oldest``): missing from ``handlers``, or with None, registered by no tick
+        started after ``since``."""
+        return self._rows("waiting_for_handlers", {
+            "now": now, "handlers": list(handlers) if handlers is not None else None,
+            "since": since, "definition_id": definition_id})
 
     def running_runs(self) -> list[Row]:
         return self._rows("running_runs")

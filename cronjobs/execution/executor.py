@@ -52,6 +52,7 @@ class ExecOptions:
     max_runtime: float = 45.0
     grace: float = 25.0
     apps: tuple[str, ...] = ()
+    handlers: tuple[str, ...] = ()  # the handlers the apps register: only their runs are claimed
     in_process: bool = False  # handlers run in threads of the tick (cronjobs.inprocess)
     due_at: dt.datetime | None = None  # the instant this tick materialised up to
     # the tick's clock: every claim, lease, backoff and outcome is on it (None: one started
@@ -369,8 +370,8 @@ class Executor:
         if claim_limit > 0:
             both = self._db(lambda s: s.finish_and_claim(
                 outcomes, now=self.clock.now(), worker=self.options.worker,
-                limit=claim_limit, tick_id=self.options.tick_id, run_ids=self.options.run_ids),
-                until=until)
+                limit=claim_limit, tick_id=self.options.tick_id, run_ids=self.options.run_ids,
+                handlers=self.options.handlers), until=until)
             recorded, claims = both if both is not None else (None, [])
         elif writes:
             recorded = self._db(lambda s: s.finish_runs(outcomes, now=self.clock.now()),

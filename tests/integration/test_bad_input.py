@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
@@ -102,9 +103,10 @@ def test_bad_input_to_other_commands(cli: Invoke, db: psycopg.Connection[Any], a
     assert snapshot(db) == before
 
 
-def test_unregistered_handler_is_refused_when_apps_are_given(
-        database_url: str, db: psycopg.Connection[Any], tmp_path: Any,
+def test_a_handler_no_app_module_registers_is_defined_with_a_warning(
+        cli: Invoke, database_url: str, db: psycopg.Connection[Any], tmp_path: Any,
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handler may live in another deployment's modules: define says so, and writes."""
     from conftest import make_invoke
 
     (tmp_path / "myjobs.py").write_text(
@@ -112,11 +114,30 @@ def test_unregistered_handler_is_refused_when_apps_are_given(
     monkeypatch.syspath_prepend(str(tmp_path))
     invoke = make_invoke(["--database-url", database_url, "--app", "myjobs"])
     result = invoke("define", "unknown_job", "0 3 * * *")
-    assert result.exit_code == 2
-    assert "no handler named 'unknown_job'" in result.stderr
-    assert "known" in result.stderr
-    assert invoke("define", "known", "0 3 * * *").exit_code == 0
+    assert result.exit_code == 0, result.stderr
+    warning = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1
+    assert warning[0].startswith("warning: no --app module registers handler 'unknown_job' "
+                                 "(registered: ")
+    assert "known" in warning[0] and warning[0].endswith("(try --app MODULE)")
+    as_json = invoke("define", "unknown_job", "0 3 * * *", "--json")
+    assert json.loads(as_json.stdout)["warning"] == warning[0].removeprefix("warning: ")
+    known = invoke("define", "known", "0 3 * * *")
+    assert known.exit_code == 0
+    assert "warning" not in known.stderr
+    unchecked = cli("define", "elsewhere", "0 3 * * *", "--handler", "build_report")
+    assert unchecked.exit_code == 0, unchecked.stderr
+    assert unchecked.stderr == (
+        "warning: handler 'build_report' not checked: no --app module is configured (try "
+        "--app MODULE); only ticks whose --app modules register it run this job\n")
+    command = cli("define", "shell", "0 3 * * *", "--command", "true")
+    assert "warning" not in command.stderr
+    assert db.execute("SELECT name, handler FROM job_definitions ORDER BY name").fetchall() == [
+        ("elsewhere", "build_report"), ("known", "known"), ("shell", None),
+        ("unknown_job", "unknown_job")]
     bad_app = make_invoke(["--database-url", database_url, "--app", "no_such_module_xyz"])
+    before = snapshot(db)
     result = bad_app("define", "known", "0 3 * * *", "--handler", "known")
     assert result.exit_code == 2
+    assert snapshot(db) == before
     assert "cannot import --app module 'no_such_module_xyz'" in result.stderr

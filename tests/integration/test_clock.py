@@ -94,9 +94,9 @@ def test_a_future_now_is_refused_and_writes_nothing(cli: Invoke, store: Store,
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1
     assert "--now is 3h ahead of the database clock" in lines[0]
-    assert (f"this tick would materialise and run the slots up to {later.isoformat()} for "
+    assert (f"for slots up to {later.isoformat(timespec='seconds')} and run them for "
             "real") in lines[0]
-    assert "--dry-run to preview, or --allow-future" in lines[0]
+    assert "add --dry-run to preview it or --allow-future to do it anyway" in lines[0]
     assert "Traceback" not in refused.stderr
     assert snapshot(db) == before  # not even the tick's own record
     # --dry-run previews it, still writing nothing
