@@ -102,7 +102,7 @@ def tick(app: App, now: str | None, allow_future: bool, dry_run: bool, concurren
         apps=app.apps,
         alert_command=alert_command or None,
         retention=parse_bounded(retention, option="--retention", minimum=dt.timedelta(hours=1),
-                                maximum=dt.timedelta(days=3650)) if retention else None,
+                                maximum=dt.timedelta(days=3650)) if retention is not None else None,
         handlers_only=handlers_only,
         allowed_commands=allowed_commands,
         in_process=in_process,
@@ -160,7 +160,7 @@ def worker(app: App, concurrency: int, grace: str, handlers_only: bool,
         argv.append("--in-process")
     for pattern in allowed_commands:
         argv += ["--allow-command", pattern]
-    if retention:
+    if retention is not None:
         argv += ["--retention", retention]
     env = dict(os.environ)
     if app.target.conninfo is not None:  # never in argv, where `ps` would show a password
