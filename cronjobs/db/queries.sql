@@ -566,42 +566,50 @@ WHERE d.removed_at IS NULL
 ORDER BY d.name;
 
 -- name: prune_runs
--- One small batch of finished runs older than the cutoff, never a job's latest success,
--- latest failure, or its `keep_last` newest runs. Attempts go with their run.
-WITH keep AS (
-    SELECT id FROM (
-        SELECT id, row_number() OVER (PARTITION BY definition_id ORDER BY id DESC) AS n,
-               row_number() OVER (PARTITION BY definition_id, status
-                                  ORDER BY finished_at DESC NULLS LAST, id DESC) AS by_kind
-        FROM job_runs
-        WHERE status IN ('succeeded', 'dead', 'cancelled')
-    ) AS ranked
-    WHERE n <= %(keep_last)s OR by_kind = 1
-), doomed AS (
-    SELECT id FROM job_runs
-    WHERE status IN ('succeeded', 'dead', 'cancelled') AND finished_at < %(cutoff)s
-      AND id NOT IN (SELECT id FROM keep)
-    ORDER BY id
+-- One batch of finished runs older than the cutoff, in job_runs_finished_idx order from
+-- just after the previous batch's last deleted run (after_at, after_id). Never a job's
+-- latest run of each final status (a later one of the same status exists: one probe of
+-- job_runs_latest_idx), nor one of its `keep_last` newest finished runs (that many newer
+-- ones exist: at most keep_last entries of job_runs_history_idx). No batch ranks the
+-- history: each looks at the rows it deletes and at the few it keeps on the way. Attempts
+-- go with their run.
+WITH doomed AS (
+    SELECT r.id FROM job_runs AS r
+    WHERE r.finished_at < %(cutoff)s AND r.finished_at >= %(after_at)s
+      AND (r.finished_at, r.id) > (%(after_at)s, %(after_id)s)
+      AND r.status IN ('succeeded', 'dead', 'cancelled')
+      AND EXISTS (
+          SELECT 1 FROM job_runs AS o
+          WHERE o.definition_id = r.definition_id AND o.status = r.status
+            AND o.finished_at >= r.finished_at
+            AND (o.finished_at > r.finished_at OR o.id > r.id))
+      AND (SELECT count(*) FROM (
+               SELECT 1 FROM job_runs AS o
+               WHERE o.definition_id = r.definition_id AND o.id > r.id
+                 AND o.status IN ('succeeded', 'dead', 'cancelled')
+               LIMIT %(keep_last)s) AS newer) >= %(keep_last)s
+    ORDER BY r.finished_at, r.id
     LIMIT %(batch)s
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF r SKIP LOCKED
 )
 DELETE FROM job_runs WHERE id IN (SELECT id FROM doomed)
-RETURNING id;
+RETURNING id, finished_at;
 
 -- name: count_prunable_runs
-WITH keep AS (
-    SELECT id FROM (
-        SELECT id, row_number() OVER (PARTITION BY definition_id ORDER BY id DESC) AS n,
-               row_number() OVER (PARTITION BY definition_id, status
-                                  ORDER BY finished_at DESC NULLS LAST, id DESC) AS by_kind
-        FROM job_runs
-        WHERE status IN ('succeeded', 'dead', 'cancelled')
-    ) AS ranked
-    WHERE n <= %(keep_last)s OR by_kind = 1
-)
-SELECT count(*) AS n FROM job_runs
-WHERE status IN ('succeeded', 'dead', 'cancelled') AND finished_at < %(cutoff)s
-  AND id NOT IN (SELECT id FROM keep);
+-- What prune_runs would delete, all batches at once (`prune --dry-run`).
+SELECT count(*) AS n FROM job_runs AS r
+WHERE r.finished_at < %(cutoff)s
+  AND r.status IN ('succeeded', 'dead', 'cancelled')
+  AND EXISTS (
+      SELECT 1 FROM job_runs AS o
+      WHERE o.definition_id = r.definition_id AND o.status = r.status
+        AND o.finished_at >= r.finished_at
+        AND (o.finished_at > r.finished_at OR o.id > r.id))
+  AND (SELECT count(*) FROM (
+           SELECT 1 FROM job_runs AS o
+           WHERE o.definition_id = r.definition_id AND o.id > r.id
+             AND o.status IN ('succeeded', 'dead', 'cancelled')
+           LIMIT %(keep_last)s) AS newer) >= %(keep_last)s;
 
 -- name: prune_skips
 DELETE FROM job_skips WHERE id IN (
