@@ -33,9 +33,12 @@ ORDER BY 1, 2
 
 
 def test_every_foreign_key_has_an_index(db: psycopg.Connection[Any]) -> None:
-    keys = db.execute("SELECT count(*) FROM pg_constraint WHERE contype = 'f' "
-                      "AND connamespace = 'public'::regnamespace").fetchone()
-    assert keys == (6,)  # definition_id x2, run_id, retry_of, tick_id x2
+    keys = {name for (name,) in db.execute(
+        "SELECT conname FROM pg_constraint WHERE contype = 'f' "
+        "AND connamespace = 'public'::regnamespace")}
+    assert keys >= {"job_runs_definition_id_fkey", "job_runs_retry_of_fkey",
+                    "job_runs_tick_id_fkey", "job_attempts_run_id_fkey",
+                    "job_skips_definition_id_fkey", "job_skips_tick_id_fkey"}
     assert db.execute(UNINDEXED_FOREIGN_KEYS).fetchall() == []
 
 
