@@ -160,7 +160,11 @@ CREATE TABLE job_runs (
     CONSTRAINT job_runs_lease_check CHECK (
         (status = 'running') = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)
     )
-);
+) WITH (fillfactor = 90);
+-- fillfactor: room on every page for the new versions of HOT updates. A heartbeat
+-- (heartbeat_at, lease_expires_at) and a cancel request change no indexed column, so they
+-- are HOT updates when the page has room. A claim or a finish changes status, which the
+-- queue's partial indexes are defined on: those can never be HOT.
 
 CREATE UNIQUE INDEX job_runs_slot_key
     ON job_runs (definition_id, scheduled_for) WHERE trigger IN ('schedule', 'backfill');
@@ -171,15 +175,21 @@ CREATE UNIQUE INDEX job_runs_exclusive_running_key
 -- backfilled runs after all others, so that a backfill never holds up a schedule
 CREATE INDEX job_runs_due_idx
     ON job_runs ((trigger = 'backfill'), eligible_at) WHERE status IN ('queued', 'failed');
--- what is expired: only running runs
-CREATE INDEX job_runs_lease_idx
-    ON job_runs (lease_expires_at) WHERE status = 'running';
+-- what is running (and so what may have expired): keyed on a column a heartbeat leaves alone
+CREATE INDEX job_runs_running_idx
+    ON job_runs (started_at) WHERE status = 'running';
 -- unfinished runs of one job (overlap policy)
 CREATE INDEX job_runs_active_idx
     ON job_runs (definition_id) WHERE status IN ('queued', 'running', 'failed');
 -- history of one job, newest first
 CREATE INDEX job_runs_history_idx ON job_runs (definition_id, id DESC);
 CREATE INDEX job_runs_finished_idx ON job_runs (finished_at) WHERE finished_at IS NOT NULL;
+-- each job's latest run of each final status (prune keeps them; status reads them)
+CREATE INDEX job_runs_latest_idx
+    ON job_runs (definition_id, status, finished_at) WHERE finished_at IS NOT NULL;
+-- the foreign keys: deleting a tick or a run finds the rows that refer to it
+CREATE INDEX job_runs_tick_idx ON job_runs (tick_id) WHERE tick_id IS NOT NULL;
+CREATE INDEX job_runs_retry_of_idx ON job_runs (retry_of) WHERE retry_of IS NOT NULL;
 -- dead runs nobody acknowledged yet: they keep `cronjobs status --check` red
 CREATE INDEX job_runs_unacknowledged_idx
     ON job_runs (definition_id)
@@ -224,8 +234,10 @@ CREATE TABLE job_skips (
 );
 
 CREATE INDEX job_skips_definition_idx ON job_skips (definition_id, last_slot);
+CREATE INDEX job_skips_tick_idx ON job_skips (tick_id) WHERE tick_id IS NOT NULL;
 
 INSERT INTO cronjobs_migrations (version, name) VALUES (1, 'initial');
 INSERT INTO cronjobs_migrations (version, name) VALUES (2, 'ack_and_backfill_order');
 INSERT INTO cronjobs_migrations (version, name) VALUES (3, 'tick_handlers');
+INSERT INTO cronjobs_migrations (version, name) VALUES (4, 'indexes_and_hot_updates');
 

@@ -525,6 +525,8 @@ class Measured:
     done: int
     commits: int
     cpu: float  # user + system seconds of the workers and their children
+    # job_runs rows updated, and how many of those updates were HOT (cronjobs only)
+    updates: tuple[int, int] | None = None
 
 
 class System:
@@ -564,16 +566,25 @@ class System:
         for that to be worth the wait)."""
         return count
 
+    def updates(self) -> tuple[int, int] | None:
+        """(n_tup_upd, n_tup_hot_upd) of the system's main table, where it is worth
+        reporting; read once the workers are gone (a backend flushes its counters on exit)."""
+        return None
+
     def measure(self, count: int, workers: int) -> Measured:
         self.enqueue(count)
         before = benchlib.commits(self.server, self.db)
+        updates_before = self.updates()
         wall, results = benchlib.run_together([self.argv()] * workers, self.env())
         for r in results:
             checked(r, self.name)
         commits = benchlib.commits(self.server, self.db) - before
+        updates_after = self.updates()
+        updates = (None if updates_before is None or updates_after is None else
+                   (updates_after[0] - updates_before[0], updates_after[1] - updates_before[1]))
         done, span = self.result()
         self.reset()
-        return Measured(wall, span, done, commits, sum(r.cpu for r in results))
+        return Measured(wall, span, done, commits, sum(r.cpu for r in results), updates)
 
     def helper(self, *args: str) -> str:
         module = self.helper_module
@@ -635,6 +646,11 @@ class CronjobsSystem(System):
 
     def reset(self) -> None:
         clear_history(self.server, self.db)
+
+    def updates(self) -> tuple[int, int] | None:
+        row = sql(self.server, self.db, "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+                  "WHERE relname = 'job_runs'")[0]
+        return int(row[0]), int(row[1])
 
 
 class HandLoop(System):
@@ -746,7 +762,9 @@ def bench_throughput(ctx: Context) -> Section:
         "finish) from each system's own records; the wall time from spawning the workers to "
         "the last exit is given too. Commits per job = pg_stat_database.xact_commit delta of "
         "the scratch database over the whole worker lifetime / jobs. CPU per job = user + "
-        "system time of the worker processes and their children (wait4), / jobs.")
+        "system time of the worker processes and their children (wait4), / jobs. job_runs "
+        "(HOT) updates per job = pg_stat_user_tables.n_tup_upd (n_tup_hot_upd) delta of "
+        "job_runs over the worker lifetime / jobs (cronjobs only).")
     n = ctx.repeats("throughput")
     appdir = Path(tempfile.mkdtemp(prefix="cjbench-app-"))
     (appdir / "bench_noop_jobs.py").write_text(HANDLER_MODULE)
@@ -830,6 +848,11 @@ def throughput_figures(s: Section, systems: list[System],
         s.figure(f"{label}: jobs/s, wall", "jobs/s", [m.done / m.wall for m in ms])
         s.figure(f"{label}: commits/job", "commits", [m.commits / m.done for m in ms])
         s.figure(f"{label}: CPU ms/job", "ms", [1000 * m.cpu / m.done for m in ms])
+        if all(m.updates is not None for m in ms):
+            s.figure(f"{label}: job_runs updates/job", "updates",
+                     [m.updates[0] / m.done for m in ms if m.updates])
+            s.figure(f"{label}: job_runs HOT updates/job", "updates",
+                     [m.updates[1] / m.done for m in ms if m.updates])
     handler, shell, hand, hand_shell = (x.name for x in systems[:4])
     others = [x for x in systems[4:] if not isinstance(x, CronjobsSystem)]
     for name, baseline in ((handler, hand), (shell, hand_shell)):

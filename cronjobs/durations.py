@@ -11,8 +11,8 @@ import re
 from cronjobs.errors import UsageError
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_PART = re.compile(r"(\d{1,9})([smhdw])")
-_WHOLE = re.compile(r"(?:\d{1,9}[smhdw])+")
+_PART = re.compile(r"(\d{1,9})([smhdw])", re.ASCII)
+_WHOLE = re.compile(r"(?:\d{1,9}[smhdw])+", re.ASCII)
 MAX_DURATION = dt.timedelta(days=36500)  # far inside timedelta's and interval's range
 HELP = "a number with a unit, such as 90s, 5m, 2h, 1d or 1h30m"
 
@@ -24,7 +24,7 @@ def looks_like_duration(text: str) -> bool:
 
 def _seconds(text: str, option: str) -> int:
     value = text.strip().lower()
-    if value.isdigit() and len(value) <= 9:
+    if value.isascii() and value.isdigit() and len(value) <= 9:
         seconds = int(value)
     elif _WHOLE.fullmatch(value):
         seconds = sum(int(n) * _UNITS[unit] for n, unit in _PART.findall(value))

@@ -32,8 +32,19 @@ def prune(store: Store, *, older_than: dt.timedelta, keep_last: int = 0,
         return PruneReport(cutoff, store.count_prunable_runs(cutoff=cutoff, keep_last=keep_last),
                            0, 0, True)
     totals = {"runs": 0, "skips": 0, "ticks": 0}
+    after: tuple[dt.datetime, int] | None = None
+
+    def prune_runs() -> int:
+        # each batch starts where the last one stopped: the runs kept on the way (a job's
+        # latest, its keep_last newest) are not read again
+        nonlocal after
+        deleted, last = store.prune_runs(cutoff=cutoff, keep_last=keep_last, batch=batch,
+                                         after=after)
+        after = last or after
+        return deleted
+
     steps: dict[str, Callable[[], int]] = {
-        "runs": lambda: store.prune_runs(cutoff=cutoff, keep_last=keep_last, batch=batch),
+        "runs": prune_runs,
         "skips": lambda: store.prune_skips(cutoff=cutoff, batch=batch),
         "ticks": lambda: store.prune_ticks(cutoff=cutoff, batch=batch),
     }

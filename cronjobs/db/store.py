@@ -516,9 +516,17 @@ class Store:
     def job_stats(self) -> list[Row]:
         return self._rows("job_stats")
 
-    def prune_runs(self, *, cutoff: dt.datetime, keep_last: int, batch: int) -> int:
-        params = {"cutoff": cutoff, "keep_last": keep_last, "batch": batch}
-        return len(self._rows("prune_runs", params))
+    def prune_runs(self, *, cutoff: dt.datetime, keep_last: int, batch: int,
+                   after: tuple[dt.datetime, int] | None = None
+                   ) -> tuple[int, tuple[dt.datetime, int] | None]:
+        """One batch: (runs deleted, the position of the last one, to give as ``after`` to
+        the next batch; None when none was deleted)."""
+        after_at, after_id = after or (dt.datetime.min.replace(tzinfo=dt.UTC), 0)
+        rows = self._rows("prune_runs", {"cutoff": cutoff, "keep_last": keep_last,
+                                         "batch": batch, "after_at": after_at,
+                                         "after_id": after_id})
+        last = max(((row["finished_at"], row["id"]) for row in rows), default=None)
+        return len(rows), last
 
     def count_prunable_runs(self, *, cutoff: dt.datetime, keep_last: int) -> int:
         row = self._row("count_prunable_runs", {"cutoff": cutoff, "keep_last": keep_last})

@@ -1,0 +1,146 @@
+"""The hot queries keep using their indexes over a large history.
+
+50,000 runs and 2,000 definitions are seeded with SQL; each hot query is planned with
+EXPLAIN (FORMAT JSON, never executed) and must read job_runs and job_definitions through
+the expected indexes, never with a sequential scan. The claim is planned once before
+ANALYZE too: a freshly filled table, before autovacuum has looked at it, must not make
+the claim scan the table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from conftest import _create_database, _drop_database
+from cronjobs.db import sql
+
+SEED = """
+ALTER TABLE job_runs SET (autovacuum_enabled = false);
+ALTER TABLE job_definitions SET (autovacuum_enabled = false);
+-- 2,000 jobs, 20 of them due
+INSERT INTO job_definitions (name, schedule, kind, command, cursor_at, next_due_at)
+SELECT 'job-' || g, '* * * * *', 'command', 'true', now(),
+       now() + CASE WHEN g <= 20 THEN interval '-1 minute' ELSE interval '1 day' END
+FROM generate_series(1, 2000) AS g;
+-- 50,000 runs over the first 100 jobs: 47,000 finished (every 50th dead) over the last
+-- 100 days, 2,000 queued (half not due yet), 500 failed waiting for a retry, 500 running
+-- (every 5th lease expired; not exclusive, so that they can run together)
+INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, max_attempts,
+                      exclusive, eligible_at, attempt, started_at, finished_at, lease_owner,
+                      lease_token, lease_expires_at, heartbeat_at)
+SELECT 1 + g % 100, timestamptz '2026-01-01' + g * interval '1 minute', 'schedule',
+       s.status, 3, s.status <> 'running',
+       now() + CASE WHEN g % 2 = 0 THEN interval '1 hour' ELSE '-1 hour' END,
+       1, now() - interval '1 minute',
+       CASE WHEN s.status IN ('succeeded', 'dead')
+            THEN now() - interval '100 days' + g * interval '2 minutes' END,
+       CASE WHEN s.status = 'running' THEN 'w' END,
+       CASE WHEN s.status = 'running' THEN gen_random_uuid() END,
+       CASE WHEN s.status = 'running'
+            THEN now() + CASE WHEN g % 5 = 0 THEN interval '-1 minute' ELSE '1 minute' END
+       END,
+       CASE WHEN s.status = 'running' THEN now() END
+FROM generate_series(1, 50000) AS g,
+     LATERAL (SELECT CASE WHEN g <= 47000 AND g % 50 = 0 THEN 'dead'
+                          WHEN g <= 47000 THEN 'succeeded'
+                          WHEN g <= 49000 THEN 'queued'
+                          WHEN g <= 49500 THEN 'failed'
+                          ELSE 'running' END AS status) AS s;
+INSERT INTO job_ticks (worker, tick_at, started_at, status)
+SELECT 'w', now() - g * interval '1 minute', now() - g * interval '1 minute', 'finished'
+FROM generate_series(1, 5000) AS g;
+"""
+
+
+@pytest.fixture(scope="module")
+def seeded(server_url: str, template_name: str
+           ) -> Iterator[tuple[psycopg.Connection[Any], tuple[set[str], set[str]]]]:
+    """One seeded database for the module (EXPLAIN changes nothing), and the claim's plan
+    before ANALYZE."""
+    name = f"cronjobs_plans_{uuid.uuid4().hex[:10]}"
+    url = _create_database(server_url, name, template_name)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(SEED)
+            stats = conn.execute("SELECT last_analyze, last_autoanalyze FROM "
+                                 "pg_stat_user_tables WHERE relname = 'job_runs'").fetchone()
+            assert stats == (None, None)
+            before_analyze = _plan(conn, "claim_runs")
+            conn.execute("ANALYZE job_runs, job_definitions, job_ticks")
+            yield conn, before_analyze
+    finally:
+        _drop_database(server_url, name)
+
+
+def _params(name: str, now: dt.datetime) -> dict[str, Any]:
+    """A value for every placeholder of the named query (None for one not known here: an
+    optional filter, off)."""
+    known: dict[str, Any] = {
+        "now": now, "worker": "w", "limit": 10, "scan": 40, "tick_id": None,
+        "run_ids": None, "definition_ids": list(range(1, 21)),
+        "cutoff": now - dt.timedelta(days=30), "keep_last": 3, "batch": 500,
+        "after_at": dt.datetime.min.replace(tzinfo=dt.UTC), "after_id": 0,
+        "ids": [1, 2, 3], "tokens": [uuid.uuid4() for _ in range(3)],
+        "leases": [dt.timedelta(minutes=1)] * 3,
+    }
+    names = re.findall(r"%\((\w+)\)[sb]", sql.query(name))
+    return {n: known.get(n) for n in names}
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def _plan(conn: psycopg.Connection[Any], name: str) -> tuple[set[str], set[str]]:
+    """(the indexes the plan of the named query reads, the tables it scans sequentially)."""
+    now = conn.execute("SELECT now()").fetchone()
+    assert now is not None
+    row = conn.execute(b"EXPLAIN (FORMAT JSON) " + sql.query(name).encode(),
+                       _params(name, now[0])).fetchone()
+    assert row is not None
+    doc = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    nodes = list(_nodes(doc[0]["Plan"]))
+    indexes = {n["Index Name"] for n in nodes if "Index Name" in n}
+    seq = {n["Relation Name"] for n in nodes if n["Node Type"] == "Seq Scan"}
+    return indexes, seq
+
+
+HOT_QUERIES = {
+    "due_definitions": {"job_definitions_due_idx"},
+    "definitions_due": {"job_definitions_due_idx"},
+    "claim_runs": {"job_runs_due_idx", "job_definitions_pkey"},
+    "reclaim_expired": {"job_runs_running_idx"},
+    "active_runs": {"job_runs_active_idx"},
+    "heartbeat": {"job_runs_pkey"},
+    "prune_runs": {"job_runs_finished_idx", "job_runs_latest_idx", "job_runs_history_idx"},
+    "health": {"job_runs_due_idx", "job_runs_running_idx", "job_runs_finished_idx",
+               "job_ticks_started_idx"},
+}
+
+
+def test_the_claim_uses_its_index_before_any_analyze(
+        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]]]) -> None:
+    indexes, seq = seeded[1]
+    assert "job_runs_due_idx" in indexes, indexes
+    # (each run's job is looked up by its primary key, row by row of the index scan)
+    assert "job_runs" not in seq, seq
+
+
+@pytest.mark.parametrize("name", sorted(HOT_QUERIES))
+def test_hot_queries_use_their_indexes(
+        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]]], name: str) -> None:
+    indexes, seq = _plan(seeded[0], name)
+    assert HOT_QUERIES[name] <= indexes, (name, indexes)
+    # health counts every job: reading all of job_definitions is its job
+    scanned = {"job_runs", "job_ticks"} | ({"job_definitions"} if name != "health" else set())
+    assert not seq & scanned, (name, seq)
