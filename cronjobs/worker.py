@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from cronjobs.db.retry import retrying
 from cronjobs.db.store import Store
 from cronjobs.errors import CronjobsError
 
@@ -91,15 +92,22 @@ def _wait_for_next(store: Store, listening: bool, should_stop: Callable[[], bool
                    reconnect: Callable[[], Store], reap: Callable[[], object]
                    ) -> tuple[Store, bool]:
     """Sleep until the next minute of the database's clock, a trigger notification, or a
-    stop request. A database blip only delays the next tick."""
-    try:
-        deadline = time.monotonic() + seconds_to_next_minute(store.now())
-    except CronjobsError:
+    stop request. A database blip (retried by the policy, reconnecting) only delays the
+    next tick."""
+    def again() -> None:
+        nonlocal store, listening
         try:
             store = reconnect()
-            listening = _listen(store)
-        except CronjobsError as exc:
-            log.warning("database unavailable: %s", exc.message, extra={"action": "worker"})
+        except CronjobsError:
+            return
+        listening = _listen(store)
+
+    try:
+        deadline = time.monotonic() + seconds_to_next_minute(retrying(
+            lambda: store.now(),  # noqa: PLW0108 - the store after a reconnect
+            between=again, give_up=should_stop))
+    except CronjobsError as exc:
+        log.warning("database unavailable: %s", exc.message, extra={"action": "worker"})
         deadline = time.monotonic() + 5.0
     while not should_stop():
         reap()

@@ -49,12 +49,13 @@ class App:
         return self._connected.store
 
     def reconnect(self) -> Any:
-        """A fresh store on the same database (after a connection was lost)."""
+        """A fresh store on the same database (after a connection was lost): one try, as
+        the caller's retry policy (cronjobs.db.retry) decides whether to try again."""
         from cronjobs.db.connect import connect
         from cronjobs.db.store import Store
 
         self.store()
-        return Store(connect(self._connected.conninfo, retry_for=self.connect_timeout,
+        return Store(connect(self._connected.conninfo, retry_for=0,
                              application_name=self.application_name()))
 
     def application_name(self) -> str:

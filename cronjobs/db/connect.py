@@ -1,5 +1,5 @@
 """Connecting: the configured server or the embedded default, with bounded retries for
-transient failures (tenacity lives here and nowhere else for connecting)."""
+transient failures (by the one retry policy, ``cronjobs.db.retry``)."""
 
 from __future__ import annotations
 
@@ -14,23 +14,11 @@ from psycopg.conninfo import conninfo_to_dict
 
 from cronjobs.db.config import DatabaseTarget, mask_conninfo, mask_secrets_in, scrub
 from cronjobs.db.migrate import check_schema, migrate
+from cronjobs.db.retry import RetryPolicy, retrying
 from cronjobs.db.store import Store
 from cronjobs.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
-
-# Failures that waiting will not fix: report them at once.
-_PERMANENT = (
-    "password authentication failed",
-    "authentication failed",
-    "no pg_hba.conf entry",
-    "does not exist",
-    "permission denied",
-    "invalid",
-    "unsupported",
-    "no password supplied",
-)
-
 
 class Connected(NamedTuple):
     """An open store and where it leads (safe to print)."""
@@ -88,36 +76,14 @@ def connect(
                 return attempt()
             raise
 
+    def retried(exc: BaseException) -> None:
+        if on_retry is not None:
+            on_retry(mask_secrets_in(_first_line(exc), conninfo))
+
     try:
-        return attempt()  # the usual case: no retry machinery needed
+        return retrying(attempt, policy=RetryPolicy(within=max(retry_for, 0.0)),
+                        on_retry=retried)
     except psycopg.Error as exc:
-        if not _transient(exc) or retry_for <= 0:
-            raise DatabaseUnavailable(mask_secrets_in(
-                f"cannot connect to the database at {mask_conninfo(conninfo)}: "
-                f"{_first_line(exc)}", conninfo)) from None
-    # tenacity is imported only when the database is not there at once
-    from tenacity import (
-        RetryError,
-        Retrying,
-        retry_if_exception,
-        stop_after_delay,
-        wait_random_exponential,
-    )
-
-    def before_sleep(state: Any) -> None:
-        if on_retry is not None and state.outcome is not None:
-            on_retry(mask_secrets_in(_first_line(state.outcome.exception()), conninfo))
-
-    retrying = Retrying(
-        stop=stop_after_delay(max(retry_for, 0.0)),
-        wait=wait_random_exponential(multiplier=0.2, max=2.0),
-        retry=retry_if_exception(_transient),
-        before_sleep=before_sleep,
-        reraise=True,
-    )
-    try:
-        return retrying(attempt)
-    except (psycopg.Error, RetryError) as exc:
         tries = f" (gave up after {attempts} attempts)" if attempts > 1 else ""
         raise DatabaseUnavailable(mask_secrets_in(
             f"cannot connect to the database at {mask_conninfo(conninfo)}: "
@@ -132,13 +98,6 @@ def _merged_options(conninfo: str, ours: str) -> str | None:
         theirs = ""
     merged = " ".join(part for part in (ours, theirs) if part)
     return merged or None
-
-
-def _transient(exc: BaseException) -> bool:
-    if not isinstance(exc, psycopg.OperationalError):
-        return False
-    text = str(exc).lower()
-    return not any(marker in text for marker in _PERMANENT)
 
 
 def _first_line(exc: BaseException | None) -> str:

@@ -441,10 +441,20 @@ class Store:
         })
         return {row["id"] for row in rows}
 
-    def record_job_failure(self, definition_id: int, *, error: str | None, now: dt.datetime
-                           ) -> Row | None:
-        return self._row("record_job_failure", {"definition_id": definition_id,
+    def record_job_failure(self, run_id: int, *, token: Any, error: str | None,
+                           now: dt.datetime) -> Row | None:
+        """Count a failed attempt of the run this worker still holds (call it in the
+        transaction that records the outcome, before :meth:`finish_runs`); None when the
+        lease was lost: nothing was counted."""
+        return self._row("record_job_failure", {"run_id": run_id, "token": token,
                                                  "error": error, "now": now})
+
+    def record_reclaimed_failure(self, definition_id: int, *, error: str | None,
+                                 now: dt.datetime) -> Row:
+        """Count the lost attempt of a run reclaimed in this same transaction."""
+        return _required(self._row("record_reclaimed_failure", {
+            "definition_id": definition_id, "error": error, "now": now}),
+            "record_reclaimed_failure")
 
     # -- operating ------------------------------------------------------------------------
 

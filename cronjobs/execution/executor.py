@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cronjobs.clock import Clock
+from cronjobs.db.retry import DEFAULT, RetryPolicy, retrying
 from cronjobs.db.store import Store
 from cronjobs.errors import DatabaseUnavailable
 from cronjobs.models import AttemptOutcome, Claimed, Outcome, RunStatus
@@ -106,8 +107,10 @@ class Executor:
 
     def __init__(self, store: Store, options: ExecOptions,
                  reconnect: Callable[[], Store] | None = None,
-                 should_stop: Callable[[], bool] = lambda: False) -> None:
+                 should_stop: Callable[[], bool] = lambda: False,
+                 policy: RetryPolicy = DEFAULT) -> None:
         self.store = store
+        self.policy = policy
         self.options = options
         self.clock = options.clock if options.clock is not None else Clock(store.now())
         self.reconnect = reconnect
@@ -205,15 +208,23 @@ class Executor:
     # -- steps --------------------------------------------------------------------------
 
     def _reclaim(self) -> None:
-        rows = self._db(lambda s: s.reclaim_expired(now=self.clock.now()))
-        for row in rows or []:
+        def reclaim(store: Store) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+            # the takeover and the count of the lost attempts in one transaction
+            now = self.clock.now()
+            with store.transaction():
+                rows = sorted(store.reclaim_expired(now=now), key=lambda r: r["definition_id"])
+                return [(row, store.record_reclaimed_failure(row["definition_id"],
+                                                             error=row["error"], now=now))
+                        for row in rows]
+
+        for row, failure in self._db(reclaim) or []:
             self.report.reclaimed += 1
             log.warning("lease expired: run %s back to %s", row["id"], row["status"],
                         extra={"action": "reclaim", "run_id": row["id"],
                                "worker": row["lease_owner"]})
             from cronjobs.execution.alerts import Event  # noqa: PLC0415 - see the imports above
 
-            self._after_attempt(row["definition_id"], Event(
+            self._after_attempt(failure, Event(
                 "dead" if row["status"] == RunStatus.DEAD else "failed", row["id"],
                 row["job"], row["scheduled_for"], row["attempt"], row["status"], row["error"],
                 None))
@@ -309,15 +320,17 @@ class Executor:
         if not due:
             return
         leases = [(a.claim.id, a.claim.lease_token, a.claim.lease) for a in due]
-        try:
-            held = self.store.heartbeat(leases, now=self.clock.now())
-        except DatabaseUnavailable as exc:
-            self._reconnect()
+        # Retried until the first of these leases must be given up (5/6 of it), so that two
+        # copies never overlap; a stop request ends the retries early.
+        give_up = min(a.last_beat + a.claim.lease.total_seconds() * 5 / 6 for a in due)
+        held = self._db(lambda s: s.heartbeat(leases, now=self.clock.now()), until=give_up,
+                        give_up=self.should_stop)
+        if held is None:
+            late = time.monotonic()
             for a in due:
-                # Stop before the lease runs out, so two copies never overlap.
-                if now - a.last_beat >= a.claim.lease.total_seconds() * 5 / 6:
+                if late - a.last_beat >= a.claim.lease.total_seconds() * 5 / 6:
                     self._stop(a, AttemptOutcome.LOST,
-                               f"could not renew the lease: {exc.message}")
+                               "could not renew the lease: the database is unavailable")
             return
         for a in due:
             if a.claim.id not in held:
@@ -362,20 +375,40 @@ class Executor:
         # retried through a lost connection for as long as every lease written still holds
         until = (min(a.last_beat + a.claim.lease.total_seconds() for a, _, _ in writes)
                  if writes else None)
+        # failures are counted in the same transaction, fenced by the same lease tokens
+        # (in definition order, as finish_runs locks them; a deadlock that remains between
+        # two finishes is retried by the policy: the whole transaction is fenced)
+        failing = [o for a, _, o in sorted(writes, key=lambda w: w[0].claim.definition_id)
+                   if o.status in (RunStatus.FAILED, RunStatus.DEAD)]
+        failures: dict[int, dict[str, Any] | None] = {}
+
+        def write(store: Store) -> tuple[set[int], list[Claimed]]:
+            if claim_limit > 0:
+                def finish() -> tuple[set[int], list[Claimed]]:
+                    return store.finish_and_claim(
+                        outcomes, now=self.clock.now(), worker=self.options.worker,
+                        limit=claim_limit, tick_id=self.options.tick_id,
+                        run_ids=self.options.run_ids, handlers=self.options.handlers)
+            else:
+                def finish() -> tuple[set[int], list[Claimed]]:
+                    return store.finish_runs(outcomes, now=self.clock.now()), []
+            if not failing:
+                return finish()
+            with store.transaction():
+                failures.clear()
+                for o in failing:
+                    failures[o.run_id] = store.record_job_failure(
+                        o.run_id, token=o.token, error=o.error, now=self.clock.now())
+                return finish()
+
         claims: list[Claimed] = []
         recorded: set[int] | None = set()
         # before the clock is read, so that a lease taken at the clock's instant ends
         # after `claimed_at + lease`, where the watchdog counts from
         claimed_at = time.monotonic()
-        if claim_limit > 0:
-            both = self._db(lambda s: s.finish_and_claim(
-                outcomes, now=self.clock.now(), worker=self.options.worker,
-                limit=claim_limit, tick_id=self.options.tick_id, run_ids=self.options.run_ids,
-                handlers=self.options.handlers), until=until)
+        if claim_limit > 0 or writes:
+            both = self._db(write, until=until)
             recorded, claims = both if both is not None else (None, [])
-        elif writes:
-            recorded = self._db(lambda s: s.finish_runs(outcomes, now=self.clock.now()),
-                                until=until)
         for active, result, outcome in writes:
             claim = active.claim
             if recorded is None or claim.id not in recorded:
@@ -401,7 +434,7 @@ class Executor:
                 event = Event("dead" if status == RunStatus.DEAD else "failed", claim.id,
                               claim.name, claim.scheduled_for, claim.attempt, status.value,
                               result.error, result.exit_code)
-                self._after_attempt(claim.definition_id, event)
+                self._after_attempt(failures.get(claim.id), event)
         for claimed in claims:
             self.report.claimed += 1
             self._start(claimed, claimed_at)
@@ -416,13 +449,12 @@ class Executor:
         self.report.finished.append(Finished(claim.id, claim.name, claim.attempt, outcome,
                                              None, error))
 
-    def _after_attempt(self, definition_id: int, event: Event) -> None:
-        """After a failure: count the job's failures in a row (pausing it if it asks for
-        that) and fire the alert command the outcome calls for. (A success resets the count
-        as its outcome is recorded.)"""
-        row = self._db(lambda s: s.record_job_failure(definition_id, error=event.error,
-                                                      now=self.clock.now()))
-        if row is None:
+    def _after_attempt(self, row: dict[str, Any] | None, event: Event) -> None:
+        """After a failure was counted (``row``: the job's failures in a row, and whether
+        that paused it), fire the alert command the outcome calls for."""
+        if row is None:  # the lease was lost before the failure was counted
+            log.warning("run %s: lease lost, its failure was not counted", event.run_id,
+                        extra={"action": "lost", "run_id": event.run_id})
             return
         command = row["alert_command"] or self.options.alert_command
         if row["just_paused"]:
@@ -441,26 +473,23 @@ class Executor:
 
     # -- database access that survives a blip -------------------------------------------
 
-    def _db(self, call: Callable[[Store], Any], *, until: float | None = None) -> Any:
-        """Run ``call``; on a lost connection reconnect and retry until ``until``
-        (monotonic) or for a few seconds. Returns None when it could not be done."""
-        deadline = until if until is not None else time.monotonic() + 5.0
-        delay = 0.2
-        while True:
-            try:
-                return call(self.store)
-            except DatabaseUnavailable as exc:
-                if time.monotonic() + delay >= deadline:
-                    log.warning("database unavailable: %s", exc.message,
-                                extra={"action": "database"})
-                    if until is None:
-                        raise
-                    return None
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-                self._reconnect()
+    def _db(self, call: Callable[[Store], Any], *, until: float | None = None,
+            give_up: Callable[[], bool] | None = None) -> Any:
+        """Run ``call`` under the retry policy (cronjobs.db.retry), reconnecting before each
+        repeat, until ``until`` (monotonic) or for the policy's time, or ``give_up()``.
+        Returns None when it could not be done by ``until``; without ``until`` the last
+        error is raised."""
+        try:
+            return retrying(lambda: call(self.store), policy=self.policy, until=until,
+                            give_up=give_up, between=self._reconnect, on_retry=_log_retry)
+        except DatabaseUnavailable as exc:
+            log.warning("database unavailable: %s", exc.message, extra={"action": "database"})
+            if until is None:
+                raise
+            return None
 
     def _reconnect(self) -> None:
+        """Between two attempts: a fresh connection (one try; the policy tries again)."""
         if self.reconnect is None:
             return
         try:
@@ -472,6 +501,10 @@ class Executor:
         except Exception:
             log.debug("closing a broken connection failed")
         self.store = fresh
+
+
+def _log_retry(exc: BaseException) -> None:
+    log.info("database call failed, retrying: %s", exc, extra={"action": "database"})
 
 
 class _Done:
