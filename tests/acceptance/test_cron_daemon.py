@@ -1,13 +1,28 @@
-"""The real system cron daemon drives real ticks.
+"""The real system cron daemon drives real ticks, from the lines of ``crontab.example``.
 
-Debian's ``cron`` (installed by ``.ci/install-system-packages``) runs two identical
-``* * * * * cronjobs tick`` lines, as two hosts with the same crontab would, against this
-test's database; a ``* * * * *`` job records every slot it runs. It must run within two
-minutes of the crontab being installed, then once per minute, one run per slot.
+Debian's ``cron`` (installed by ``.ci/install-system-packages``; without it the test is
+skipped, see ``tests/system_tools.py``) runs the lines of ``crontab.example`` against this
+test's database, with the example's tick line twice, as two hosts with the same crontab
+would; a ``* * * * *`` job records every slot it runs. It must run within two minutes of the
+crontab being installed, then once per minute, one run per slot.
+
+The example's lines are adapted only where they name this host's things: the database URL,
+the virtualenv in ``PATH``, no ``CRONJOBS_APP`` (the example's module does not exist here),
+and the monitoring line's ``*/5`` becomes ``* * * * *`` so that it fires within the test.
+The monitoring line must reach a human: a job whose one run died makes ``status --check``
+red, and its problem must arrive in syslog as an error tagged ``cronjobs``, as the ticks'
+summaries arrive there as notices. To see what reaches syslog without depending on a syslog
+daemon (a test machine or container usually has none, so no ``/dev/log``), ``PATH`` starts
+with a directory holding a stand-in ``logger``: a one-line script that runs the real
+``logger`` with the same arguments plus ``--socket`` naming a datagram socket this test
+listens on, in place of ``/dev/log``. The messages the test reads are those the real
+``logger`` sends. (The monitoring line's ``logger -s`` also prints them to stderr for cron
+to mail; whether a mail goes out depends on the host having a mail transport, which a test
+machine does not, so that part is not checked.)
 
 Needs root: it adds an OS user, installs crontabs for it and starts the cron daemon when
 none is running (the daemon it started is stopped at the end; a running one is used and
-left alone).
+left alone). Skipped otherwise, like a missing tool.
 
 Whose crontab: the lines go into the crontab of a dedicated unprivileged user,
 ``cronjobs-test``, when that user can run this virtualenv's ``cronjobs`` executable, which the
@@ -25,7 +40,9 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,21 +58,21 @@ import psycopg
 import pytest
 
 from conftest import ROOT, Invoke
+from system_tools import require_root, require_tool
 
 TEST_USER = "cronjobs-test"
 BEGIN = "# >>> cronjobs acceptance test: removed when the test ends"
 END = "# <<< cronjobs acceptance test"
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-INSTALL = ROOT / ".ci" / "install-system-packages"
 MINUTE = timedelta(minutes=1)
-
-
-def _system_binary(name: str) -> str:
-    found = shutil.which(name, path=f"{os.environ.get('PATH', '')}:{SYSTEM_PATH}")
-    if found is None:
-        pytest.fail(f"`{name}` is not installed: run {INSTALL.relative_to(ROOT)} (as root) "
-                    "to install the system cron daemon and the tools this test needs")
-    return found
+EXAMPLE = ROOT / "crontab.example"
+EXAMPLE_BIN = "/opt/cronjobs/venv/bin"  # the example's virtualenv; this test's replaces it
+EVERY_MINUTE = ["*"] * 5
+# syslog priorities (facility user = 1, times 8, plus the severity)
+USER_ERR, USER_NOTICE = 8 + 3, 8 + 5
+# what util-linux's logger sends to a local socket: "<PRI>Mmm dd hh:mm:ss TAG: MESSAGE"
+SYSLOG_LINE = re.compile(r"<(\d+)>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (\S+?)(?:\[\d+\])?: (.*)",
+                         re.DOTALL)
 
 
 def _test_user() -> pwd.struct_passwd:
@@ -65,7 +82,7 @@ def _test_user() -> pwd.struct_passwd:
     except KeyError:
         pass
     result = subprocess.run(
-        [_system_binary("useradd"), "--create-home", "--shell", "/bin/sh",
+        [require_tool("useradd", "passwd"), "--create-home", "--shell", "/bin/sh",
          "--comment", "cronjobs acceptance tests", TEST_USER],
         capture_output=True, text=True, check=False)
     try:  # a concurrent run may have created it first
@@ -74,10 +91,60 @@ def _test_user() -> pwd.struct_passwd:
         pytest.fail(f"could not create the test user {TEST_USER}: {result.stderr.strip()}")
 
 
-def _cron_environment(bin_dir: Path, database_url: str) -> dict[str, str]:
-    """The variables the crontab sets, as crontab.example does."""
-    return {"SHELL": "/bin/sh", "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
-            "CRONJOBS_DATABASE_URL": database_url, "MAILTO": ""}
+def _example(path_head: str, database_url: str) -> tuple[dict[str, str], list[list[str]]]:
+    """crontab.example's variables and lines (schedule fields, then the command), adapted
+    to this test: its virtualenv in PATH replaced by ``path_head``, this test's database, no
+    CRONJOBS_APP, the tick line twice and the monitoring line every minute."""
+    environment: dict[str, str] = {}
+    lines: list[list[str]] = []
+    for raw in EXAMPLE.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, equals, value = line.partition("=")
+        if equals and name.isidentifier():
+            environment[name] = value
+        else:
+            fields = line.split(None, 5)
+            assert len(fields) == 6, line
+            lines.append(fields)
+    assert environment["PATH"].startswith(f"{EXAMPLE_BIN}:"), environment["PATH"]
+    environment["PATH"] = path_head + environment["PATH"].removeprefix(EXAMPLE_BIN)
+    assert "CRONJOBS_DATABASE_URL" in environment
+    environment["CRONJOBS_DATABASE_URL"] = database_url
+    del environment["CRONJOBS_APP"]
+    commands = [" ".join(fields[5].split()[:2]) for fields in lines]
+    assert commands == ["cronjobs tick", "cronjobs status", "cronjobs prune"], commands
+    tick, check, prune = lines
+    assert tick[:5] == EVERY_MINUTE, tick
+    assert check[:5] == ["*/5", "*", "*", "*", "*"], check
+    return environment, [tick, tick, [*EVERY_MINUTE, check[5]], prune]
+
+
+class _Syslog:
+    """A datagram socket standing in for ``/dev/log``, and the messages it received."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.messages: list[tuple[int, str, str]] = []  # (priority, tag, message)
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._socket.bind(str(path))
+        path.chmod(0o666)  # the crontab's user sends to it
+        self._socket.setblocking(False)
+
+    def receive(self) -> list[tuple[int, str, str]]:
+        """Every message received so far."""
+        while True:
+            try:
+                datagram = self._socket.recv(65536).decode(errors="replace")
+            except BlockingIOError:
+                return self.messages
+            match = SYSLOG_LINE.fullmatch(datagram.rstrip("\n"))
+            assert match is not None, f"not a syslog message: {datagram!r}"
+            self.messages.append((int(match[1]), match[2], match[3]))
+
+    def close(self) -> None:
+        self._socket.close()
 
 
 def _as_user(user: pwd.struct_passwd, command: str, env: dict[str, str]
@@ -141,7 +208,7 @@ def _crontab_block(crontab: str, user: str, lines: list[str]) -> Iterator[None]:
 def _cron_daemon(workdir: Path) -> Iterator[str]:
     """A running cron daemon: one started here (and stopped at the end), or, when cron says
     that one is running already (it holds the lock on its pid file), that one, left alone."""
-    cron = _system_binary("cron")
+    cron = require_tool("cron", "cron")
     log = workdir / "cron-daemon.log"
     with log.open("w") as out:
         daemon = subprocess.Popen([cron, "-f"], stdout=out, stderr=subprocess.STDOUT,
@@ -175,6 +242,13 @@ def workdir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture
+def syslog(workdir: Path) -> Iterator[_Syslog]:
+    listener = _Syslog(workdir / "syslog")
+    yield listener
+    listener.close()
+
+
 def _slots(file: Path) -> list[datetime]:
     if not file.exists():
         return []
@@ -196,48 +270,68 @@ def _db_now(db: psycopg.Connection[Any]) -> datetime:
 @pytest.mark.slow
 def test_system_cron_drives_ticks_once_per_slot(cli: Invoke, database_url: str,
                                                 db: psycopg.Connection[Any],
-                                                workdir: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.fail("this test must run as root: it adds an OS user, installs its crontab "
-                    "and starts the system cron daemon")
-    crontab = _system_binary("crontab")
-    _system_binary("cron")
+                                                workdir: Path, syslog: _Syslog) -> None:
+    crontab = require_tool("crontab", "cron")
+    require_tool("cron", "cron")
+    logger = require_tool("logger", "bsdutils")
+    require_root("it adds an OS user, installs its crontab and starts the system cron daemon")
     bin_dir = Path(sys.executable).parent
     assert (bin_dir / "cronjobs").exists(), f"no cronjobs executable next to {sys.executable}"
-    environment = _cron_environment(bin_dir, database_url)
+    stand_in = workdir / "bin"
+    stand_in.mkdir()
+    (stand_in / "logger").write_text(
+        "#!/bin/sh\n# logger(1), sending to the test's socket instead of /dev/log\n"
+        f'exec {logger} --socket {syslog.path} "$@"\n')
+    (stand_in / "logger").chmod(0o755)
+    stand_in.chmod(0o755)
+    environment, schedule = _example(f"{stand_in}:{bin_dir}", database_url)
     assert not any("\n" in value for value in environment.values())
-    log = workdir / "tick.log"
+    probe_log = workdir / "probe.log"
 
     # Whose crontab: the test user's if it can run this virtualenv's cronjobs, else root's.
     user = _test_user()
     os.chown(workdir, user.pw_uid, user.pw_gid)
-    probe = _as_user(user, f"cronjobs list >> {log} 2>&1", environment)
+    probe = _as_user(user, f"cronjobs list >> {probe_log} 2>&1", environment)
     why = f"crontab of the unprivileged user {user.pw_name}"
     if probe.returncode != 0:
-        problem = (probe.stderr.strip() or _tail(log, 3)).replace("\n", " ")
+        problem = (probe.stderr.strip() or _tail(probe_log, 3)).replace("\n", " ")
         why = (f"crontab of root: {user.pw_name} cannot run {bin_dir / 'cronjobs'} "
                f"(exit {probe.returncode}: {problem})")
         user = pwd.getpwuid(0)
         os.chown(workdir, 0, 0)
+
+    # Something for the monitoring line to report: a job whose one run died.
+    broken = cli("define", "broken", "0 0 1 1 *", "--command", "exit 3", "--max-attempts", "1")
+    assert broken.exit_code == 0, broken.stderr
+    assert cli("trigger", "broken", "--run").exit_code == 0
+    check = cli("status", "--check")
+    assert check.exit_code == 3, check.stderr
+    (problem,) = [line for line in check.stderr.splitlines() if "dead" in line]
 
     runs = workdir / "runs"
     defined = cli("define", "heartbeat", "* * * * *", "--command",
                   f'echo "$CRONJOBS_SCHEDULED_FOR" >> {runs}')
     assert defined.exit_code == 0, defined.stderr
 
-    # Two hosts' worth of the same crontab: two identical lines.
-    tick_line = f"* * * * * cronjobs tick >> {log} 2>&1"
-    assert "%" not in tick_line  # cron would turn it into a newline
-    lines = [f"{name}={value}" if value else f'{name}=""'
-             for name, value in environment.items()]
-    lines += [tick_line, tick_line]
+    lines = [f"{name}={value}" for name, value in environment.items()]
+    lines += [" ".join(fields) for fields in schedule]
+    assert not any("%" in line for line in lines)  # cron would turn it into a newline
 
     daemon = "not started yet"
 
     def report(what: str) -> str:
+        received = "\n".join(f"<{pri}> {tag}: {message}" for pri, tag, message
+                             in syslog.receive()[-40:])
         return (f"{what} (ticks from the {why}; cron: {daemon})\n"
-                f"runs: {_slots(runs)}\ntick log:\n{_tail(log)}\n"
+                f"runs: {_slots(runs)}\nsyslog:\n{received}\n"
+                f"probe: {_tail(probe_log)}\n"
                 f"cron daemon log:\n{_tail(workdir / 'cron-daemon.log')}")
+
+    def summaries() -> list[tuple[int, str, str]]:
+        return [m for m in syslog.receive() if m[2].startswith("tick: ")]
+
+    def alerts() -> list[tuple[int, str, str]]:
+        return [m for m in syslog.receive() if m[2] == problem]
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(_crontab_block(crontab, user.pw_name, lines))
@@ -246,22 +340,26 @@ def test_system_cron_drives_ticks_once_per_slot(cli: Invoke, database_url: str,
         print(f"ticks run from the {why}; cron: {daemon}")
         started = time.monotonic()
         # cron fires at second 0 of every minute and rereads crontabs first: the first tick
-        # comes at the next minute, the second one a minute later.
-        while len(set(_slots(runs))) < 2:
+        # comes at the next minute, the second one a minute later; the monitoring line
+        # fires with each.
+        while len(set(_slots(runs))) < 2 or not alerts():
             waited = time.monotonic() - started
             if not _slots(runs) and waited > 135:
                 pytest.fail(report("no run within two minutes of installing the crontab"))
             if waited > 195:
-                pytest.fail(report("fewer than two slots ran within three minutes"))
+                pytest.fail(report("fewer than two slots ran, or the monitoring line did not "
+                                   "reach syslog, within three minutes"))
             time.sleep(0.5)
     # The crontab is gone and a daemon started here is stopped (mid-minute, far from the next
-    # firing): let the ticks cron started finish before looking at what they did.
+    # firing): let the ticks cron started finish before looking at what they did, and what
+    # they and the monitoring line said reach syslog.
     slots = sorted(set(_slots(runs)))
     minutes = len(slots)
     deadline = time.monotonic() + 60
-    while db.execute("SELECT count(*) FILTER (WHERE status = 'finished') < %s "
-                     "OR bool_or(status = 'running') FROM job_ticks",
-                     (2 * minutes,)).fetchone() != (False,):
+    while (db.execute("SELECT count(*) FILTER (WHERE status = 'finished') < %s "
+                      "OR bool_or(status = 'running') FROM job_ticks WHERE tick_at >= %s",
+                      (2 * minutes, installed_at)).fetchone() != (False,)
+           or len(summaries()) < 2 * minutes or len(alerts()) < minutes):
         if time.monotonic() > deadline:
             break
         time.sleep(0.5)
@@ -276,16 +374,28 @@ def test_system_cron_drives_ticks_once_per_slot(cli: Invoke, database_url: str,
     assert db.execute(
         "SELECT r.scheduled_for, count(DISTINCT r.id), bool_and(r.status = 'succeeded'), "
         "bool_and(r.trigger = 'schedule'), count(a.id) FROM job_runs r "
+        "JOIN job_definitions d ON d.id = r.definition_id AND d.name = 'heartbeat' "
         "LEFT JOIN job_attempts a ON a.run_id = r.id GROUP BY 1 ORDER BY 1").fetchall() == [
         (slot, 1, True, True, 1) for slot in slots], report("runs in the database")
-    first = db.execute("SELECT min(started_at) FROM job_attempts").fetchone()
+    first = db.execute("SELECT min(a.started_at) FROM job_attempts a JOIN job_runs r "
+                       "ON r.id = a.run_id AND r.trigger = 'schedule'").fetchone()
     assert first is not None
     assert first[0] - installed_at <= 2 * MINUTE, \
         report(f"the first run started {first[0] - installed_at} after the crontab went in")
+    assert db.execute("SELECT r.status, count(*) FROM job_runs r JOIN job_definitions d "
+                      "ON d.id = r.definition_id AND d.name = 'broken' GROUP BY 1"
+                      ).fetchall() == [("dead", 1)], report("the broken job's runs")
 
     # Both lines ticked every minute, as two processes; each minute's slot ran once.
     assert db.execute(
         "SELECT date_trunc('minute', tick_at), count(*), count(DISTINCT worker), "
         "bool_and(status = 'finished'), sum(materialised), sum(claimed), sum(succeeded) "
-        "FROM job_ticks GROUP BY 1 ORDER BY 1").fetchall() == [
-        (slot, 2, 2, True, 1, 1, 1) for slot in slots], report("ticks per minute")
+        "FROM job_ticks WHERE tick_at >= %s GROUP BY 1 ORDER BY 1", (installed_at,)
+    ).fetchall() == [(slot, 2, 2, True, 1, 1, 1) for slot in slots], report("ticks per minute")
+
+    # What reached syslog: every tick's summary, as a notice, and the monitoring line's
+    # problem, as an error, from every minute (cron fires it with the ticks).
+    assert [(pri, tag) for pri, tag, _ in summaries()] == [(USER_NOTICE, "cronjobs")] * (
+        2 * minutes), report("tick summaries in syslog")
+    assert [(pri, tag) for pri, tag, _ in alerts()] == [(USER_ERR, "cronjobs")] * minutes, \
+        report("the monitoring line's problem in syslog")

@@ -1,5 +1,5 @@
 """Every command and the tick through PgBouncer in transaction pooling mode (Debian's
-pgbouncer, installed by .ci/install-system-packages)."""
+pgbouncer, installed by .ci/install-system-packages; skipped where it is missing)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from system_tools import require_tool
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -27,9 +29,13 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def pooled_url(database_url: str) -> Iterator[str]:
-    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-    assert Path(binary).exists(), "pgbouncer is missing: run .ci/install-system-packages"
+def pgbouncer() -> str:
+    """The pgbouncer executable (the test is skipped before any database is made without)."""
+    return require_tool("pgbouncer", "pgbouncer")
+
+
+@pytest.fixture
+def pooled_url(pgbouncer: str, database_url: str) -> Iterator[str]:
     params = conninfo_to_dict(database_url)
     host = str(params.get("host") or "127.0.0.1")
     port = str(params.get("port") or "5432")
@@ -49,7 +55,7 @@ def pooled_url(database_url: str) -> Iterator[str]:
         f"logfile = {work}/pgbouncer.log\npidfile = {work}/pgbouncer.pid\n")
     for f in work.iterdir():
         f.chmod(0o644)
-    command = [binary, str(work / "pgbouncer.ini")]
+    command = [pgbouncer, str(work / "pgbouncer.ini")]
     if os.geteuid() == 0:  # pgbouncer refuses to run as root
         command[1:1] = ["-u", "nobody"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
