@@ -179,8 +179,9 @@ def test_a_now_ahead_of_the_database_clock_is_refused(cli: Invoke,
     assert json.loads(forced.stdout)["counts"]["succeeded"] == 1
     # A run that started before its slot (as an attempt recorded on a clock behind the
     # slot's would be) is not negative lateness: seeded, since the tick's clock follows --now.
-    db.execute("UPDATE job_attempts SET started_at = started_at - interval '1 hour'")
-    db.execute("UPDATE job_runs SET started_at = started_at - interval '1 hour'")
+    db.execute("UPDATE job_runs SET started_at = scheduled_for - interval '1 minute'")
+    db.execute("UPDATE job_attempts AS a SET started_at = r.started_at FROM job_runs AS r "
+               "WHERE r.id = a.run_id")
     (started, slot), = db.execute("SELECT started_at, scheduled_for FROM job_runs").fetchall()
     assert started < slot
     metrics = cli("metrics").stdout
