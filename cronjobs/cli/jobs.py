@@ -98,21 +98,24 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
 
 
 @click.command(cls=Command, name="list")
+@click.option("--wide", is_flag=True,
+              help="Add a DESCRIPTION column: each schedule in words, with its zone.")
 @json_option
 @pass_app
-def list_command(app: App, as_json: bool) -> None:
+def list_command(app: App, wide: bool, as_json: bool) -> None:
     """List every job with its state, next fire time and last run.
 
     \b
     Examples:
       cronjobs list
+      cronjobs list --wide      # and each schedule in words
       cronjobs list --json
     """
     from cronjobs.cli.render import list_json, list_text
     from cronjobs.core.definitions import list_jobs
 
     listings = list_jobs(app.store())
-    emit(list_json(listings), list_text(listings), as_json)
+    emit(list_json(listings), list_text(listings, wide=wide), as_json)
 
 
 @click.command(cls=Command)
