@@ -1,9 +1,11 @@
 """Whole expressions: validation, macros, the day rule, and compiling to a shared ``Spec``.
 
 Validation is the package's own: each field is read the way Debian's cron does
-(``fields``), naming the field in its error messages, and anything beyond Debian's syntax
-(seconds and year fields, ``L``, ``W``, ``#``, ``?``, ``R``) is rejected. What it yields,
-the set of values of each field and the day rule, is a ``Spec`` that the matcher walks.
+(``fields``), naming the field in its error messages; the day extensions (``L``, ``L-N``,
+``NW``, ``LW``, ``D#N``, ``DL``) are read beside the plain values, and anything else beyond
+Debian's syntax (seconds and year fields, ``?``, ``R``) is rejected. What it yields, the set
+of values of each field, the day extensions and the day rule, is a ``Spec`` that the matcher
+walks.
 
 croniter is the project's cron library, imported only by ``hashing`` (for ``H``) and by the
 tests, which use it as the oracle the matcher is checked against. Its own time-zone
@@ -38,6 +40,11 @@ read an expression differently, that text is corrected:
 
 The tests check that croniter reads that text field by field as the validation does, and
 that its ``get_next`` and ``get_prev`` find the same wall-clock minutes as the matcher.
+The day extensions are handed over in croniter's spelling (``L``, ``15W``, ``5#3``, and
+``L5`` for the last Friday); croniter has no ``L-N`` and no ``LW``, moves ``31W`` to the
+30th in April, and keeps ``#`` an intersection with a restricted day of the month, so the
+tests use it as an oracle only for the forms it reads as cronjobs does (cronsim and an
+independent reading of each form cover the rest).
 """
 
 from __future__ import annotations
