@@ -78,9 +78,12 @@ def _words(schedule: Schedule) -> str:
               for part in written] if len(written) == 5 else [False] * 5
     fields = schedule.canonical.split(" ")
     for index, f in enumerate(FIELDS):
-        values = schedule.values(index)
-        if hashed[index] or (f is DAY_OF_WEEK and fields[4].startswith("*")):
-            fields[index] = compact(values, f)
+        if hashed[index]:
+            fields[index] = compact(schedule.values(index), f)
+    if fields[4].startswith("*") and fields[4] != "*":  # '*/2': say which days
+        plain = compact(schedule.values(4), DAY_OF_WEEK)
+        extensions = [i for i in fields[4].split(",") if _is_extension(i)]
+        fields[4] = ",".join([plain, *extensions]) if plain != "*" else "*"
     hashed = [h and fields[i] != "*" for i, h in enumerate(hashed)]
     dom, dow = fields[2], fields[4]
 

@@ -41,6 +41,9 @@ WORDS = [
     ("0 0 * * */2", "UTC",
      "At 00:00, only on Sunday, Tuesday, Thursday, and Saturday (UTC)"),
     ("0 0 1-31 * 1,*/2", "UTC", "At 00:00 (UTC)"),  # every day: Debian ORs a full field
+    ("0 0 * * */2,5L", "UTC", "At 00:00 on every Sunday, every Tuesday, every Thursday, every "
+                              "Saturday and the last Friday of the month (UTC)"),
+    ("0 0 * * *,5L", "UTC", "At 00:00 (UTC)"),
     ("0 0 30 2 mon", "UTC", "At 00:00, only on Monday, only in February (UTC)"),
     # as Debian reads the fields (croniter's corrections)
     ("5-5 * * * *", "UTC", "At 5 minutes past the hour (UTC)"),
