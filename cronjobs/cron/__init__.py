@@ -44,8 +44,9 @@ part of it (``H`` is a whole field). Names and letters are case-insensitive.
   write ``LW`` for the last weekday), ``L-30`` fires only on the 1st of 31-day months.
 * Day of week: ``D#N`` (N 1-5) the Nth weekday D of the month (``fri#3``, ``5#3``; nothing
   in a month without a fifth); ``DL`` the last weekday D (``5L``, ``friL``). D is 0-7 or a
-  name; a bare ``L`` here is an error (Quartz reads it as Saturday), and so is croniter's
-  ``L5`` (write ``5L``).
+  name, numbered as in cron, croniter and cronsim (5 is Friday), not as in Quartz (where 1
+  is Sunday); a bare ``L`` here is an error (Quartz reads it as Saturday), and so is
+  croniter's ``L5`` (write ``5L``).
 * The day rule is Debian's: with both day fields restricted and neither starting with ``*``
   a day matches if either does (``0 0 L * fri``: the last day and every Friday; cronsim
   agrees, croniter keeps ``#`` an intersection); when one starts with ``*`` both must
