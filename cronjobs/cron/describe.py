@@ -87,7 +87,8 @@ def _words(schedule: Schedule) -> str:
     hashed = [h and fields[i] != "*" for i, h in enumerate(hashed)]
     dom, dow = fields[2], fields[4]
 
-    descriptor = _descriptor(fields)
+    # The time of day and the months; the day fields are worded below, one at a time.
+    descriptor = _descriptor([fields[0], fields[1], "*", fields[3], "*"])
     time: str
     if hashed[0] and fields[1] == "*" and "," not in fields[0] and "/" not in fields[0] \
             and "-" not in fields[0]:
@@ -101,7 +102,7 @@ def _words(schedule: Schedule) -> str:
     if dom != "*":
         rest += _month_days(dom) + (FIXED if hashed[2] else "")
     if dow != "*":
-        days = _week_days(dow, fields)
+        days = _week_days(dow)
         if dom != "*":
             days = days.removeprefix(", ").removeprefix("only ")
             days = (", or " if schedule.day_or else ", and only ") + days
@@ -123,12 +124,11 @@ def _month_days(dom: str) -> str:
     return ", on " + _join([_month_day_item(i) for i in items]) + " of the month"
 
 
-def _week_days(dow: str, fields: list[str]) -> str:
+def _week_days(dow: str) -> str:
     """The day-of-week part alone (as if day-of-month were '*'), starting with ', '."""
     items = dow.split(",")
     if len(items) == 1 or not any(_is_extension(i) for i in items):
-        text: str = _descriptor([fields[0], fields[1], "*", "*", _quartz(dow)]
-                                ).get_day_of_week_description()
+        text: str = _descriptor(["0", "0", "*", "*", _quartz(dow)]).get_day_of_week_description()
         return text
     return ", on " + _join([_week_day_item(i) for i in items]) + " of the month"
 
