@@ -162,7 +162,14 @@ def _week_day_item(item: str) -> str:
     if "#" in item:
         day, _, nth = item.partition("#")
         return f"the {_ORDINALS[int(nth)]} {_DAYS[int(day) % 7]}"
-    return "every " + _plain_item(item, "", lambda v: _DAYS[int(v) % 7]).strip()
+    return "every " + _plain_item(item, "", _day_name).strip()
+
+
+def _day_name(text: str) -> str:
+    """A weekday as written in a plain item (0-7 or a name) as its English name."""
+    names = DAY_OF_WEEK.names
+    index = names.index(text.lower()) if text.lower() in names else int(text) % 7
+    return _DAYS[index]
 
 
 def _plain_item(item: str, unit: str, name: Any) -> str:

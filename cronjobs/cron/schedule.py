@@ -88,8 +88,9 @@ class Schedule:
 
     @property
     def canonical(self) -> str:
-        """The five fields as this job reads them, in numbers: macros and ``H`` expanded,
-        croniter's corrections applied (see ``expressions``); the last Friday is ``L5``."""
+        """The five fields as this job reads them: macros and ``H`` expanded (in numbers),
+        croniter's corrections applied (see ``expressions``), names kept where croniter reads
+        them as written; the last Friday is ``L5``, the third ``5#3``."""
         return self._compiled.cron_expression
 
     @property

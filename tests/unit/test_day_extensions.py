@@ -7,6 +7,7 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import itertools
+import re
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cronjobs.cron import Schedule, parse
+from cronjobs.cron.describe import describe_schedule
 from cronjobs.cron.matching import walls
 from cronjobs.errors import ScheduleError
 
@@ -339,6 +341,10 @@ def test_matching_days_agree_with_an_independent_reading(
     wanted = [d for d in range(1, calendar.monthrange(year, month)[1] + 1)
               if day_matches(dt.date(year, month, d), dom_text, dow_text, dom_items, dow_items)]
     assert found == wanted
+    # Every such schedule is said in words, its extensions included.
+    words = describe_schedule(schedule)
+    assert words.endswith(" (UTC)") and "#" not in words, words
+    assert not re.search(r"\b(L|LW|\d+W|L-\d+|\d+L)\b", words), words
 
 
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Sydney", "America/Santiago",
