@@ -70,12 +70,15 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
 
     SCHEDULE has 5 fields (minute hour day-of-month month day-of-week), or a macro
     (@hourly, @daily, @weekly, @monthly, @yearly); H spreads a field by the job's name,
-    e.g. "H 3 * * *". A define states the whole job: options left out take their defaults.
-    A changed schedule or zone continues from now.
+    e.g. "H 3 * * *". Day of month also takes L (last day), L-3, 15W (nearest weekday) and
+    LW; day of week fri#3 (third Friday) and 5L or friL (last Friday). The schedule is
+    said back in words. A define states the whole job: options left out take their
+    defaults. A changed schedule or zone continues from now.
 
     \b
     Examples:
       cronjobs define nightly_cleanup "0 3 * * *" --tz Europe/Berlin
+      cronjobs define month_end "0 18 LW * *" --command "./close-books.sh"
       cronjobs define backup "0 2 * * *" --command "pg_dump mydb > /backups/db.sql"
       cronjobs define report "@daily" --handler build_report --payload '{"days": 7}'
     """
@@ -98,21 +101,24 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
 
 
 @click.command(cls=Command, name="list")
+@click.option("--wide", is_flag=True,
+              help="Add a DESCRIPTION column: each schedule in words, with its zone.")
 @json_option
 @pass_app
-def list_command(app: App, as_json: bool) -> None:
+def list_command(app: App, wide: bool, as_json: bool) -> None:
     """List every job with its state, next fire time and last run.
 
     \b
     Examples:
       cronjobs list
+      cronjobs list --wide      # and each schedule in words
       cronjobs list --json
     """
     from cronjobs.cli.render import list_json, list_text
     from cronjobs.core.definitions import list_jobs
 
     listings = list_jobs(app.store())
-    emit(list_json(listings), list_text(listings), as_json)
+    emit(list_json(listings), list_text(listings, wide=wide), as_json)
 
 
 @click.command(cls=Command)
@@ -211,7 +217,8 @@ def remove(app: App, name: str, as_json: bool) -> None:
 @pass_app
 def next_command(app: App, job_or_schedule: str, tz: str | None, start: str | None, count: int,
                  as_json: bool) -> None:
-    """Print the next fire times of job NAME or of a cron SCHEDULE, in UTC and local time.
+    """Print the next fire times of job NAME or of a cron SCHEDULE, in UTC and local time,
+    after the schedule in words.
 
     Uses the same code the tick uses. A bare SCHEDULE is previewed against this machine's
     clock and needs no database; a NAME uses the database's clock.
@@ -219,6 +226,7 @@ def next_command(app: App, job_or_schedule: str, tz: str | None, start: str | No
     \b
     Examples:
       cronjobs next "30 2 * * *" --tz Europe/Berlin --from 2026-10-24 --count 3
+      cronjobs next "30 2 * * sunL" --tz Europe/Berlin --count 12
       cronjobs next nightly_cleanup --count 10 --json
     """
     from cronjobs.cli.render import preview_json, preview_text

@@ -102,6 +102,7 @@ def define_json(result: DefineResult) -> dict[str, Any]:
     return {
         "outcome": result.outcome,
         "job": definition_json(result.definition),
+        "description": result.description,
         "next": slots_json(result.next_slots),
         "warning": result.warning,
     }
@@ -110,14 +111,15 @@ def define_json(result: DefineResult) -> dict[str, Any]:
 def define_text(result: DefineResult) -> str:
     d = result.definition
     head = f"{result.outcome} job {d.name!r}: {d.schedule} ({d.timezone}), {d.target}"
-    return head + "\n" + settings_text(d) + "\n\nnext fire times:\n" + slots_table(
-        result.next_slots)
+    return (head + "\n" + settings_text(d, result.description) + "\n\nnext fire times:\n"
+            + slots_table(result.next_slots))
 
 
-def settings_text(d: Definition) -> str:
+def settings_text(d: Definition, description: str | None = None) -> str:
     pairs = [
         ("name", d.name),
         ("schedule", f"{d.schedule}  ({d.timezone})"),
+        *([("in words", description)] if description else []),
         ("runs", d.target),
         ("payload", json.dumps(d.payload)),
         ("state", _state_text(d)),
@@ -160,11 +162,13 @@ def list_json(listings: Sequence[Listing]) -> list[dict[str, Any]]:
         entry["last_run_status"] = item.summary.last_run_status
         entry["last_run_at"] = instant(item.summary.last_run_at)
         entry["next_at"] = instant(item.next_at)
+        entry["description"] = item.description
         out.append(entry)
     return out
 
 
-def list_text(listings: Sequence[Listing]) -> str:
+def list_text(listings: Sequence[Listing], *, wide: bool = False) -> str:
+    """The jobs as a table; ``wide`` adds each schedule in words (DESCRIPTION), last."""
     if not listings:
         return "no jobs defined (add one with `cronjobs define NAME SCHEDULE`)"
     rows = []
@@ -174,9 +178,12 @@ def list_text(listings: Sequence[Listing]) -> str:
         last = item.summary.last_run_status or "-"
         if item.summary.last_run_at is not None:
             last += " " + short(item.summary.last_run_at)
-        rows.append((d.name, d.schedule, d.timezone, state,
-                     short(item.next_at), last, d.target))
-    text = table(["NAME", "SCHEDULE", "TZ", "STATE", "NEXT (UTC)", "LAST RUN", "RUNS"], rows)
+        row = [d.name, d.schedule, d.timezone, state, short(item.next_at), last, d.target]
+        if wide:
+            row.append(item.description or "-")
+        rows.append(row)
+    headers = ["NAME", "SCHEDULE", "TZ", "STATE", "NEXT (UTC)", "LAST RUN", "RUNS"]
+    text = table([*headers, "DESCRIPTION"] if wide else headers, rows)
     problems = [f"warning: job {i.definition.name!r} cannot be evaluated: {i.problem}"
                 for i in listings if i.problem is not None]
     return "\n".join([text, *problems])
@@ -187,12 +194,12 @@ def describe_json(desc: Description) -> dict[str, Any]:
     if desc.problem is not None:
         entry["state"] = "invalid"
         entry["invalid_reason"] = desc.problem
-    return {"job": entry, "next": slots_json(desc.next_slots),
+    return {"job": entry, "description": desc.description, "next": slots_json(desc.next_slots),
             "recent_runs": [run_json(r) for r in desc.recent_runs]}
 
 
 def describe_text(desc: Description) -> str:
-    parts = [settings_text(desc.definition), ""]
+    parts = [settings_text(desc.definition, desc.description), ""]
     if desc.problem is not None:
         parts.append(f"cannot be evaluated: {desc.problem}")
     else:
@@ -237,11 +244,12 @@ def runs_table(runs: Sequence[Run]) -> str:
 
 def preview_json(p: Preview) -> dict[str, Any]:
     return {"schedule": p.expression, "timezone": p.timezone, "job": p.job,
-            "from": instant(p.start), "next": slots_json(p.slots)}
+            "description": p.description, "from": instant(p.start),
+            "next": slots_json(p.slots)}
 
 
 def preview_text(p: Preview) -> str:
-    return slots_table(p.slots)
+    return p.description + "\n\n" + slots_table(p.slots)
 
 
 # -- tick, explain, backfill ---------------------------------------------------------------

@@ -12,6 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from cronjobs import cron as schedules
+from cronjobs.cron.describe import describe_schedule
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
 from cronjobs.models import (
@@ -48,6 +49,7 @@ class DefineResult:
     outcome: str  # "created", "updated" or "unchanged"
     next_slots: tuple[Slot, ...]
     warning: str | None = None  # e.g. no loaded --app module registers the handler
+    description: str = ""  # the schedule in words, with its zone
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Listing:
     summary: DefinitionSummary
     problem: str | None  # why its schedule cannot be evaluated, if it cannot
     next_at: dt.datetime | None = None  # its next fire time, as `cronjobs next NAME` says
+    description: str | None = None  # the schedule in words (None when it has a problem)
 
     @property
     def definition(self) -> Definition:
@@ -67,6 +70,7 @@ class Description:
     next_slots: tuple[Slot, ...]
     problem: str | None
     recent_runs: tuple[Run, ...]
+    description: str | None = None  # the schedule in words (None when it has a problem)
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class Preview:
     job: str | None
     start: dt.datetime
     slots: tuple[Slot, ...]
+    description: str = ""  # the schedule in words, with its zone
 
 
 def validate_spec(spec: DefinitionSpec) -> None:
@@ -122,7 +127,8 @@ def define(
             definition, created = stored
             outcome = "created" if created else "updated"
     return DefineResult(definition, outcome, _slots(sched, now, preview),
-                        _handler_warning(spec, known_handlers))
+                        _handler_warning(spec, known_handlers),
+                        description=describe_schedule(sched))
 
 
 def _handler_warning(spec: DefinitionSpec, known: Collection[str] | None) -> str | None:
@@ -174,12 +180,14 @@ def list_jobs(store: Store) -> list[Listing]:
         definition = summary.definition
         problem = _problem(definition)
         next_at = None
+        description = None
         if problem is None:
             sched = schedules.parse(definition.schedule, definition.timezone,
                                     hash_key=definition.name)
             upcoming = _slots(sched, _upcoming_from(definition, now), 1)
             next_at = upcoming[0].utc if upcoming else None
-        listings.append(Listing(summary, problem, next_at))
+            description = describe_schedule(sched)
+        listings.append(Listing(summary, problem, next_at, description))
     return listings
 
 
@@ -194,10 +202,13 @@ def describe(store: Store, name: str, *, count: int = 5, runs: int = 10) -> Desc
     now = store.now()
     problem = _problem(definition)
     slots: tuple[Slot, ...] = ()
+    description = None
     if problem is None:
         sched = schedules.parse(definition.schedule, definition.timezone, hash_key=name)
         slots = _slots(sched, _upcoming_from(definition, now), count)
-    return Description(definition, slots, problem, tuple(store.recent_runs(definition.id, runs)))
+        description = describe_schedule(sched)
+    return Description(definition, slots, problem, tuple(store.recent_runs(definition.id, runs)),
+                       description)
 
 
 def get(store: Store, name: str, *, for_update: bool = False) -> Definition:
@@ -273,7 +284,7 @@ def preview(
     sched = schedules.parse(expression, timezone, hash_key=job)
     begin = start if start is not None else dt.datetime.now(dt.UTC)
     return Preview(sched.expression, sched.timezone, job or None, begin,
-                   _slots(sched, begin, count))
+                   _slots(sched, begin, count), describe_schedule(sched))
 
 
 def preview_job(
@@ -293,7 +304,7 @@ def preview_job(
         return result
     zone = schedules.check_timezone(timezone)
     shown = tuple(Slot(s.utc, s.utc.astimezone(zone)) for s in result.slots)
-    return Preview(result.expression, timezone, name, begin, shown)
+    return Preview(result.expression, timezone, name, begin, shown, result.description)
 
 
 def _problem(definition: Definition) -> str | None:

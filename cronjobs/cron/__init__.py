@@ -26,9 +26,35 @@ Five fields, ``minute hour day-of-month month day-of-week``:
   day-of-month field picks from 1-28, so such a job runs every month. For the rules
   below ``H`` counts as a fixed value (it does not start with ``*``).
 
-There are no seconds or year fields (the tick runs once a minute), no ``@reboot``, and
-no ``L``, ``W``, ``#`` or ``?``: Debian's cron has none of them. A schedule that can
-never fire (``0 0 30 2 *``) is rejected.
+There are no seconds or year fields (the tick runs once a minute), no ``@reboot`` and no
+``?``. A schedule that can never fire (``0 0 30 2 *``, ``0 0 31W 2 *``) is rejected.
+
+Day extensions
+--------------
+Debian's cron has none of these; they follow Quartz (and croniter and cronsim, where those
+agree with Quartz), with the Debian day rule above. Each is an item of a day field's list on
+its own (``1,15,L``, ``mon#1,fri#3``): it takes no range and no step, and ``H`` cannot be
+part of it (``H`` is a whole field). Names and letters are case-insensitive.
+
+* Day of month: ``L`` the last day; ``L-N`` (N 1-30) N days before it; ``NW`` (N 1-31) the
+  weekday (Monday-Friday) nearest day N without leaving the month (a Saturday moves back to
+  Friday, a Sunday on to Monday; ``1W`` on a Saturday is Monday the 3rd, ``31W`` on a Sunday
+  is Friday the 29th); ``LW`` the last weekday. A day the month lacks matches nothing in it,
+  as a plain ``31`` does: ``31W`` does not fire in April (croniter moves it to the 30th;
+  write ``LW`` for the last weekday), ``L-30`` fires only on the 1st of 31-day months.
+* Day of week: ``D#N`` (N 1-5) the Nth weekday D of the month (``fri#3``, ``5#3``; nothing
+  in a month without a fifth); ``DL`` the last weekday D (``5L``, ``friL``). D is 0-7 or a
+  name, numbered as in cron, croniter and cronsim (5 is Friday), not as in Quartz (where 1
+  is Sunday); a bare ``L`` here is an error (Quartz reads it as Saturday), and so is
+  croniter's ``L5`` (write ``5L``).
+* The day rule is Debian's: with both day fields restricted and neither starting with ``*``
+  a day matches if either does (``0 0 L * fri``: the last day and every Friday; cronsim
+  agrees, croniter keeps ``#`` an intersection); when one starts with ``*`` both must
+  (``0 0 */2 * fri#3``: the third Friday when it falls on an odd day).
+* ``L``, ``W`` and ``#`` elsewhere are errors naming the field and where they belong.
+* The DST rules below apply unchanged: the extensions choose days, the rules choose
+  instants on them (``30 2 * * sunL`` in Europe/Berlin runs at 03:00 CEST on the last Sunday
+  of March, and once, at 02:30 CEST, on the last Sunday of October).
 
 Daylight-saving time
 --------------------
@@ -63,11 +89,14 @@ increasing, each instant at most once. Naive datetimes are a programming error
 
 Layout
 ------
-``fields`` reads one field as Debian does, ``hashing`` expands ``H`` (with croniter),
-``expressions`` validates and compiles a whole expression, ``matching`` walks the matching
-wall-clock minutes, ``zones`` maps wall times to instants across DST, and ``schedule``
-puts them together as :class:`Schedule`. This package is pure: it reads no clock, no
-database and no environment, and imports nothing of cronjobs but ``cronjobs.errors``.
+``fields`` reads one field as Debian does (and the day extensions), ``hashing`` expands
+``H`` (with croniter), ``expressions`` validates and compiles a whole expression,
+``matching`` works out each month's matching days and walks the matching wall-clock
+minutes, ``zones`` maps wall times to instants across DST, and ``schedule`` puts them
+together as :class:`Schedule`. ``describe`` says a schedule in words (with cron-descriptor);
+it is not imported here, so that a tick never loads it. This package is pure: it reads no
+clock, no database and no environment, and imports nothing of cronjobs but
+``cronjobs.errors``.
 """
 
 from cronjobs.cron.expressions import MACROS, MAX_LENGTH

@@ -1,9 +1,11 @@
 """Whole expressions: validation, macros, the day rule, and compiling to a shared ``Spec``.
 
 Validation is the package's own: each field is read the way Debian's cron does
-(``fields``), naming the field in its error messages, and anything beyond Debian's syntax
-(seconds and year fields, ``L``, ``W``, ``#``, ``?``, ``R``) is rejected. What it yields,
-the set of values of each field and the day rule, is a ``Spec`` that the matcher walks.
+(``fields``), naming the field in its error messages; the day extensions (``L``, ``L-N``,
+``NW``, ``LW``, ``D#N``, ``DL``) are read beside the plain values, and anything else beyond
+Debian's syntax (seconds and year fields, ``?``, ``R``) is rejected. What it yields, the set
+of values of each field, the day extensions and the day rule, is a ``Spec`` that the matcher
+walks.
 
 croniter is the project's cron library, imported only by ``hashing`` (for ``H``) and by the
 tests, which use it as the oracle the matcher is checked against. Its own time-zone
@@ -38,6 +40,11 @@ read an expression differently, that text is corrected:
 
 The tests check that croniter reads that text field by field as the validation does, and
 that its ``get_next`` and ``get_prev`` find the same wall-clock minutes as the matcher.
+The day extensions are handed over in croniter's spelling (``L``, ``15W``, ``5#3``, and
+``L5`` for the last Friday); croniter has no ``L-N`` and no ``LW``, moves ``31W`` to the
+30th in April, and keeps ``#`` an intersection with a restricted day of the month, so the
+tests use it as an oracle only for the forms it reads as cronjobs does (cronsim and an
+independent reading of each form cover the rest).
 """
 
 from __future__ import annotations
@@ -50,15 +57,17 @@ from cronjobs.cron.fields import (
     DAY_OF_MONTH,
     DAY_OF_WEEK,
     FIELDS,
+    MONTH,
     MONTH_LONG,
     FieldError,
     full,
     listed,
+    parse_day_field,
     parse_field,
     possible_days,
 )
 from cronjobs.cron.hashing import parse_hash
-from cronjobs.cron.matching import Spec, shared_spec
+from cronjobs.cron.matching import NO_EXTRAS, DayExtras, Spec, fires, shared_spec
 from cronjobs.errors import ScheduleError
 
 MAX_LENGTH = 200
@@ -113,12 +122,18 @@ def compile_expression(expression: str, hash_key: str) -> Compiled:
     parts = expression.split(" ")
     values: list[frozenset[int]] = []
     texts: list[str] = []
+    extras = NO_EXTRAS
     try:
         for f, text in zip(FIELDS, parts, strict=True):
             if text[:1] in ("H", "h"):
                 hashed = parse_hash(f, text, hash_key)
                 values.append(hashed)
                 texts.append(listed(hashed))
+            elif f in (DAY_OF_MONTH, DAY_OF_WEEK):
+                parsed, more, cron_text = parse_day_field(f, text)
+                values.append(parsed)
+                texts.append(cron_text)
+                extras = _merged(extras, more)
             else:
                 parsed, cron_text = parse_field(f, text)
                 values.append(parsed)
@@ -128,7 +143,7 @@ def compile_expression(expression: str, hash_key: str) -> Compiled:
     months, doms, dows = values[3], values[2], values[4]
     # Debian: the day fields are ORed only when neither starts with '*' (correction 1).
     day_or = not (parts[2].startswith("*") or parts[4].startswith("*"))
-    if not day_or and not possible_days(months, doms):
+    if not day_or and not extras and not possible_days(months, doms):
         reason = _never_fires(months, doms)
         raise ScheduleError(f"invalid schedule '{expression}': it never fires: {reason}")
     if day_or and (doms == full(DAY_OF_MONTH) or dows == full(DAY_OF_WEEK)):
@@ -136,15 +151,44 @@ def compile_expression(expression: str, hash_key: str) -> Compiled:
         # and then AND.
         texts[2] = texts[4] = "*"
         values[2], values[4] = full(DAY_OF_MONTH), full(DAY_OF_WEEK)
-        day_or = False
-    elif day_or and not possible_days(months, doms):
+        extras, day_or = NO_EXTRAS, False
+    elif day_or and not fires(doms, frozenset(), extras.without_week_days(), True, months):
         # Correction 3: only the weekday can match. croniter would search 50 years for the
         # day of the month on every step.
         texts[2] = "*"
         values[2] = full(DAY_OF_MONTH)
-        day_or = False
+        extras, day_or = extras.without_month_days(), False
+    if not fires(values[2], values[4], extras, day_or, months):
+        raise ScheduleError(f"invalid schedule '{expression}': it never fires: no day of "
+                            f"{_months_text(months)} matches {_day_fields_text(parts)}")
     wildcard = parts[0].startswith("*") or parts[1].startswith("*")
-    return Compiled(shared_spec(tuple(values), day_or, wildcard), " ".join(texts))
+    spec = shared_spec(tuple(values), day_or, wildcard, extras)
+    return Compiled(spec, " ".join(texts))
+
+
+def _merged(a: DayExtras, b: DayExtras) -> DayExtras:
+    """The extensions of both day fields (each field has only its own kinds)."""
+    if not a:
+        return b
+    return DayExtras(a.last | b.last, a.nearest | b.nearest, a.last_weekday or b.last_weekday,
+                     a.nth | b.nth, a.last_of | b.last_of)
+
+
+def _months_text(months: frozenset[int]) -> str:
+    if months == full(MONTH):
+        return "any month"
+    return _join([MONTH_LONG[m] for m in sorted(months)], "or")
+
+
+def _day_fields_text(parts: list[str]) -> str:
+    dom, dow = parts[2], parts[4]
+    if dom == "*":
+        return f"day-of-week '{dow}'"
+    if dow == "*":
+        return f"day-of-month '{dom}'"
+    if dom.startswith("*") or dow.startswith("*"):
+        return f"both day-of-month '{dom}' and day-of-week '{dow}'"
+    return f"day-of-month '{dom}' or day-of-week '{dow}'"
 
 
 def _macro(expression: str) -> str:

@@ -86,6 +86,25 @@ class Schedule:
         """True when the minute or hour field starts with '*' (Debian's DST rule)."""
         return self._spec.wildcard
 
+    @property
+    def canonical(self) -> str:
+        """The five fields as this job reads them: macros and ``H`` expanded (in numbers),
+        croniter's corrections applied (see ``expressions``), names kept where croniter reads
+        them as written; the last Friday is ``L5``, the third ``5#3``."""
+        return self._compiled.cron_expression
+
+    @property
+    def day_or(self) -> bool:
+        """True when a day matches if either day field does (Debian: both are restricted
+        and neither starts with '*'); False when both must."""
+        return self._spec.day_or
+
+    def values(self, index: int) -> frozenset[int]:
+        """The plain values of field ``index`` (0 minute ... 4 day-of-week, Sunday 0)."""
+        spec = self._spec
+        fields = (spec.minutes, spec.hours, spec.doms, spec.months, spec.dows)
+        return frozenset(fields[index])
+
     def local(self, instant: dt.datetime) -> dt.datetime:
         """``instant`` on this schedule's wall clock."""
         return _aware(instant).astimezone(self._zone)

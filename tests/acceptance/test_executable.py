@@ -31,7 +31,9 @@ def test_installed_executable_defines_lists_and_previews(database_url: str) -> N
     assert [job["name"] for job in json.loads(listed.stdout)] == ["hello"]
     nxt = run_cronjobs("next", "hello", "--count", "2", env=env)
     assert nxt.returncode == 0
-    assert len(nxt.stdout.splitlines()) == 3
+    lines = nxt.stdout.splitlines()  # the schedule in words, a blank line, the table
+    assert lines[:2] == ["Every 5 minutes (UTC)", ""]
+    assert len(lines) == 2 + 1 + 2
 
 
 def test_python_dash_m_works() -> None:

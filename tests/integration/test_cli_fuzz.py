@@ -26,6 +26,8 @@ nasty_text = st.one_of(
         "\u202e", "ü", "x" * 5000, "@daily", "* * * * *", "61 * * * *", "2026-01-01",
         "2026-13-45T99:99", "30s", "-5m", "1h30m", "Europe/Berlin", "Not/AZone", "nightly",
         "nightly.cleanup", "../etc/passwd", "%s", "%(x)s", "\\", "\n", "true",
+        "0 3 L * *", "0 0 * * fri#3", "0 0 15W * 5L", "0 0 L-31 * *", "0 0 * * fri#9",
+        "L", "5L", "fri#3", "0 0 31W 2 *",
     ]),
     st.text(max_size=40),
     st.integers(min_value=-(2**70), max_value=2**70).map(str),
@@ -149,12 +151,39 @@ bad_names = st.one_of(
     st.text(min_size=1, max_size=40).filter(
         lambda t: not NAME_PATTERN.fullmatch(t) and not t.startswith("-")),
 )
+# The day extensions, wrong: where they do not belong, out of range, with a range or step,
+# in a form of another cron, or never firing.
+_BAD_DAY_OF_MONTH = st.one_of(
+    st.sampled_from(["L-0", "L-31", "0W", "32W", "W", "W15", "L3", "5L", "1-L", "L/2", "15W/2",
+                     "1-15W", "LW/3", "L-", "L--1", "5#3", "1,,L", "L,", "H(L)", "L,H", "Lx",
+                     "LWW", "L-3W", "?"]),
+    st.integers(min_value=31, max_value=10**6).map(lambda n: f"L-{n}"),
+    st.integers(min_value=32, max_value=10**6).map(lambda n: f"{n}W"),
+)
+_BAD_DAY_OF_WEEK = st.one_of(
+    st.sampled_from(["L", "L5", "l0", "fri#0", "fri#6", "fri#", "#3", "*#2", "mon-fri#2",
+                     "fri#3/2", "5L/2", "1-5L", "*L", "9L", "8#1", "funL", "fun#1", "15W",
+                     "5W", "LW", "fri#3#2", "fri##3", "7-mon", "sat-mon"]),
+    st.integers(min_value=6, max_value=10**6).map(lambda n: f"fri#{n}"),
+    st.integers(min_value=8, max_value=10**6).map(lambda n: f"{n}L"),
+)
+bad_extensions = st.one_of(
+    _BAD_DAY_OF_MONTH.map(lambda f: f"0 0 {f} * *"),
+    _BAD_DAY_OF_WEEK.map(lambda f: f"0 0 * * {f}"),
+    # in the minute, hour or month field
+    st.tuples(st.sampled_from([0, 1, 3]),
+              st.sampled_from(["L", "LW", "15W", "L-3", "fri#3", "5L", "1#1", "1-L"]))
+    .map(lambda p: " ".join(p[1] if i == p[0] else ("0" if i < 2 else "*") for i in range(5))),
+    st.sampled_from(["0 0 31W 2,4 *", "0 0 L-29 2 *", "0 0 LW * */6", "0 0 */10 2 fri#5",
+                     "0 0 30W feb *"]),
+)
 bad_schedules = st.one_of(
     st.sampled_from(["61 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8",
                      "0 0 30 2 *", "* * *", "@reboot", "@never", "*/0 * * * *",
                      "1-0 * * * *", "H(5-1) * * * *", "* * * * * *", "\x00 * * * *", ""]),
     st.lists(st.integers(min_value=60, max_value=10**12).map(str), min_size=5, max_size=5)
     .map(" ".join),
+    bad_extensions,
 )
 bad_zones = st.one_of(
     st.sampled_from(["Mars/Olympus", "", " UTC", "UTC ", "../etc/passwd", "/etc/localtime",
@@ -214,6 +243,31 @@ def test_wrong_input_is_a_usage_error(cli: Invoke, db: psycopg.Connection[Any],
         assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n"), (
             args, result.stderr)
         assert "Traceback" not in result.stderr, (args, result.stderr)
+        assert snapshot(db) == before, args
+
+    check()
+
+
+@pytest.mark.parametrize("command", ["define", "next"])
+def test_bad_day_extensions_are_usage_errors(cli: Invoke, db: psycopg.Connection[Any],
+                                             command: str) -> None:
+    """L, W and # where they do not belong, malformed or never firing: exit 2, one line on
+    stderr naming the problem, nothing on stdout, nothing written."""
+    assert cli("define", "existing", "0 3 L * *", "--command", "true").exit_code == 0
+    before = snapshot(db)
+
+    @settings(max_examples=80, deadline=None, derandomize=CI, database=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(schedule=bad_extensions)
+    def check(schedule: str) -> None:
+        args = ["define", "job", schedule] if command == "define" else ["next", schedule]
+        result = cli(*args)
+        assert result.exit_code == 2, (args, result.exit_code, result.stdout, result.stderr)
+        assert result.stdout == "", (args, result.stdout)
+        assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n"), (
+            args, result.stderr)
+        assert result.stderr.startswith("error: "), result.stderr
+        assert "field" in result.stderr or "never fires" in result.stderr, result.stderr
         assert snapshot(db) == before, args
 
     check()

@@ -137,8 +137,9 @@ def test_next_text_output_is_a_table(cli: Invoke) -> None:
     result = cli("next", "@hourly", "--from", "2026-01-01T00:10:00Z", "--count", "2")
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["UTC", "LOCAL"]
-    assert lines[1].startswith("2026-01-01 01:00:00Z")
+    assert lines[:2] == ["Every hour (UTC)", ""]  # the schedule in words first
+    assert lines[2].split() == ["UTC", "LOCAL"]
+    assert lines[3].startswith("2026-01-01 01:00:00Z")
 
 
 def test_list_json_shape(cli: Invoke) -> None:

@@ -153,8 +153,10 @@ def test_an_auto_named_environment_variable_is_read() -> None:
     result = invoke(*args, env={"CRONJOBS_NEXT_COUNT": "2", "CRONJOBS_NEXT_JSON": "1"})
     assert result.exit_code == 0, result.stderr
     assert result.stdout.count('"utc"') == 2
-    plain = invoke(*args).stdout  # without them: a table of the default 5
-    assert len(plain.splitlines()) == 1 + 5 and '"utc"' not in plain
+    plain = invoke(*args).stdout  # without them: the schedule in words, a table of 5
+    lines = plain.splitlines()
+    assert lines[:2] == ["At 03:00 (UTC)", ""]
+    assert len(lines) == 2 + 1 + 5 and '"utc"' not in plain
 
 
 def test_every_command_is_in_the_readme_table() -> None:

@@ -70,6 +70,22 @@ INVALID = [
                     "around (write '5-59,0-1' instead)"),
     ("0 22-2 * * *", "hour field '22-2': range '22-2' is backwards"),
     ("0 0 * * fri-sun", "write 'fri-7' instead"),
+    # ... and the simplest fix for a range that wraps
+    ("0 0 * * 7-mon", "day-of-week field '7-mon': range '7-mon' is backwards; cron ranges do "
+                      "not wrap around (write 'sun-mon' instead)"),
+    ("0 0 * * 7-2", "(write '0-2' instead)"),
+    ("0 0 * * sat-mon", "(write 'sat,sun-mon' instead)"),
+    ("0 0 * * fri-tue", "(write 'fri-sat,sun-tue' instead)"),
+    ("0 0 * * 5-1", "(write '5-6,0-1' instead)"),
+    ("0 0 * * 6-0", "(write '6-7' instead)"),
+    ("0 0 1 nov-feb *", "month field 'nov-feb': range 'nov-feb' is backwards; cron ranges do "
+                        "not wrap around (write 'nov-dec,jan-feb' instead)"),
+    ("0 0 1 dec-jan *", "(write 'dec,jan' instead)"),
+    ("0 0 1 12-2 *", "(write '12,1-2' instead)"),
+    ("59-0 * * * *", "(write '59,0' instead)"),
+    ("0 23-1 * * *", "(write '23,0-1' instead)"),
+    ("0 0 31-2 * *", "(write '31,1-2' instead)"),
+    ("0 0 L * 7-mon", "(write 'sun-mon' instead)"),
     ("*/0 * * * *", "minute field '*/0': a step must be 1 or more, not 0"),
     ("*/x * * * *", "minute field '*/x': step 'x' is not a whole number"),
     ("1/ * * * *", "minute field '1/': step '' is not a whole number"),
@@ -77,13 +93,58 @@ INVALID = [
     ("1,,2 * * * *", "minute field '1,,2' has an empty list item"),
     ("-5 * * * *", "minute field '-5' has a malformed range '-5'"),
     ("1-2-3 * * * *", "minute field '1-2-3' has a malformed range"),
-    # syntax Debian's cron does not have
-    ("0 0 L * *", "day-of-month field 'L': 'L' and 'W' (last day, nearest weekday) are not "
-                  "supported"),
-    ("0 0 15W * *", "day-of-month field '15W': 'L' and 'W'"),
-    ("0 0 * * 5L", "day-of-week field '5L': 'L' and 'W'"),
-    ("0 0 * * 1#2", "day-of-week field '1#2': '#' (nth weekday of the month) is not supported"),
+    # syntax neither Debian's cron nor the day extensions have
     ("0 0 ? * *", "day-of-month field '?': '?' is not supported; use '*'"),
+    ("0 0 * * 5#3 ?", "has 6 fields"),
+    # the day extensions where they do not belong, or malformed
+    ("L * * * *", "minute field 'L': 'L' and 'W' belong in the day fields: day-of-month L "
+                  "(the last day), L-3 (3 days before it), LW (the last weekday) or 15W"),
+    ("0 5W * * *", "hour field '5W': 'L' and 'W' belong in the day fields"),
+    ("0 0 1 L *", "month field 'L': 'L' and 'W' belong in the day fields"),
+    ("0 0 1 1-L *", "month field '1-L': 'L' and 'W' belong in the day fields"),
+    ("0 0 5#3 * *", "day-of-month field '5#3': '#' (the nth weekday of the month, as in "
+                    "fri#3) belongs in the day-of-week field"),
+    ("0#1 0 * * *", "minute field '0#1': '#'"),
+    ("0 0 * * 15W", "day-of-week field '15W': 'W' (the nearest weekday) belongs in the "
+                    "day-of-month field, as in 15W"),
+    ("0 0 * * L", "day-of-week field 'L': 'L' needs a weekday before it: 5L or friL is the "
+                  "last Friday of the month (the last day of the month is L in the "
+                  "day-of-month field)"),
+    ("0 0 * * L5", "day-of-week field 'L5': 'L' follows a single weekday, as in 5L or friL "
+                   "(the last Friday of the month); write '5L'"),
+    ("0 0 * * mon-fri#2", "day-of-week field 'mon-fri#2': '#' follows a single weekday, as "
+                          "in fri#3 or 5#3 (the third Friday), not 'mon-fri'"),
+    ("0 0 * * *#2", "'#' follows a single weekday"),
+    ("0 0 * * #2", "'#' follows a single weekday"),
+    ("0 0 * * fri#0", "day-of-week field 'fri#0': in 'fri#0' the number after '#' must be 1-5 "
+                      "(fri#3 is the third Friday of the month)"),
+    ("0 0 * * fri#6", "the number after '#' must be 1-5"),
+    ("0 0 * * fri#", "the number after '#' must be 1-5"),
+    ("0 0 * * fri#x", "the number after '#' must be 1-5"),
+    ("0 0 * * 8#1", "day-of-week field '8#1': 8 is out of range 0-7 or sun-sat"),
+    ("0 0 * * fun#1", "day-of-week field 'fun#1' is not a number or a name (sun-sat) ('fun')"),
+    ("0 0 * * 5L/2", "day-of-week field '5L/2': 'L' follows a single weekday"),
+    ("0 0 * * 1-5L", "day-of-week field '1-5L': 'L' follows a single weekday"),
+    ("0 0 * * 9L", "day-of-week field '9L': 9 is out of range 0-7 or sun-sat"),
+    ("0 0 L/2 * *", "day-of-month field 'L/2': 'L/2' is not a day-of-month form of L or W; "
+                    "write L (the last day), L-3 (3 days before it), LW (the last weekday) or "
+                    "15W (the weekday nearest the 15th), each as an item of its own, without "
+                    "a range or step"),
+    ("0 0 1-L * *", "'1-L' is not a day-of-month form of L or W"),
+    ("0 0 1-15W * *", "'1-15W' is not a day-of-month form of L or W"),
+    ("0 0 W15 * *", "'W15' is not a day-of-month form of L or W"),
+    ("0 0 W * *", "'W' is not a day-of-month form of L or W"),
+    ("0 0 L3 * *", "'L3' is not a day-of-month form of L or W"),
+    ("0 0 5L * *", "'5L' is not a day-of-month form of L or W"),
+    ("0 0 L-0 * *", "day-of-month field 'L-0': in 'L-0' the days before the last day must be "
+                    "1-30"),
+    ("0 0 L-31 * *", "the days before the last day must be 1-30"),
+    ("0 0 0W * *", "day-of-month field '0W': in '0W' the day is out of range 1-31"),
+    ("0 0 32W * *", "in '32W' the day is out of range 1-31"),
+    ("0 0 1,,L * *", "day-of-month field '1,,L' has an empty list item"),
+    ("0 0 H * 5L", None),  # valid: H is a day of its own, ORed with the last Friday
+    ("0 0 H(L) * *", "day-of-month field 'H(L)' is not a valid H form"),
+    ("0 0 L,H * *", "day-of-month field 'L,H': H must be the whole field"),
     # H
     ("H(30-10) * * * *", "minute field 'H(30-10)': the H range must go up"),
     ("H(0-60) * * * *", "minute field 'H(0-60)': 60 is out of range 0-59"),
@@ -106,11 +167,26 @@ INVALID = [
     ("0 0 30,31 2 *", "it never fires: February has no days 30 or 31"),
     ("0 0 31 2,4,6,9,11 *", "February, April, June, September and November have no day 31"),
     ("0 0 30-31 feb */1", "never fires"),  # a leading '*' in day-of-week: both must match
+    ("0 0 31W 2,4 *", "invalid schedule '0 0 31W 2,4 *': it never fires: no day of February "
+                      "or April matches day-of-month '31W'"),
+    ("0 0 L-29 2 *", "it never fires: no day of February matches day-of-month 'L-29'"),
+    ("0 0 LW * */6", "it never fires: no day of any month matches both day-of-month 'LW' and "
+                     "day-of-week '*/6'"),
+    ("0 0 */2 * sat#5", None),  # valid: 31 May 2025 is the fifth Saturday
+    ("0 0 1-7 * */7", None),  # valid: the first Sunday
+    ("0 0 */7 2 fri#5", None),  # valid: 29 February 2036 is a Friday, and 29 is in */7
+    ("0 0 */10 2 fri#5", "it never fires: no day of February matches both day-of-month '*/10' "
+                         "and day-of-week 'fri#5'"),
+    ("0 0 * 4 fri#5,L-30", "day-of-week field 'fri#5,L-30'"),
+    ("0 0 * 2 fri#5", None),  # valid: 29 February 2036 is the fifth Friday
 ]
 
 
 @pytest.mark.parametrize(("expression", "fragment"), INVALID)
-def test_invalid_expressions_say_what_is_wrong(expression: str, fragment: str) -> None:
+def test_invalid_expressions_say_what_is_wrong(expression: str, fragment: str | None) -> None:
+    if fragment is None:  # the valid neighbour of an invalid row
+        parse(expression, "UTC", hash_key="job")
+        return
     with pytest.raises(ScheduleError) as info:
         parse(expression, "UTC", hash_key="job")
     assert fragment in info.value.message
