@@ -66,6 +66,10 @@ CREATE TABLE job_definitions (
     pause_note            text,
     invalid_reason        text,
     removed_at            timestamptz,
+    -- where it came from: NULL when made by hand (`define`), else the source `apply`
+    -- created it for; `apply --prune` removes only its own source's definitions
+    source                text
+        CONSTRAINT job_definitions_source_check CHECK (length(source) BETWEEN 1 AND 200),
     -- materialisation: every slot <= cursor_at has been decided (run or recorded skip);
     -- next_due_at is the first slot after the cursor (NULL when the definition cannot be
     -- evaluated), so a tick finds due definitions through an index, whatever the total.
@@ -240,4 +244,7 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (1, 'initial');
 INSERT INTO cronjobs_migrations (version, name) VALUES (2, 'ack_and_backfill_order');
 INSERT INTO cronjobs_migrations (version, name) VALUES (3, 'tick_handlers');
 INSERT INTO cronjobs_migrations (version, name) VALUES (4, 'indexes_and_hot_updates');
+-- placeholder, replaced when the change numbered 5 merges
+INSERT INTO cronjobs_migrations (version, name) VALUES (5, 'reserved_for_another_change');
+INSERT INTO cronjobs_migrations (version, name) VALUES (6, 'jobs_as_code');
 

@@ -125,6 +125,7 @@ class Definition:
     pause_note: str | None
     invalid_reason: str | None
     removed_at: dt.datetime | None
+    source: str | None  # NULL: made by hand; else the `apply` source that owns it
     cursor_at: dt.datetime
     next_due_at: dt.datetime | None
     schedule_since: dt.datetime

@@ -79,6 +79,7 @@ def definition_json(d: Definition) -> dict[str, Any]:
         "alert_command": d.alert_command,
         "alert_on_failure": d.alert_on_failure,
         "pause_after_failures": d.pause_after_failures,
+        "source": d.source,
         "consecutive_failures": d.consecutive_failures,
         "paused_at": instant(d.paused_at),
         "paused_until": instant(d.paused_until),
@@ -133,6 +134,7 @@ def settings_text(d: Definition) -> str:
                                                else "")),
         ("pause after", f"{d.pause_after_failures} failures in a row"
          if d.pause_after_failures else "-"),
+        ("source", d.source or "made by hand (define)"),
         ("created", short(d.created_at)),
         ("updated", short(d.updated_at)),
     ]

@@ -29,18 +29,19 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (%(version)s, %(name)s);
 
 -- name: upsert_definition
 -- Creates the job, or updates it when anything differs. A new schedule or zone restarts
--- the cursor from now; an unchanged definition is not touched (no row returned).
+-- the cursor from now; an unchanged definition is not touched (no row returned). The
+-- source is written when the job is created only (an update keeps its owner).
 INSERT INTO job_definitions AS d (
     name, schedule, timezone, kind, handler, command, payload, catchup, catchup_limit,
     starting_deadline, overlap, max_attempts, backoff, backoff_max, timeout, lease,
     alert_command, alert_on_failure, pause_after_failures,
-    cursor_at, next_due_at, schedule_since
+    cursor_at, next_due_at, schedule_since, source
 ) VALUES (
     %(name)s, %(schedule)s, %(timezone)s, %(kind)s, %(handler)s, %(command)s, %(payload)s,
     %(catchup)s, %(catchup_limit)s, %(starting_deadline)s, %(overlap)s, %(max_attempts)s,
     %(backoff)s, %(backoff_max)s, %(timeout)s, %(lease)s,
     %(alert_command)s, %(alert_on_failure)s, %(pause_after_failures)s,
-    %(now)s, %(next_due_at)s, %(now)s
+    %(now)s, %(next_due_at)s, %(now)s, %(source)s
 )
 ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
     schedule = excluded.schedule,
@@ -86,6 +87,17 @@ WHERE (d.schedule, d.timezone, d.kind, d.handler, d.command, d.payload, d.catchu
        excluded.pause_after_failures)
    OR d.invalid_reason IS NOT NULL
 RETURNING d.*, (xmax = 0) AS created;
+
+-- name: apply_lock
+-- Held until the applying transaction ends: concurrent `cronjobs apply` calls (many pods
+-- starting at once) run one after the other, each seeing what the previous one wrote.
+SELECT pg_advisory_xact_lock(7161124402215412276);
+
+-- name: adopt_definition
+-- `apply --adopt`: the declaring source takes over a hand-made or another source's job.
+UPDATE job_definitions SET source = %(source)s, updated_at = %(now)s
+WHERE id = %(id)s
+RETURNING *;
 
 -- name: definition_by_name
 SELECT * FROM job_definitions WHERE name = %(name)s AND removed_at IS NULL;

@@ -159,10 +159,13 @@ class Store:
     # -- definitions --------------------------------------------------------------------
 
     def upsert_definition(
-        self, spec: DefinitionSpec, *, now: dt.datetime, next_due_at: dt.datetime | None
+        self, spec: DefinitionSpec, *, now: dt.datetime, next_due_at: dt.datetime | None,
+        source: str | None = None,
     ) -> tuple[Definition, bool] | None:
-        """Insert or update; returns (definition, created) or None when nothing changed."""
+        """Insert or update; returns (definition, created) or None when nothing changed.
+        ``source`` is recorded on a new definition only."""
         params = {
+            "source": source,
             "name": spec.name,
             "schedule": spec.schedule,
             "timezone": spec.timezone,
@@ -566,6 +569,16 @@ class Store:
     def definition_history(self, name: str) -> list[Definition]:
         return [_build(Definition, row)
                 for row in self._rows("definition_history", {"name": name})]
+
+    # -- jobs as code (apply) ---------------------------------------------------------------
+
+    def lock_apply(self) -> None:
+        self._rows("apply_lock")
+
+    def adopt_definition(self, definition_id: int, *, source: str, now: dt.datetime
+                         ) -> Definition:
+        row = self._row("adopt_definition", {"id": definition_id, "source": source, "now": now})
+        return _build(Definition, _required(row, "adopt_definition"))
 
 
 def _required(row: Row | None, query: str) -> Row:

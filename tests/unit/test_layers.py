@@ -20,7 +20,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "core": {"db", "cron"},
     "execution": {"db", "cron"},
     "tick": {"core", "execution", "db", "cron"},
-    "cli": {"tick", "core", "execution", "db", "cron"},
+    "client": {"tick", "core", "execution", "db", "cron"},
+    "cli": {"client", "tick", "core", "execution", "db", "cron"},
 }
 
 
