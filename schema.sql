@@ -123,12 +123,15 @@ CREATE TABLE job_runs (
     trigger              text NOT NULL
         CONSTRAINT job_runs_trigger_check
         CHECK (trigger IN ('schedule', 'manual', 'retry', 'backfill')),
+    -- scheduled: a one-off run (trigger --at) waiting for its time (eligible_at), when the
+    -- tick applies the overlap policy and queues it (or cancels it, saying why);
     -- queued: waits for eligible_at; running: a worker holds its lease;
     -- failed: the last attempt failed and a retry waits for eligible_at;
     -- succeeded, dead (attempts exhausted), cancelled: final.
     status               text NOT NULL DEFAULT 'queued'
         CONSTRAINT job_runs_status_check
-        CHECK (status IN ('queued', 'running', 'failed', 'succeeded', 'dead', 'cancelled')),
+        CHECK (status IN ('scheduled', 'queued', 'running', 'failed', 'succeeded', 'dead',
+                          'cancelled')),
     payload              jsonb
         CONSTRAINT job_runs_payload_check
         CHECK (payload IS NULL OR jsonb_typeof(payload) = 'object'),
@@ -179,6 +182,8 @@ CREATE UNIQUE INDEX job_runs_exclusive_running_key
 -- backfilled runs after all others, so that a backfill never holds up a schedule
 CREATE INDEX job_runs_due_idx
     ON job_runs ((trigger = 'backfill'), eligible_at) WHERE status IN ('queued', 'failed');
+-- one-off runs waiting for their time (trigger --at)
+CREATE INDEX job_runs_scheduled_idx ON job_runs (eligible_at) WHERE status = 'scheduled';
 -- what is running (and so what may have expired): keyed on a column a heartbeat leaves alone
 CREATE INDEX job_runs_running_idx
     ON job_runs (started_at) WHERE status = 'running';

@@ -59,7 +59,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "Client":
-        from cronjobs.client import Client
+        from cronjobs.client import Client  # noqa: PLC0415 - on first use only
 
         return Client
     raise AttributeError(f"module 'cronjobs' has no attribute {name!r}")

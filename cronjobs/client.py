@@ -179,11 +179,15 @@ class Client:
     # -- runs ---------------------------------------------------------------------------------
 
     def trigger(self, name: str, *, payload: dict[str, Any] | None = None,
-                force: bool = False) -> Run:
+                force: bool = False, at: dt.datetime | None = None,
+                after: dt.timedelta | None = None) -> Run:
         """A run of job ``name`` now, outside its schedule; the job's overlap policy
-        applies unless ``force``."""
+        applies unless ``force``. With ``at`` (an aware instant) or ``after`` (a delay):
+        one run for that later time instead (status ``scheduled``, cancellable), which
+        meets the overlap policy when it becomes due."""
         with self._using() as store:
-            return operations.trigger(store, name, payload=payload, force=force)
+            return operations.trigger(store, name, payload=payload, force=force, at=at,
+                                      after=after)
 
     def retry(self, run_id: int, *, attempts: int = 1, force: bool = False) -> Run:
         with self._using() as store:

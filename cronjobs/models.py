@@ -34,6 +34,7 @@ class Trigger(StrEnum):
 
 
 class RunStatus(StrEnum):
+    SCHEDULED = "scheduled"  # a one-off run waiting for its time (trigger --at)
     QUEUED = "queued"
     RUNNING = "running"
     FAILED = "failed"

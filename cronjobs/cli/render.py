@@ -316,6 +316,7 @@ def explain_json(e: Explanation) -> dict[str, Any]:
             "detail": r.detail, "run": run_json(r.run) if r.run is not None else None,
         } for r in e.rows],
         "waiting_for_handler": waiting_json(e.waiting) if e.waiting is not None else None,
+        "one_off_runs": [run_json(r) for r in e.one_offs],
     }
 
 
@@ -328,13 +329,18 @@ def _explain_waiting(e: Explanation) -> str:
             "on a tick)")
 
 
+def _explain_one_offs(e: Explanation) -> str:
+    return "".join(f"\none-off run {r.id} scheduled manually for {short(r.eligible_at)} (the "
+                   "overlap policy applies then)" for r in e.one_offs)
+
+
 def explain_text(e: Explanation) -> str:
     from cronjobs.core.explain import REASONS
 
     if not e.rows:
         return (f"no slots of {e.job!r} between {short(e.start)} and {short(e.end)} "
                 f"(schedule {e.definition.schedule!r}, {e.definition.timezone})"
-                + _explain_waiting(e))
+                + _explain_waiting(e) + _explain_one_offs(e))
     rows = []
     for r in e.rows:
         if r.run is not None:
@@ -344,7 +350,8 @@ def explain_text(e: Explanation) -> str:
         else:
             why = r.detail or ""
         rows.append((_range(r.first_slot, r.last_slot, r.slot_count), r.outcome, why))
-    return table(["SLOT(S) (UTC)", "OUTCOME", "WHY"], rows) + _explain_waiting(e)
+    return (table(["SLOT(S) (UTC)", "OUTCOME", "WHY"], rows) + _explain_waiting(e)
+            + _explain_one_offs(e))
 
 
 def backfill_json(b: BackfillReport) -> dict[str, Any]:

@@ -54,6 +54,8 @@ class Explanation:
     # the job's due runs that wait for its handler, which no recent tick has loaded
     # (handler, runs, oldest), or None
     waiting: dict[str, Any] | None = None
+    # the job's one-off runs waiting for their time (trigger --at), whatever the range
+    one_offs: tuple[Run, ...] = ()
 
 
 def explain(store: Store, name: str, *, start: dt.datetime | None = None,
@@ -122,13 +124,17 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
 
         found = waiting_for_handlers(store, now, Thresholds().max_tick_age, definition.id)
         waiting = found[0] if found else None
-    return Explanation(name, definition, start, end, tuple(rows), waiting)
+    one_offs = tuple(store.one_off_runs_of(definition.id))
+    return Explanation(name, definition, start, end, tuple(rows), waiting, one_offs)
 
 
 def run_state(run: Run, now: dt.datetime) -> str:
     """What a run's status means for its slot, in words: never "ran" for one that did not."""
     of = f"{run.attempt} of {run.max_attempts}"
     status = run.status
+    if status == RunStatus.SCHEDULED:
+        return (f"scheduled manually for {run.eligible_at.isoformat()} (a one-off run: the "
+                "overlap policy applies then; `cronjobs cancel` drops it)")
     if status == RunStatus.QUEUED:
         when = ("due now" if run.eligible_at <= now
                 else f"eligible at {run.eligible_at.isoformat()}")

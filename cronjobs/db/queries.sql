@@ -158,7 +158,7 @@ RETURNING *;
 -- Runs of a removed job that have not started will never start.
 UPDATE job_runs
 SET status = 'cancelled', finished_at = %(now)s, error = %(reason)s, updated_at = %(now)s
-WHERE definition_id = %(definition_id)s AND status IN ('queued', 'failed');
+WHERE definition_id = %(definition_id)s AND status IN ('scheduled', 'queued', 'failed');
 
 -- name: insert_tick
 -- The tick's instant is the one given, else the database clock's: no separate `now` query.
@@ -502,8 +502,46 @@ RETURNING *;
 UPDATE job_runs
 SET status = 'cancelled', finished_at = %(now)s, error = 'cancelled by an operator',
     updated_at = %(now)s
-WHERE id = %(id)s AND status IN ('queued', 'failed')
+WHERE id = %(id)s AND status IN ('scheduled', 'queued', 'failed')
 RETURNING *;
+
+-- name: insert_one_off_run
+-- `cronjobs trigger NAME --at TIME`: one manual run for a later time. It waits as
+-- 'scheduled' (claim_runs never sees it) until release_one_off_runs decides it.
+INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, payload, max_attempts,
+                      exclusive, eligible_at, created_at, updated_at)
+VALUES (%(definition_id)s, %(at)s, 'manual', 'scheduled', %(payload)s, %(max_attempts)s,
+        %(exclusive)s, %(at)s, %(now)s, %(now)s)
+RETURNING *;
+
+-- name: due_one_off_runs
+-- One-off runs whose time has come, with what their job's overlap policy needs; locked so
+-- that concurrent ticks decide each once.
+SELECT r.id, r.definition_id, r.scheduled_for, d.name, d.overlap
+FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE r.status = 'scheduled' AND r.eligible_at <= %(now)s
+ORDER BY r.eligible_at, r.id
+LIMIT %(limit)s
+FOR UPDATE OF r SKIP LOCKED;
+
+-- name: release_one_off_runs
+-- Each due one-off run is queued (to be claimed like any run) or cancelled with the reason
+-- its job's overlap policy gave.
+UPDATE job_runs AS r
+SET status = CASE WHEN v.error IS NULL THEN 'queued' ELSE 'cancelled' END,
+    exclusive = v.exclusive,
+    finished_at = CASE WHEN v.error IS NULL THEN NULL ELSE %(now)s END,
+    error = v.error,
+    updated_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(exclusive)s::boolean[], %(errors)s::text[])
+     AS v (id, exclusive, error)
+WHERE r.id = v.id AND r.status = 'scheduled';
+
+-- name: one_off_runs_of
+-- A job's one-off runs still waiting for their time (explain shows them, whatever range).
+SELECT * FROM job_runs
+WHERE definition_id = %(definition_id)s AND status = 'scheduled'
+ORDER BY eligible_at, id;
 
 -- name: request_cancel_run
 UPDATE job_runs SET cancel_requested_at = %(now)s, updated_at = %(now)s

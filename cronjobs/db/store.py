@@ -570,6 +570,31 @@ class Store:
         return [_build(Definition, row)
                 for row in self._rows("definition_history", {"name": name})]
 
+    # -- one-off runs (trigger --at) ---------------------------------------------------------
+
+    def insert_one_off_run(self, *, definition_id: int, at: dt.datetime,
+                           payload: dict[str, Any] | None, max_attempts: int, exclusive: bool,
+                           now: dt.datetime) -> Run:
+        row = self._row("insert_one_off_run", {
+            "definition_id": definition_id, "at": at, "max_attempts": max_attempts,
+            "payload": Jsonb(payload) if payload is not None else None,
+            "exclusive": exclusive, "now": now})
+        return _build(Run, _required(row, "insert_one_off_run"))
+
+    def due_one_off_runs(self, *, now: dt.datetime, limit: int) -> list[Row]:
+        return self._rows("due_one_off_runs", {"now": now, "limit": limit})
+
+    def release_one_off_runs(self, releases: Sequence[tuple[int, bool, str | None]], *,
+                             now: dt.datetime) -> int:
+        """(run id, exclusive, error): queued when error is None, else cancelled."""
+        return self._count("release_one_off_runs", {
+            "ids": [r[0] for r in releases], "exclusive": [r[1] for r in releases],
+            "errors": [r[2] for r in releases], "now": now})
+
+    def one_off_runs_of(self, definition_id: int) -> list[Run]:
+        return [_build(Run, row)
+                for row in self._rows("one_off_runs_of", {"definition_id": definition_id})]
+
     # -- jobs as code (apply) ---------------------------------------------------------------
 
     def lock_apply(self) -> None:

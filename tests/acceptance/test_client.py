@@ -47,6 +47,9 @@ with Client() as client:                       # CRONJOBS_DATABASE_URL, as the C
         out["refused"] = type(exc).__name__
     out["runs"] = [(r.job, r.run.id == run.id) for r in client.runs("report")]
     out["run"] = client.run(run.id).job
+    later = client.trigger("report", at=dt.datetime.now(dt.timezone.utc)
+                           + dt.timedelta(hours=1))
+    out["later"] = [later.status, client.cancel(later.id).status]
     out["cancel"] = client.cancel(run.id).status
     out["retry"] = client.retry(run.id).status
     out["pause"] = client.pause("report", note="maintenance").pause_note
@@ -93,6 +96,7 @@ def test_the_client_from_a_plain_python_process(database_url: str, db: psycopg.C
     assert out["refused"] == "Refused"
     assert out["runs"] == [["report", True]]
     assert out["run"] == "report"
+    assert out["later"] == ["scheduled", "cancelled"]
     assert out["cancel"] == "cancelled"
     assert out["retry"] == "queued"
     assert out["pause"] == "maintenance"
@@ -108,4 +112,4 @@ def test_the_client_from_a_plain_python_process(database_url: str, db: psycopg.C
     assert db.execute("SELECT name, removed_at IS NULL FROM job_definitions ORDER BY id"
                       ).fetchall() == [("report", False), ("nightly", True)]
     assert db.execute("SELECT count(*), min(status) FROM job_runs").fetchone() == (
-        1, "cancelled")
+        2, "cancelled")
