@@ -70,6 +70,10 @@ CREATE TABLE job_definitions (
     -- created it for; `apply --prune` removes only its own source's definitions
     source                text
         CONSTRAINT job_definitions_source_check CHECK (length(source) BETWEEN 1 AND 200),
+    -- the group whose limit (job_groups.max_running) applies to its runs, if any
+    group_name            text
+        CONSTRAINT job_definitions_group_name_check
+        CHECK (group_name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'),
     -- materialisation: every slot <= cursor_at has been decided (run or recorded skip);
     -- next_due_at is the first slot after the cursor (NULL when the definition cannot be
     -- evaluated), so a tick finds due definitions through an index, whatever the total.
@@ -90,6 +94,20 @@ CREATE UNIQUE INDEX job_definitions_name_key
     ON job_definitions (name) WHERE removed_at IS NULL;
 CREATE INDEX job_definitions_due_idx
     ON job_definitions (next_due_at) WHERE removed_at IS NULL;
+CREATE INDEX job_definitions_group_idx
+    ON job_definitions (group_name) WHERE group_name IS NOT NULL;
+
+-- Fleet-wide limits: at most max_running runs of a group's jobs hold a lease at once,
+-- across every tick (the claim locks the group's row: claims of one group take turns). A
+-- group named by jobs but without a row here has no limit.
+CREATE TABLE job_groups (
+    name         text PRIMARY KEY
+        CONSTRAINT job_groups_name_check CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'),
+    max_running  integer NOT NULL
+        CONSTRAINT job_groups_max_running_check CHECK (max_running BETWEEN 1 AND 10000),
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    updated_at   timestamptz NOT NULL DEFAULT now()
+);
 
 -- Each tick leaves a record: who, when, and what it did.
 CREATE TABLE job_ticks (

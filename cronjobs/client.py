@@ -55,7 +55,8 @@ def apply_declared(store: Store, *, file: str | None = None, modules: Sequence[s
     known = None
     if modules:
         known = set(load_apps(modules))
-        found += [Declaration(d.name, d.options, d.where) for d in declared().values()]
+        found += [Declaration(d.name, d.options, d.where)
+                  for d in declared(modules).values()]
     specs = to_specs(found)
     owner = (check_source(source) if source is not None
              else named or applying.default_source(file, modules))
@@ -115,7 +116,7 @@ class Client:
                backoff: str | None = None, timeout: str | None = None,
                lease: str | None = None, alert_command: str | None = None,
                alert_on_failure: bool | None = None, pause_after_failures: int | None = None,
-               ) -> definitions.DefineResult:
+               group: str | None = None) -> definitions.DefineResult:
         """``cronjobs define``: create or update a job (the whole job: options left out
         take their defaults)."""
         given = {"schedule": schedule, "tz": tz, "command": command, "handler": handler,
@@ -124,7 +125,7 @@ class Client:
                  "max_attempts": max_attempts, "backoff": backoff, "timeout": timeout,
                  "lease": lease, "alert_command": alert_command,
                  "alert_on_failure": alert_on_failure,
-                 "pause_after_failures": pause_after_failures}
+                 "pause_after_failures": pause_after_failures, "group": group}
         spec = to_spec(Declaration(name, {k: v for k, v in given.items() if v is not None},
                                    "Client.define"))
         with self._using() as store:

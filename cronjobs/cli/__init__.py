@@ -21,7 +21,7 @@ from typing import NoReturn
 import click
 
 from cronjobs import __version__
-from cronjobs.cli import admin, declared, jobs, runs, ticking
+from cronjobs.cli import admin, declared, groups, jobs, runs, ticking
 from cronjobs.cli.app import EXIT_FAILURE, EXIT_OK
 from cronjobs.cli.options import Command, Parsing, SubGroup, global_options
 from cronjobs.errors import CronjobsError
@@ -59,7 +59,7 @@ def main_group() -> None:
 for command in (ticking.tick, ticking.worker,
                 jobs.define, jobs.list_command, jobs.describe, jobs.pause, jobs.resume,
                 jobs.remove, jobs.next_command, jobs.explain, jobs.backfill,
-                declared.apply, declared.export,
+                declared.apply, declared.export, groups.group,
                 runs.retry, runs.trigger, runs.cancel, runs.ack, runs.runs, runs.show,
                 admin.migrate, admin.status, admin.prune, admin.metrics, admin.embedded):
     main_group.add_command(command)

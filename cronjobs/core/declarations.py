@@ -34,6 +34,7 @@ FIELDS: dict[str, str] = {
     "starting_deadline": "duration", "overlap": "text", "max_attempts": "integer",
     "backoff": "duration", "timeout": "duration", "lease": "duration",
     "alert_command": "text", "alert_on_failure": "boolean", "pause_after_failures": "integer",
+    "group": "text",
 }
 DURATION_FIELDS = {name for name, kind in FIELDS.items() if kind == "duration"}
 _OPTION = re.compile(r"--([a-z]+(?:-[a-z]+)*)")
@@ -243,6 +244,7 @@ def fields_of(job: DefinitionSpec | Definition) -> dict[str, Any]:
         "alert_command": job.alert_command,
         "alert_on_failure": job.alert_on_failure,
         "pause_after_failures": job.pause_after_failures,
+        "group": job.group_name,
     }
 
 

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cronjobs import cron as schedules
+from cronjobs.core.groups import waiting_for_groups
 from cronjobs.db.store import Store
 from cronjobs.errors import ScheduleError
+from cronjobs.models import GroupUsage
 
 TICK = dt.timedelta(microseconds=1)
 
@@ -29,6 +31,8 @@ class Status:
     problems: list[str] = field(default_factory=list)
     # due handler runs whose handler no recent tick loaded: handler, runs, oldest
     waiting: list[dict[str, Any]] = field(default_factory=list)
+    # groups whose due runs wait for a free slot (their limit is reached)
+    groups: list[GroupUsage] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
@@ -45,6 +49,7 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     jobs = [_job(row, now) for row in store.job_stats()]
     result = Status(now, numbers, running, jobs)
     result.waiting = waiting_for_handlers(store, now, thresholds.max_tick_age)
+    result.groups = waiting_for_groups(store, now)
     last_tick = numbers["last_tick_at"]
     if last_tick is None:
         result.problems.append("no tick has ever run: is `cronjobs tick` in a crontab or a "

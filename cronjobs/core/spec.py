@@ -35,6 +35,7 @@ def build_spec(
     alert_command: str | None = None,
     alert_on_failure: bool = False,
     pause_after_failures: int | None = None,
+    group: str | None = None,
 ) -> DefinitionSpec:
     """Validate every option; the first problem raises a UsageError naming the option.
 
@@ -51,6 +52,8 @@ def build_spec(
     _within(max_attempts, "--max-attempts", 1, 100)
     if pause_after_failures is not None:
         _within(pause_after_failures, "--pause-after-failures", 1, 1000)
+    if group is not None:
+        check_name(group, what="--group")
     backoff_value = parse_bounded(backoff, option="--backoff", minimum=SECOND, maximum=DAY)
     return DefinitionSpec(
         name=name,
@@ -74,6 +77,7 @@ def build_spec(
         alert_command=_alert(alert_command),
         alert_on_failure=alert_on_failure,
         pause_after_failures=pause_after_failures,
+        group_name=group,
     )
 
 

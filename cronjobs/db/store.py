@@ -35,6 +35,7 @@ from cronjobs.models import (
     DefinitionSpec,
     DefinitionSummary,
     DueDefinition,
+    GroupUsage,
     NewRun,
     NewSkip,
     Outcome,
@@ -185,6 +186,7 @@ class Store:
             "alert_command": spec.alert_command,
             "alert_on_failure": spec.alert_on_failure,
             "pause_after_failures": spec.pause_after_failures,
+            "group_name": spec.group_name,
             "now": now,
             "next_due_at": next_due_at,
         }
@@ -400,7 +402,9 @@ class Store:
                   "tick_id": tick_id, "run_ids": list(run_ids) if run_ids is not None else None,
                   "handlers": list(handlers)}
         try:
-            rows = self._rows("claim_runs", params)
+            with self.transaction():  # [group limit, issue 15] lock the groups, then claim
+                self._rows("lock_claimable_groups", {"now": now})
+                rows = self._rows("claim_runs", params)
         except Conflict:
             # Another worker claimed an exclusive run of the same job at the same moment;
             # the unique index refused the second one. Nothing was claimed: try again later.
@@ -594,6 +598,21 @@ class Store:
     def one_off_runs_of(self, definition_id: int) -> list[Run]:
         return [_build(Run, row)
                 for row in self._rows("one_off_runs_of", {"definition_id": definition_id})]
+
+    # -- groups (limits across jobs) ----------------------------------------------------------
+
+    def set_group_limit(self, name: str, *, max_running: int, now: dt.datetime) -> None:
+        self._rows("set_group_limit", {"name": name, "max_running": max_running, "now": now})
+
+    def remove_group_limit(self, name: str) -> bool:
+        return bool(self._rows("remove_group_limit", {"name": name}))
+
+    def group_usage(self, *, now: dt.datetime, name: str | None = None) -> list[GroupUsage]:
+        return [_build(GroupUsage, row)
+                for row in self._rows("group_usage", {"now": now, "name": name})]
+
+    def group_jobs(self, name: str) -> list[str]:
+        return [row["name"] for row in self._rows("group_jobs", {"name": name})]
 
     # -- jobs as code (apply) ---------------------------------------------------------------
 

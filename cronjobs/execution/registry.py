@@ -20,6 +20,7 @@ F = TypeVar("F", bound=Handler)
 
 _handlers: dict[str, Handler] = {}
 _declared: dict[str, Declared] = {}
+_loading: list[str] = []  # the --app module being imported (load_apps), if any
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class Declared:
     name: str
     options: dict[str, Any]
     where: str
+    # the modules it belongs to: the decorated function's, and the --app module whose
+    # import declared it (load_apps), if another
+    modules: frozenset[str] = frozenset()
 
 
 def job(
@@ -50,6 +54,7 @@ def job(
     alert_command: str | None = None,
     alert_on_failure: bool | None = None,
     pause_after_failures: int | None = None,
+    group: str | None = None,
 ) -> Callable[[F], F]:
     """Register the decorated function as the handler called ``name``::
 
@@ -72,7 +77,7 @@ def job(
         ("overlap", overlap), ("max_attempts", max_attempts), ("backoff", backoff),
         ("timeout", timeout), ("lease", lease), ("alert_command", alert_command),
         ("alert_on_failure", alert_on_failure), ("pause_after_failures", pause_after_failures),
-        ) if value is not None}
+        ("group", group)) if value is not None}
     if schedule is None and given:
         raise UsageError(f"job {name!r}: {', '.join(sorted(given))} given without a schedule "
                          "(a job is declared on its handler by its schedule)")
@@ -87,15 +92,22 @@ def job(
             code = getattr(func, "__code__", None)
             place = (f"{code.co_filename}:{code.co_firstlineno} " if code is not None else "")
             _declared[name] = Declared(name, {"schedule": schedule, **given},
-                                       f"{place}({func.__module__}.{func.__qualname__})")
+                                       f"{place}({func.__module__}.{func.__qualname__})",
+                                       frozenset({func.__module__, *_loading[-1:]}))
         return func
 
     return register
 
 
-def declared() -> dict[str, Declared]:
-    """The jobs declared on their handlers by the modules imported so far."""
-    return dict(_declared)
+def declared(modules: Iterable[str] | None = None) -> dict[str, Declared]:
+    """The jobs declared on their handlers by the modules imported so far; with ``modules``,
+    only those declared in one of them or below (``myapp`` covers ``myapp.jobs``), or while
+    :func:`load_apps` imported one of them."""
+    if modules is None:
+        return dict(_declared)
+    wanted = tuple(modules)
+    return {name: d for name, d in _declared.items()
+            if any(m == w or m.startswith(w + ".") for m in d.modules for w in wanted)}
 
 
 def handlers() -> dict[str, Handler]:
@@ -124,11 +136,14 @@ def load_apps(modules: Iterable[str]) -> dict[str, Handler]:
     if modules:
         _current_directory_first()
     for module in modules:
+        _loading.append(module)
         try:
             importlib.import_module(module)
         except Exception as exc:  # any failure inside the user's module
             detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
             raise ConfigurationError(f"cannot import --app module {module!r}: {detail}") from exc
+        finally:
+            _loading.pop()
     return handlers()
 
 

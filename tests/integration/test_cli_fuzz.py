@@ -60,6 +60,9 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("apply", ["TEXT", "--dry-run"]),
     ("apply", ["TEXT", "--source", "TEXT", "--prune"]),
     ("export", ["NAME", "--format", "TEXT"]),
+    ("define", ["NAME", "@daily", "--group", "TEXT"]),
+    ("group", ["set", "TEXT", "--max-running", "TEXT"]),
+    ("group", ["show", "NAME"]),
 ]
 
 
@@ -172,7 +175,9 @@ SHAPES: dict[str, list[list[str]]] = {
     "define": [["NAME", "@daily"], ["job", "SCHEDULE"], ["job", "@daily", "--tz", "ZONE"],
                ["job", "@daily", "--payload", "JSON"], ["job", "@daily", "--timeout", "DUR"],
                ["job", "@daily", "--lease", "DUR"], ["job", "@daily", "--backoff", "DUR"],
-               ["job", "@daily", "--starting-deadline", "DUR"]],
+               ["job", "@daily", "--starting-deadline", "DUR"],
+               ["job", "@daily", "--group", "NAME"]],
+    "group": [["set", "NAME", "--max-running", "2"], ["show", "NAME"], ["remove", "NAME"]],
     "pause": [["existing", "--until", "TIME"], ["NAME"]],
     "next": [["@daily", "--from", "TIME"], ["existing", "--from", "TIME"],
              ["@daily", "--tz", "ZONE"], ["SCHEDULE"]],

@@ -166,3 +166,24 @@ def test_written_fields_read_back_the_same(tmp_path: Path) -> None:
     assert parsed.source == "team's"
     assert to_specs(parsed.declarations) == [spec]
     assert declared_fields  # used by export (tested against the database)
+
+
+def test_apply_takes_the_declarations_of_the_named_modules_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process may hold other modules' declarations (a web app, a test run): apply --app M
+    takes those of M, of the modules below M, and of whatever M's import declared."""
+    (tmp_path / "decl_pkg_b").mkdir()
+    (tmp_path / "decl_pkg_b" / "__init__.py").write_text("from decl_pkg_b import jobs\n"
+                                                          "import decl_other_c\n")
+    (tmp_path / "decl_pkg_b" / "jobs.py").write_text(
+        'import cronjobs\n@cronjobs.job("decl_b", schedule="@daily")\ndef b(ctx): pass\n')
+    (tmp_path / "decl_other_c.py").write_text(
+        'import cronjobs\n@cronjobs.job("decl_c", schedule="@daily")\ndef c(ctx): pass\n')
+    (tmp_path / "decl_unrelated_d.py").write_text(
+        'import cronjobs\n@cronjobs.job("decl_d", schedule="@daily")\ndef d(ctx): pass\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    load_apps(["decl_unrelated_d"])
+    load_apps(["decl_pkg_b"])
+    assert sorted(declared(["decl_pkg_b"])) == ["decl_b", "decl_c"]
+    assert sorted(declared(["decl_unrelated_d"])) == ["decl_d"]
