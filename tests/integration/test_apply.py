@@ -249,3 +249,39 @@ def test_concurrent_applies_end_as_one(database_url: str, db: psycopg.Connection
     assert count(db, "job_definitions") == 20
     assert db.execute("SELECT count(DISTINCT updated_at), count(*) FILTER (WHERE "
                       "updated_at <> created_at) FROM job_definitions").fetchone() == (1, 0)
+
+
+BAD_MODULE = '''
+import cronjobs
+
+@cronjobs.job("fine", schedule="@daily")
+def fine(ctx):
+    pass
+
+@cronjobs.job("broken", schedule="@daily", overlap="sometimes")
+def broken(ctx):
+    pass
+'''
+
+
+def test_a_bad_decorator_argument_applies_nothing(
+        cli: Invoke, db: psycopg.Connection[Any], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "apply_bad_mod.py").write_text(BAD_MODULE)
+    (tmp_path / "apply_typo_mod.py").write_text(
+        'import cronjobs\n@cronjobs.job("t", schedule="@daily", timout="1h")\n'
+        'def t(ctx): pass\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = snapshot(db)
+    result = cli("--app", "apply_bad_mod", "apply")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: {tmp_path / 'apply_bad_mod.py'}:8 (apply_bad_mod.broken): job 'broken': "
+        "invalid overlap 'sometimes': use skip, queue, allow or replace\n")
+    typo = cli("--app", "apply_typo_mod", "apply")
+    assert typo.exit_code == 2
+    assert typo.stderr.startswith("error: cannot import --app module 'apply_typo_mod': "
+                                  "TypeError: job() got an unexpected keyword argument "
+                                  "'timout'")
+    assert snapshot(db) == before

@@ -4,11 +4,14 @@ field."""
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cronjobs.core.declarations import (
     Declaration,
@@ -58,7 +61,7 @@ def test_the_decorator_and_the_file_give_identical_definitions(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     load_apps(["declared_jobs_a"])
-    from_code = declared()["decl_cleanup"]
+    from_code = declared(["declared_jobs_a"])["decl_cleanup"]
     path = _file(tmp_path, '''
         [jobs.decl_cleanup]
         schedule = "0 3 * * *"
@@ -187,3 +190,45 @@ def test_apply_takes_the_declarations_of_the_named_modules_only(
     load_apps(["decl_pkg_b"])
     assert sorted(declared(["decl_pkg_b"])) == ["decl_b", "decl_c"]
     assert sorted(declared(["decl_unrelated_d"])) == ["decl_d"]
+
+
+_BAD_VALUES = {
+    "tz": st.sampled_from(["Mars/Olympus", "", "UTC ", "../etc/passwd"]),
+    "overlap": st.text(max_size=10).filter(lambda t: t not in ("skip", "queue", "allow",
+                                                               "replace")),
+    "catchup": st.text(max_size=10).filter(lambda t: t not in ("latest", "all", "none")),
+    "timeout": st.sampled_from(["0s", "8d", "soon", "1.5h", "-1m"]),
+    "lease": st.sampled_from(["5s", "2h", "x"]),
+    "backoff": st.sampled_from(["0", "2d", "later"]),
+    "starting_deadline": st.sampled_from(["400d", "0m", "?"]),
+    "max_attempts": st.one_of(st.integers(max_value=0), st.integers(min_value=101)),
+    "catchup_limit": st.one_of(st.integers(max_value=0), st.integers(min_value=10001)),
+    "pause_after_failures": st.one_of(st.integers(max_value=0), st.integers(min_value=1001)),
+    "payload": st.sampled_from(["[]", "{", '{"a": NaN}', "null"]),
+    "alert_command": st.sampled_from(["", "   ", "a\x00b"]),
+    "group": st.sampled_from(["", "bad name", "_x", "x" * 129]),
+    "schedule": st.sampled_from(["61 * * * *", "@never", "", "* * *"]),
+}
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_any_bad_decorator_argument_names_the_job_and_the_field(data: st.DataObject) -> None:
+    """Through the decorator as through the file: one line, naming where and the job."""
+    field = data.draw(st.sampled_from(sorted(_BAD_VALUES)))
+    value = data.draw(_BAD_VALUES[field])
+    job("decl_fuzzed", **{"schedule": "@daily", field: value})(_fuzzed)
+    found = declared()["decl_fuzzed"]
+    with pytest.raises(InvalidDefinition) as caught:
+        to_specs([Declaration(found.name, found.options, found.where)])
+    message = caught.value.message
+    assert "\n" not in message
+    assert message.startswith(f"{__file__}:"), message
+    assert "(test_declarations._fuzzed): job 'decl_fuzzed': " in message, message
+    if field != "tz":
+        assert re.search(field.replace("_", "[_ -]"), message), (field, message)
+    else:
+        assert "field 'tz'" in message
+
+
+def _fuzzed(ctx: object) -> None: ...
