@@ -1,10 +1,11 @@
 """The ``cronjobs`` command line: the group, its global options and the entry point.
 
-The commands live by family in ``jobs``, ``runs``, ``ticking`` (tick and worker) and
-``admin``; each parses its input, calls one library function and renders the result (with
-``render``): no SQL and no clock here. ``app`` holds what they share. A command imports
-the library it calls when it runs, so that ``cronjobs tick``, which starts every minute,
-loads only what a tick uses.
+The commands live by family in ``jobs``, ``runs``, ``ticking`` (tick and worker),
+``declared`` (apply and export: jobs as code), ``groups`` and ``admin``; each parses its
+input, calls one library function and renders the result (with ``render``, or ``diff``
+for apply and export): no SQL and no clock here. ``app`` holds what they share. A command
+imports the library it calls when it runs, so that ``cronjobs tick``, which starts every
+minute, loads only what a tick uses.
 
 Exit codes: 0 success; 1 the world failed (database unreachable, internal error);
 2 bad input or configuration (nothing was written); 3 ``status --check`` found a problem;
