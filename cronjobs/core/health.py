@@ -189,6 +189,15 @@ def metrics(store: Store, *, now: dt.datetime | None = None) -> str:
     metric("cronjobs_job_overdue", "gauge",
            "1 when the job's last success is older than its schedule allows.",
            [({"job": j["name"]}, 1.0 if j["overdue"] else 0.0) for j in st.jobs])
+    limited = [g for g in store.group_usage(now=st.now) if g.max_running is not None]
+    metric("cronjobs_group_max_running", "gauge",
+           "The group's limit: at most this many of its runs at once.",
+           [({"group": g.name}, g.max_running or 0) for g in limited])
+    metric("cronjobs_group_running_runs", "gauge", "The group's runs held by a worker.",
+           [({"group": g.name}, g.running) for g in limited])
+    metric("cronjobs_group_waiting_runs", "gauge",
+           "The group's due runs not running (waiting for a free slot when it is full).",
+           [({"group": g.name}, g.waiting) for g in limited])
     return "\n".join(out) + "\n"
 
 

@@ -97,6 +97,10 @@ def test_waiting_runs_are_claimed_when_a_slot_frees(cli: Invoke, db: psycopg.Con
     first = store.claim_runs(now=now, worker="a", limit=100, tick_id=None)
     assert sorted(c.name for c in first) == ["job0", "job1", "loner", "loner", "loner"]
     assert store.claim_runs(now=now, worker="b", limit=100, tick_id=None) == []
+    metrics = cli("metrics").stdout.splitlines()
+    assert {'cronjobs_group_max_running{group="reports"} 2',
+            'cronjobs_group_running_runs{group="reports"} 2',
+            'cronjobs_group_waiting_runs{group="reports"} 4'} <= set(metrics)
     waiting = cli("explain", "job0")
     assert "4 due run(s) of group 'reports' wait for a free slot: 2 of 2 running" \
         in waiting.stdout
@@ -120,6 +124,8 @@ def test_waiting_runs_are_claimed_when_a_slot_frees(cli: Invoke, db: psycopg.Con
     assert len(store.claim_runs(now=now, worker="f", limit=100, tick_id=None)) == 2
     assert db.execute("SELECT count(*) FROM job_runs WHERE status = 'running'"
                       ).fetchone() == (8,)
+    metrics = cli("metrics").stdout
+    assert 'cronjobs_group_max_running{' not in metrics  # no limit left: no sample
     listed = json.loads(cli("group", "list", "--json").stdout)
     assert listed == [{"name": "reports", "max_running": None, "jobs": 2, "running": 5,
                        "waiting": 0, "full": False}]
