@@ -66,6 +66,14 @@ CREATE TABLE job_definitions (
     pause_note            text,
     invalid_reason        text,
     removed_at            timestamptz,
+    -- where it came from: NULL when made by hand (`define`), else the source `apply`
+    -- created it for; `apply --prune` removes only its own source's definitions
+    source                text
+        CONSTRAINT job_definitions_source_check CHECK (length(source) BETWEEN 1 AND 200),
+    -- the group whose limit (job_groups.max_running) applies to its runs, if any
+    group_name            text
+        CONSTRAINT job_definitions_group_name_check
+        CHECK (group_name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'),
     -- materialisation: every slot <= cursor_at has been decided (run or recorded skip);
     -- next_due_at is the first slot after the cursor (NULL when the definition cannot be
     -- evaluated), so a tick finds due definitions through an index, whatever the total.
@@ -86,6 +94,20 @@ CREATE UNIQUE INDEX job_definitions_name_key
     ON job_definitions (name) WHERE removed_at IS NULL;
 CREATE INDEX job_definitions_due_idx
     ON job_definitions (next_due_at) WHERE removed_at IS NULL;
+CREATE INDEX job_definitions_group_idx
+    ON job_definitions (group_name) WHERE group_name IS NOT NULL;
+
+-- Fleet-wide limits: at most max_running runs of a group's jobs hold a lease at once,
+-- across every tick (the claim locks the group's row: claims of one group take turns). A
+-- group named by jobs but without a row here has no limit.
+CREATE TABLE job_groups (
+    name         text PRIMARY KEY
+        CONSTRAINT job_groups_name_check CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'),
+    max_running  integer NOT NULL
+        CONSTRAINT job_groups_max_running_check CHECK (max_running BETWEEN 1 AND 10000),
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    updated_at   timestamptz NOT NULL DEFAULT now()
+);
 
 -- Each tick leaves a record: who, when, and what it did.
 CREATE TABLE job_ticks (
@@ -119,12 +141,15 @@ CREATE TABLE job_runs (
     trigger              text NOT NULL
         CONSTRAINT job_runs_trigger_check
         CHECK (trigger IN ('schedule', 'manual', 'retry', 'backfill')),
+    -- scheduled: a one-off run (trigger --at) waiting for its time (eligible_at), when the
+    -- tick applies the overlap policy and queues it (or cancels it, saying why);
     -- queued: waits for eligible_at; running: a worker holds its lease;
     -- failed: the last attempt failed and a retry waits for eligible_at;
     -- succeeded, dead (attempts exhausted), cancelled: final.
     status               text NOT NULL DEFAULT 'queued'
         CONSTRAINT job_runs_status_check
-        CHECK (status IN ('queued', 'running', 'failed', 'succeeded', 'dead', 'cancelled')),
+        CHECK (status IN ('scheduled', 'queued', 'running', 'failed', 'succeeded', 'dead',
+                          'cancelled')),
     payload              jsonb
         CONSTRAINT job_runs_payload_check
         CHECK (payload IS NULL OR jsonb_typeof(payload) = 'object'),
@@ -175,6 +200,8 @@ CREATE UNIQUE INDEX job_runs_exclusive_running_key
 -- backfilled runs after all others, so that a backfill never holds up a schedule
 CREATE INDEX job_runs_due_idx
     ON job_runs ((trigger = 'backfill'), eligible_at) WHERE status IN ('queued', 'failed');
+-- one-off runs waiting for their time (trigger --at)
+CREATE INDEX job_runs_scheduled_idx ON job_runs (eligible_at) WHERE status = 'scheduled';
 -- what is running (and so what may have expired): keyed on a column a heartbeat leaves alone
 CREATE INDEX job_runs_running_idx
     ON job_runs (started_at) WHERE status = 'running';
@@ -240,4 +267,7 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (1, 'initial');
 INSERT INTO cronjobs_migrations (version, name) VALUES (2, 'ack_and_backfill_order');
 INSERT INTO cronjobs_migrations (version, name) VALUES (3, 'tick_handlers');
 INSERT INTO cronjobs_migrations (version, name) VALUES (4, 'indexes_and_hot_updates');
+-- placeholder, replaced when the change numbered 5 merges
+INSERT INTO cronjobs_migrations (version, name) VALUES (5, 'reserved_for_another_change');
+INSERT INTO cronjobs_migrations (version, name) VALUES (6, 'jobs_as_code');
 

@@ -1,10 +1,17 @@
 """cronjobs: cron-triggered scheduled jobs kept in PostgreSQL.
 
-The public API for the modules that register handlers: :func:`job`, :class:`JobContext`
-and the errors of :mod:`cronjobs.errors`.
+The public API: for the modules that register handlers, :func:`job` and
+:class:`JobContext`; for applications, :class:`Client`; and the errors of
+:mod:`cronjobs.errors`.
+
+``Client`` is imported on first use (``cronjobs.Client``, ``from cronjobs import Client``):
+a handler module that imports ``cronjobs`` loads only what a handler needs, and `cronjobs
+tick` does not pay for the client's imports.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from cronjobs.errors import (
     ConfigurationError,
@@ -24,8 +31,12 @@ from cronjobs.errors import (
 from cronjobs.execution.context import JobContext
 from cronjobs.execution.registry import job
 
+if TYPE_CHECKING:
+    from cronjobs.client import Client
+
 __version__ = "0.1.0"
 __all__ = [
+    "Client",
     "ConfigurationError",
     "Conflict",
     "CronjobsError",
@@ -44,3 +55,11 @@ __all__ = [
     "job",
 ]
 
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Client":
+        from cronjobs.client import Client  # noqa: PLC0415 - on first use only
+
+        return Client
+    raise AttributeError(f"module 'cronjobs' has no attribute {name!r}")

@@ -34,6 +34,7 @@ class Trigger(StrEnum):
 
 
 class RunStatus(StrEnum):
+    SCHEDULED = "scheduled"  # a one-off run waiting for its time (trigger --at)
     QUEUED = "queued"
     RUNNING = "running"
     FAILED = "failed"
@@ -93,6 +94,7 @@ class DefinitionSpec:
     alert_command: str | None = None
     alert_on_failure: bool = False
     pause_after_failures: int | None = None
+    group_name: str | None = None  # the group whose limit applies to its runs
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,8 @@ class Definition:
     pause_note: str | None
     invalid_reason: str | None
     removed_at: dt.datetime | None
+    source: str | None  # NULL: made by hand; else the `apply` source that owns it
+    group_name: str | None  # the group whose limit applies to its runs
     cursor_at: dt.datetime
     next_due_at: dt.datetime | None
     schedule_since: dt.datetime
@@ -210,6 +214,23 @@ class Attempt:
     exit_code: int | None
     error: str | None
     output_tail: str | None
+
+
+@dataclass(frozen=True)
+class GroupUsage:
+    """A group of jobs: its limit (None: none), its jobs, its runs holding a lease, and its
+    due runs that wait."""
+
+    name: str
+    max_running: int | None
+    jobs: int
+    running: int
+    waiting: int
+
+    @property
+    def full(self) -> bool:
+        """No free slot: its waiting runs wait for the group."""
+        return self.max_running is not None and self.running >= self.max_running
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@
 --
 -- cronjobs_tick can run ticks (and `status`, `runs`, `show`, `explain`, `metrics`,
 -- `prune`) but cannot define or change what a job runs: the columns that say what to run
--- are not writable by it. cronjobs_admin can also define, pause, resume, remove, retry,
--- trigger and cancel. Neither can change the schema.
+-- are not writable by it, nor are group limits. cronjobs_admin can also define, apply,
+-- pause, resume, remove, retry, trigger and cancel, and set group limits. Neither can
+-- change the schema.
 --
 -- Session limits for login users (settings on a group role are not inherited), useful
 -- behind PgBouncer, which does not pass cronjobs' own startup settings on:
@@ -38,7 +39,11 @@ GRANT UPDATE (cursor_at, next_due_at, invalid_reason, paused_at, paused_until, p
     ON job_definitions TO cronjobs_tick;
 GRANT SELECT, INSERT, UPDATE, DELETE ON job_runs, job_attempts, job_ticks TO cronjobs_tick;
 GRANT SELECT, INSERT, DELETE ON job_skips TO cronjobs_tick;
+-- Group limits: the tick reads them and locks a group's row while it claims (FOR UPDATE
+-- needs UPDATE on one column: updated_at, which changes nothing a limit means).
+GRANT SELECT, UPDATE (updated_at) ON job_groups TO cronjobs_tick;
 
 -- An administrator does everything the tick does, and defines jobs.
 GRANT cronjobs_tick TO cronjobs_admin;
 GRANT INSERT, UPDATE ON job_definitions TO cronjobs_admin;
+GRANT INSERT, UPDATE, DELETE ON job_groups TO cronjobs_admin;

@@ -1,13 +1,15 @@
 """The ``cronjobs`` command line: the group, its global options and the entry point.
 
-The commands live by family in ``jobs``, ``runs``, ``ticking`` (tick and worker) and
-``admin``; each parses its input, calls one library function and renders the result (with
-``render``): no SQL and no clock here. ``app`` holds what they share. A command imports
-the library it calls when it runs, so that ``cronjobs tick``, which starts every minute,
-loads only what a tick uses.
+The commands live by family in ``jobs``, ``runs``, ``ticking`` (tick and worker),
+``declared`` (apply and export: jobs as code), ``groups`` and ``admin``; each parses its
+input, calls one library function and renders the result (with ``render``, or ``diff``
+for apply and export): no SQL and no clock here. ``app`` holds what they share. A command
+imports the library it calls when it runs, so that ``cronjobs tick``, which starts every
+minute, loads only what a tick uses.
 
 Exit codes: 0 success; 1 the world failed (database unreachable, internal error);
-2 bad input or configuration (nothing was written); 3 ``status --check`` found a problem.
+2 bad input or configuration (nothing was written); 3 ``status --check`` found a problem;
+4 ``apply --dry-run`` found changes pending.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import NoReturn
 import click
 
 from cronjobs import __version__
-from cronjobs.cli import admin, jobs, runs, ticking
+from cronjobs.cli import admin, declared, groups, jobs, runs, ticking
 from cronjobs.cli.app import EXIT_FAILURE, EXIT_OK
 from cronjobs.cli.options import Command, Parsing, SubGroup, global_options
 from cronjobs.errors import CronjobsError
@@ -58,6 +60,7 @@ def main_group() -> None:
 for command in (ticking.tick, ticking.worker,
                 jobs.define, jobs.list_command, jobs.describe, jobs.pause, jobs.resume,
                 jobs.remove, jobs.next_command, jobs.explain, jobs.backfill,
+                declared.apply, declared.export, groups.group,
                 runs.retry, runs.trigger, runs.cancel, runs.ack, runs.runs, runs.show,
                 admin.migrate, admin.status, admin.prune, admin.metrics, admin.embedded):
     main_group.add_command(command)

@@ -59,13 +59,16 @@ from cronjobs.instants import parse_instant
               help="Also run the alert command on every failed attempt.")
 @click.option("--pause-after-failures", type=click.IntRange(1, 1000), metavar="N",
               help="Pause the job after N failed attempts in a row (with a note saying why).")
+@click.option("--group", metavar="NAME",
+              help="Its runs count against group NAME's limit "
+                   "(`cronjobs group set NAME --max-running N`).")
 @json_option
 @pass_app
 def define(app: App, name: str, schedule: str, tz: str, command: str | None,
            handler: str | None, payload: str, catchup: str, catchup_limit: int,
            starting_deadline: str, overlap: str, max_attempts: int, backoff: str, timeout: str,
            lease: str, alert_command: str | None, alert_on_failure: bool,
-           pause_after_failures: int | None, as_json: bool) -> None:
+           pause_after_failures: int | None, group: str | None, as_json: bool) -> None:
     """Create or update job NAME to run on cron SCHEDULE (idempotent).
 
     SCHEDULE has 5 fields (minute hour day-of-month month day-of-week), or a macro
@@ -81,6 +84,7 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
       cronjobs define month_end "0 18 LW * *" --command "./close-books.sh"
       cronjobs define backup "0 2 * * *" --command "pg_dump mydb > /backups/db.sql"
       cronjobs define report "@daily" --handler build_report --payload '{"days": 7}'
+      cronjobs define sales_report "0 6 * * *" --group reports
     """
     from cronjobs.cli.render import define_json, define_text
     from cronjobs.core.definitions import define as run_define
@@ -91,7 +95,7 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
         catchup=catchup, catchup_limit=catchup_limit, starting_deadline=starting_deadline,
         overlap=overlap, max_attempts=max_attempts, backoff=backoff, timeout=timeout,
         lease=lease, alert_command=alert_command, alert_on_failure=alert_on_failure,
-        pause_after_failures=pause_after_failures,
+        pause_after_failures=pause_after_failures, group=group,
     )
     known = app.handlers() if spec.handler is not None else None
     result = run_define(app.store(), spec, known_handlers=known)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronjobs.durations import format_duration
-from cronjobs.models import Attempt, Definition, Run
+from cronjobs.models import Attempt, Definition, GroupUsage, Run
 
 if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cronjobs
     from cronjobs.core.definitions import DefineResult, Description, Listing, Preview, Slot
@@ -79,6 +79,8 @@ def definition_json(d: Definition) -> dict[str, Any]:
         "alert_command": d.alert_command,
         "alert_on_failure": d.alert_on_failure,
         "pause_after_failures": d.pause_after_failures,
+        "source": d.source,
+        "group": d.group_name,
         "consecutive_failures": d.consecutive_failures,
         "paused_at": instant(d.paused_at),
         "paused_until": instant(d.paused_until),
@@ -135,6 +137,8 @@ def settings_text(d: Definition, description: str | None = None) -> str:
                                                else "")),
         ("pause after", f"{d.pause_after_failures} failures in a row"
          if d.pause_after_failures else "-"),
+        ("group", d.group_name or "-"),
+        ("source", d.source or "made by hand (define)"),
         ("created", short(d.created_at)),
         ("updated", short(d.updated_at)),
     ]
@@ -322,7 +326,20 @@ def explain_json(e: Explanation) -> dict[str, Any]:
             "detail": r.detail, "run": run_json(r.run) if r.run is not None else None,
         } for r in e.rows],
         "waiting_for_handler": waiting_json(e.waiting) if e.waiting is not None else None,
+        "one_off_runs": [run_json(r) for r in e.one_offs],
+        "group": group_json(e.group) if e.group is not None else None,
     }
+
+
+def group_json(g: GroupUsage) -> dict[str, Any]:
+    return {"name": g.name, "max_running": g.max_running, "jobs": g.jobs,
+            "running": g.running, "waiting": g.waiting, "full": g.full}
+
+
+def group_wait_text(g: GroupUsage) -> str:
+    """Why a group's due runs wait, in words (explain, status)."""
+    return (f"{g.waiting} due run(s) of group {g.name!r} wait for a free slot: "
+            f"{g.running} of {g.max_running} running")
 
 
 def _explain_waiting(e: Explanation) -> str:
@@ -334,13 +351,24 @@ def _explain_waiting(e: Explanation) -> str:
             "on a tick)")
 
 
+def _explain_one_offs(e: Explanation) -> str:
+    if e.group is not None and e.group.full and e.group.waiting:
+        return "\n" + group_wait_text(e.group) + _explain_one_offs_only(e)
+    return _explain_one_offs_only(e)
+
+
+def _explain_one_offs_only(e: Explanation) -> str:
+    return "".join(f"\none-off run {r.id} scheduled manually for {short(r.eligible_at)} (the "
+                   "overlap policy applies then)" for r in e.one_offs)
+
+
 def explain_text(e: Explanation) -> str:
     from cronjobs.core.explain import REASONS
 
     if not e.rows:
         return (f"no slots of {e.job!r} between {short(e.start)} and {short(e.end)} "
                 f"(schedule {e.definition.schedule!r}, {e.definition.timezone})"
-                + _explain_waiting(e))
+                + _explain_waiting(e) + _explain_one_offs(e))
     rows = []
     for r in e.rows:
         if r.run is not None:
@@ -350,7 +378,8 @@ def explain_text(e: Explanation) -> str:
         else:
             why = r.detail or ""
         rows.append((_range(r.first_slot, r.last_slot, r.slot_count), r.outcome, why))
-    return table(["SLOT(S) (UTC)", "OUTCOME", "WHY"], rows) + _explain_waiting(e)
+    return (table(["SLOT(S) (UTC)", "OUTCOME", "WHY"], rows) + _explain_waiting(e)
+            + _explain_one_offs(e))
 
 
 def backfill_json(b: BackfillReport) -> dict[str, Any]:
@@ -466,6 +495,7 @@ def status_json(st: Status) -> dict[str, Any]:
         "dead_last_day": n["dead_last_day"],
         "dead_unacknowledged": n["dead_unacknowledged"],
         "waiting_for_handlers": [waiting_json(w) for w in st.waiting],
+        "waiting_for_groups": [group_json(g) for g in st.groups],
         "jobs": [{"name": j["name"], "state": "invalid" if j["invalid_reason"] else
                   "paused" if j["paused_at"] else "active",
                   "invalid_reason": j["invalid_reason"],
@@ -503,6 +533,8 @@ def status_text(st: Status) -> str:
                             [(w["handler"], w["runs"], short(w["oldest"]),
                               "no recent tick registers it (try --app MODULE)")
                              for w in st.waiting])]
+    if st.groups:
+        lines += ["", *(group_wait_text(g) for g in st.groups)]
     paused = [j for j in st.jobs if j["paused_at"]]
     if paused:
         lines += ["", "paused: " + ", ".join(j["name"] for j in paused)]

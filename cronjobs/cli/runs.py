@@ -19,7 +19,7 @@ from cronjobs.instants import parse_instant
 # -- operating --------------------------------------------------------------------------------
 
 RUN_ID = click.IntRange(1, 2**63 - 1)
-STATUSES = ["queued", "running", "failed", "succeeded", "dead", "cancelled"]
+STATUSES = ["scheduled", "queued", "running", "failed", "succeeded", "dead", "cancelled"]
 
 
 @click.command(cls=Command)
@@ -58,28 +58,47 @@ def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> N
 @click.option("--force", is_flag=True, help="Ignore the job's overlap policy.")
 @click.option("--run", "run_now", is_flag=True,
               help="Run it in this process now instead of leaving it to the next tick.")
+@click.option("--at", "at", metavar="TIME",
+              help=f"Run it once at this later instant instead of now ({TIMES_HELP}).")
+@click.option("--in", "after", metavar="DURATION",
+              help="Run it once after this delay instead of now (e.g. 30m, 2h).")
 @json_option
 @pass_app
 def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool,
-            as_json: bool) -> None:
+            at: str | None, after: str | None, as_json: bool) -> None:
     """Run job NAME now, outside its schedule (like `kubectl create job --from=cronjob/…`).
 
     The job's overlap policy applies unless --force. The run is picked up by the next tick,
     or run here and now with --run (the exit code is then 0 whatever the job's outcome;
-    see `cronjobs show`).
+    see `cronjobs show`). With --at or --in, one run waits for that later time (status
+    `scheduled`, shown by `runs` and `explain`, cancellable with `cancel`) and meets the
+    overlap policy when it becomes due.
 
     \b
     Examples:
       cronjobs trigger nightly_cleanup
       cronjobs trigger report --payload '{"days": 30}' --run
+      cronjobs trigger report --at 2026-12-24T18:00:00+01:00
+      cronjobs trigger nightly_cleanup --in 2h
     """
-    from cronjobs.cli.render import run_json
+    from cronjobs.cli.render import run_json, short
     from cronjobs.core.operations import trigger as run_trigger
+    from cronjobs.durations import parse_duration
+    from cronjobs.errors import UsageError
     from cronjobs.validation import parse_payload
 
     data = parse_payload(payload) if payload is not None else None
+    at_instant = parse_instant(at, option="--at") if at is not None else None
+    delay = parse_duration(after, option="--in") if after is not None else None
+    later = at_instant is not None or delay is not None
+    if later and run_now:
+        raise UsageError("--run cannot be used with --at or --in: --run runs it now")
     store = app.store()
-    run = run_trigger(store, name, payload=data, force=force)
+    run = run_trigger(store, name, payload=data, force=force, at=at_instant, after=delay)
+    if later:
+        emit(run_json(run), f"run {run.id} of {name!r} scheduled for "
+             f"{short(run.eligible_at)}; the first tick after then runs it", as_json)
+        return
     if not run_now:
         emit(run_json(run), f"run {run.id} of {name!r} queued; the next tick runs it",
              as_json)

@@ -101,13 +101,14 @@ def validate_spec(spec: DefinitionSpec) -> None:
 
 def define(
     store: Store, spec: DefinitionSpec, *, known_handlers: Collection[str] | None = None,
-    preview: int = 5,
+    preview: int = 5, source: str | None = None,
 ) -> DefineResult:
     """Create or update a job (idempotent). A new schedule or zone continues from now.
 
     ``known_handlers`` are the handlers of the loaded --app modules (None: none configured).
     A handler they do not register is still accepted (it may live in another deployment's
-    modules), with a warning in the result."""
+    modules), with a warning in the result. ``source`` is recorded on a new job (``apply``);
+    an existing job keeps its owner."""
     validate_spec(spec)
     sched = schedules.parse(spec.schedule, spec.timezone, hash_key=spec.name)
     with store.transaction():
@@ -119,7 +120,7 @@ def define(
             or existing.invalid_reason is not None
         ):
             store.insert_skips(_undecided(existing, spec, now), now=now, tick_id=None)
-        stored = store.upsert_definition(spec, now=now, next_due_at=next_due)
+        stored = store.upsert_definition(spec, now=now, next_due_at=next_due, source=source)
         if stored is None:
             definition = get(store, spec.name, for_update=True)
             outcome = "unchanged"

@@ -11,7 +11,7 @@ from typing import Any
 from cronjobs import cron as schedules
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
-from cronjobs.models import Definition, Run, RunStatus, Skip
+from cronjobs.models import Definition, GroupUsage, Run, RunStatus, Skip
 from cronjobs.validation import check_name
 
 TICK = dt.timedelta(microseconds=1)
@@ -54,6 +54,10 @@ class Explanation:
     # the job's due runs that wait for its handler, which no recent tick has loaded
     # (handler, runs, oldest), or None
     waiting: dict[str, Any] | None = None
+    # the job's one-off runs waiting for their time (trigger --at), whatever the range
+    one_offs: tuple[Run, ...] = ()
+    # the job's group (its limit, running and waiting runs), if it has one
+    group: GroupUsage | None = None
 
 
 def explain(store: Store, name: str, *, start: dt.datetime | None = None,
@@ -116,19 +120,36 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
             rows.append(Explained(skip.first_slot, skip.last_slot, skip.slot_count, "skipped",
                                   skip.reason, skip.detail))
     rows.sort(key=lambda r: (r.first_slot, r.last_slot))
+    return Explanation(name, definition, start, end, tuple(rows),
+                       *_waiting(store, definition, now))
+
+
+def _waiting(store: Store, definition: Definition, now: dt.datetime
+             ) -> tuple[dict[str, Any] | None, tuple[Run, ...], GroupUsage | None]:
+    """What the job's runs wait for: a handler no recent tick loaded, their time (one-off
+    runs for later), a free slot of their group."""
     waiting = None
     if definition.kind == "handler" and definition.removed_at is None:
         from cronjobs.core.health import Thresholds, waiting_for_handlers  # noqa: PLC0415
 
         found = waiting_for_handlers(store, now, Thresholds().max_tick_age, definition.id)
         waiting = found[0] if found else None
-    return Explanation(name, definition, start, end, tuple(rows), waiting)
+    one_offs = tuple(store.one_off_runs_of(definition.id))
+    group = None
+    if definition.group_name is not None:
+        from cronjobs.core.groups import usage_of  # noqa: PLC0415
+
+        group = usage_of(store, definition.group_name, now)
+    return waiting, one_offs, group
 
 
 def run_state(run: Run, now: dt.datetime) -> str:
     """What a run's status means for its slot, in words: never "ran" for one that did not."""
     of = f"{run.attempt} of {run.max_attempts}"
     status = run.status
+    if status == RunStatus.SCHEDULED:
+        return (f"scheduled manually for {run.eligible_at.isoformat()} (a one-off run: the "
+                "overlap policy applies then; `cronjobs cancel` drops it)")
     if status == RunStatus.QUEUED:
         when = ("due now" if run.eligible_at <= now
                 else f"eligible at {run.eligible_at.isoformat()}")

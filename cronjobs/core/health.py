@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cronjobs import cron as schedules
+from cronjobs.core.groups import waiting_for_groups
 from cronjobs.db.store import Store
 from cronjobs.errors import ScheduleError
+from cronjobs.models import GroupUsage
 
 TICK = dt.timedelta(microseconds=1)
 
@@ -29,6 +31,8 @@ class Status:
     problems: list[str] = field(default_factory=list)
     # due handler runs whose handler no recent tick loaded: handler, runs, oldest
     waiting: list[dict[str, Any]] = field(default_factory=list)
+    # groups whose due runs wait for a free slot (their limit is reached)
+    groups: list[GroupUsage] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
@@ -45,6 +49,7 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     jobs = [_job(row, now) for row in store.job_stats()]
     result = Status(now, numbers, running, jobs)
     result.waiting = waiting_for_handlers(store, now, thresholds.max_tick_age)
+    result.groups = waiting_for_groups(store, now)
     last_tick = numbers["last_tick_at"]
     if last_tick is None:
         result.problems.append("no tick has ever run: is `cronjobs tick` in a crontab or a "
@@ -184,6 +189,15 @@ def metrics(store: Store, *, now: dt.datetime | None = None) -> str:
     metric("cronjobs_job_overdue", "gauge",
            "1 when the job's last success is older than its schedule allows.",
            [({"job": j["name"]}, 1.0 if j["overdue"] else 0.0) for j in st.jobs])
+    limited = [g for g in store.group_usage(now=st.now) if g.max_running is not None]
+    metric("cronjobs_group_max_running", "gauge",
+           "The group's limit: at most this many of its runs at once.",
+           [({"group": g.name}, g.max_running or 0) for g in limited])
+    metric("cronjobs_group_running_runs", "gauge", "The group's runs held by a worker.",
+           [({"group": g.name}, g.running) for g in limited])
+    metric("cronjobs_group_waiting_runs", "gauge",
+           "The group's due runs not running (waiting for a free slot when it is full).",
+           [({"group": g.name}, g.waiting) for g in limited])
     return "\n".join(out) + "\n"
 
 

@@ -73,6 +73,8 @@ class Decided:
 class MaterialiseReport:
     definitions: int = 0
     materialised: int = 0
+    released: int = 0  # one-off runs (trigger --at) queued at their time
+    one_offs_skipped: int = 0  # ... or cancelled by their job's overlap policy
     skipped_slots: int = 0
     invalid: list[str] = field(default_factory=list)
     decisions: list[Decided] = field(default_factory=list)
@@ -253,6 +255,7 @@ def materialise(store: Store, now: dt.datetime, *, tick_id: int | None = None,
             first = True
             while one_batch(first) >= batch:
                 first = False
+            release_one_offs(store, now, report, batch=batch)
         return report
     first = True
     while True:
@@ -260,7 +263,52 @@ def materialise(store: Store, now: dt.datetime, *, tick_id: int | None = None,
             found = one_batch(first)
         first = False
         if found < batch:
+            break
+    while True:
+        with store.transaction():
+            found = release_one_offs(store, now, report, batch=batch)
+        if found < batch:
             return report
+
+
+def release_one_offs(store: Store, now: dt.datetime, report: MaterialiseReport, *,
+                     batch: int = BATCH) -> int:
+    """One-off runs (trigger --at) whose time has come meet their job's overlap policy, as
+    a manual trigger does: queued to be claimed, or cancelled saying why (skip: the job is
+    busy; queue: a run already waits); replace asks the running run to stop. Returns how
+    many were decided."""
+    due = store.due_one_off_runs(now=now, limit=batch)
+    if not due:
+        return 0
+    active = store.active_runs(sorted({row["definition_id"] for row in due}), now=now)
+    counts = {key: list(value) for key, value in active.items()}
+    releases: list[tuple[int, bool, str | None]] = []
+    replace: set[int] = set()
+    for row in due:
+        running, waiting = counts.setdefault(row["definition_id"], [0, 0])
+        policy = _OVERLAPS[row["overlap"]]
+        error = None
+        if policy == Overlap.SKIP and (running or waiting):
+            error = (f"skipped at its time: the job had {running} running and {waiting} "
+                     "waiting run(s) and its overlap policy is 'skip'")
+        elif policy == Overlap.QUEUE and waiting:
+            error = ("skipped at its time: a run was already waiting and the job's overlap "
+                     "policy is 'queue'")
+        elif policy == Overlap.REPLACE and running:
+            replace.add(row["definition_id"])
+        if error is None:
+            counts[row["definition_id"]][1] += 1
+        releases.append((row["id"], policy in (Overlap.SKIP, Overlap.QUEUE), error))
+        outcome = "run" if error is None else Overlap.SKIP.value
+        report.released += error is None
+        report.one_offs_skipped += error is not None
+        report.decisions.append(Decided(row["name"], row["scheduled_for"],
+                                        row["scheduled_for"], 1,
+                                        "one-off" if outcome == "run" else "overlap", error))
+    store.release_one_off_runs(releases, now=now)
+    if replace:
+        store.request_cancel_running(sorted(replace), now=now)
+    return len(due)
 
 
 def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, batch: int,

@@ -77,13 +77,21 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
 
 
 def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
-            force: bool = False, now: dt.datetime | None = None) -> Run:
+            force: bool = False, now: dt.datetime | None = None,
+            at: dt.datetime | None = None, after: dt.timedelta | None = None) -> Run:
     """A run of job ``name`` now, outside its schedule (picked up by the next tick). The
     job's overlap policy applies unless ``force``: with ``skip`` a busy job refuses, with
-    ``queue`` one run may wait, with ``replace`` the running run is asked to stop."""
+    ``queue`` one run may wait, with ``replace`` the running run is asked to stop.
+
+    With ``at`` (an instant) or ``after`` (a duration from now): one run for that later
+    time instead, which waits as ``scheduled`` (cancellable) and meets the overlap policy
+    when it becomes due (the tick then queues it or cancels it, saying why)."""
     check_name(name)
     if payload is not None:
         check_payload(payload)
+    if at is not None or after is not None:
+        return _trigger_later(store, name, payload=payload, force=force, now=now, at=at,
+                              after=after)
     with store.transaction():
         definition = get(store, name, for_update=True)
         now = now if now is not None else store.now()
@@ -108,6 +116,26 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
         return run
 
 
+def _trigger_later(store: Store, name: str, *, payload: dict[str, Any] | None, force: bool,
+                   now: dt.datetime | None, at: dt.datetime | None,
+                   after: dt.timedelta | None) -> Run:
+    if at is not None and after is not None:
+        raise UsageError("--at and --in cannot be used together: give the time or the delay")
+    if force:
+        raise UsageError("--force cannot be used with --at or --in: a run for later meets "
+                         "the job's overlap policy when it becomes due")
+    with store.transaction():
+        definition = get(store, name, for_update=True)
+        now = now if now is not None else store.now()
+        when = at if at is not None else now + (after or dt.timedelta(0))
+        if when <= now:
+            raise UsageError(f"invalid --at {when.isoformat()}: it is already past (trigger "
+                             "without --at runs it now)")
+        return store.insert_one_off_run(
+            definition_id=definition.id, at=when, payload=payload,
+            max_attempts=definition.max_attempts, exclusive=exclusive(definition), now=now)
+
+
 def cancel(store: Store, run_id: int, *, now: dt.datetime | None = None) -> Run:
     """Cancel a waiting run now; ask a running run to stop (its holder stops it at the next
     heartbeat, wherever it runs)."""
@@ -115,7 +143,7 @@ def cancel(store: Store, run_id: int, *, now: dt.datetime | None = None) -> Run:
         run, job = _locked_run(store, run_id)
         now = now if now is not None else store.now()
         status = RunStatus(run.status)
-        if status in (RunStatus.QUEUED, RunStatus.FAILED):
+        if status in (RunStatus.SCHEDULED, RunStatus.QUEUED, RunStatus.FAILED):
             cancelled = store.cancel_waiting_run(run.id, now=now)
         elif status == RunStatus.RUNNING:
             cancelled = store.request_cancel_run(run.id, now=now)

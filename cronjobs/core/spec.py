@@ -35,13 +35,25 @@ def build_spec(
     alert_command: str | None = None,
     alert_on_failure: bool = False,
     pause_after_failures: int | None = None,
+    group: str | None = None,
 ) -> DefinitionSpec:
-    """Validate every option; the first problem raises a UsageError naming the option."""
+    """Validate every option; the first problem raises a UsageError naming the option.
+
+    The one validation of a job's options: ``define``, the ``@cronjobs.job`` decorator and
+    the jobs file all come here (the CLI's own checks of choices and ranges repeat these)."""
     check_name(name)
     check_timezone(tz)
     if command is not None and handler is not None:
         raise UsageError("--command and --handler cannot be used together: a job runs either "
                          "a shell command or a Python handler")
+    _choice(catchup, "--catchup", Catchup)
+    _choice(overlap, "--overlap", Overlap)
+    _within(catchup_limit, "--catchup-limit", 1, 10000)
+    _within(max_attempts, "--max-attempts", 1, 100)
+    if pause_after_failures is not None:
+        _within(pause_after_failures, "--pause-after-failures", 1, 1000)
+    if group is not None:
+        check_name(group, what="--group")
     backoff_value = parse_bounded(backoff, option="--backoff", minimum=SECOND, maximum=DAY)
     return DefinitionSpec(
         name=name,
@@ -65,7 +77,20 @@ def build_spec(
         alert_command=_alert(alert_command),
         alert_on_failure=alert_on_failure,
         pause_after_failures=pause_after_failures,
+        group_name=group,
     )
+
+
+def _choice(value: str, option: str, kind: type[Catchup] | type[Overlap]) -> None:
+    choices = [member.value for member in kind]
+    if value not in choices:
+        raise UsageError(f"invalid {option} {value!r}: use {', '.join(choices[:-1])} or "
+                         f"{choices[-1]}")
+
+
+def _within(value: int, option: str, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise UsageError(f"invalid {option} {value}: must be between {low} and {high}")
 
 
 def _alert(command: str | None) -> str | None:

@@ -29,18 +29,19 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (%(version)s, %(name)s);
 
 -- name: upsert_definition
 -- Creates the job, or updates it when anything differs. A new schedule or zone restarts
--- the cursor from now; an unchanged definition is not touched (no row returned).
+-- the cursor from now; an unchanged definition is not touched (no row returned). The
+-- source is written when the job is created only (an update keeps its owner).
 INSERT INTO job_definitions AS d (
     name, schedule, timezone, kind, handler, command, payload, catchup, catchup_limit,
     starting_deadline, overlap, max_attempts, backoff, backoff_max, timeout, lease,
     alert_command, alert_on_failure, pause_after_failures,
-    cursor_at, next_due_at, schedule_since
+    cursor_at, next_due_at, schedule_since, source, group_name
 ) VALUES (
     %(name)s, %(schedule)s, %(timezone)s, %(kind)s, %(handler)s, %(command)s, %(payload)s,
     %(catchup)s, %(catchup_limit)s, %(starting_deadline)s, %(overlap)s, %(max_attempts)s,
     %(backoff)s, %(backoff_max)s, %(timeout)s, %(lease)s,
     %(alert_command)s, %(alert_on_failure)s, %(pause_after_failures)s,
-    %(now)s, %(next_due_at)s, %(now)s
+    %(now)s, %(next_due_at)s, %(now)s, %(source)s, %(group_name)s
 )
 ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
     schedule = excluded.schedule,
@@ -61,6 +62,7 @@ ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
     alert_command = excluded.alert_command,
     alert_on_failure = excluded.alert_on_failure,
     pause_after_failures = excluded.pause_after_failures,
+    group_name = excluded.group_name,
     cursor_at = CASE
         WHEN (d.schedule, d.timezone) IS DISTINCT FROM (excluded.schedule, excluded.timezone)
             OR d.invalid_reason IS NOT NULL
@@ -77,15 +79,26 @@ ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
 WHERE (d.schedule, d.timezone, d.kind, d.handler, d.command, d.payload, d.catchup,
        d.catchup_limit, d.starting_deadline, d.overlap, d.max_attempts, d.backoff,
        d.backoff_max, d.timeout, d.lease, d.alert_command, d.alert_on_failure,
-       d.pause_after_failures)
+       d.pause_after_failures, d.group_name)
     IS DISTINCT FROM
       (excluded.schedule, excluded.timezone, excluded.kind, excluded.handler, excluded.command,
        excluded.payload, excluded.catchup, excluded.catchup_limit, excluded.starting_deadline,
        excluded.overlap, excluded.max_attempts, excluded.backoff, excluded.backoff_max,
        excluded.timeout, excluded.lease, excluded.alert_command, excluded.alert_on_failure,
-       excluded.pause_after_failures)
+       excluded.pause_after_failures, excluded.group_name)
    OR d.invalid_reason IS NOT NULL
 RETURNING d.*, (xmax = 0) AS created;
+
+-- name: apply_lock
+-- Held until the applying transaction ends: concurrent `cronjobs apply` calls (many pods
+-- starting at once) run one after the other, each seeing what the previous one wrote.
+SELECT pg_advisory_xact_lock(7161124402215412276);
+
+-- name: adopt_definition
+-- `apply --adopt`: the declaring source takes over a hand-made or another source's job.
+UPDATE job_definitions SET source = %(source)s, updated_at = %(now)s
+WHERE id = %(id)s
+RETURNING *;
 
 -- name: definition_by_name
 SELECT * FROM job_definitions WHERE name = %(name)s AND removed_at IS NULL;
@@ -146,7 +159,7 @@ RETURNING *;
 -- Runs of a removed job that have not started will never start.
 UPDATE job_runs
 SET status = 'cancelled', finished_at = %(now)s, error = %(reason)s, updated_at = %(now)s
-WHERE definition_id = %(definition_id)s AND status IN ('queued', 'failed');
+WHERE definition_id = %(definition_id)s AND status IN ('scheduled', 'queued', 'failed');
 
 -- name: insert_tick
 -- The tick's instant is the one given, else the database clock's: no separate `now` query.
@@ -307,12 +320,36 @@ SELECT runs.id, runs.status, runs.definition_id, runs.lease_owner, runs.error,
        runs.scheduled_for, runs.attempt, d.name AS job
 FROM runs JOIN job_definitions AS d ON d.id = runs.definition_id;
 
+-- name: lock_claimable_groups
+-- [group limit, issue 15] Run just before claim_runs, in the same transaction: locks the
+-- rows of the limited groups that have due runs, in name order, so that the claims of one
+-- group take turns across every tick; claim_runs, a new statement, then counts the group's
+-- running runs with everything the previous claim committed. (A lock taken inside the
+-- claim statement itself would not do: its snapshot predates the wait, so two claims could
+-- each count fewer than the limit.) Groups without due runs are not locked.
+SELECT g.name FROM job_groups AS g
+WHERE EXISTS (
+    SELECT 1 FROM job_definitions AS d JOIN job_runs AS r ON r.definition_id = d.id
+    WHERE d.group_name = g.name AND r.status IN ('queued', 'failed')
+      AND r.eligible_at <= %(now)s)
+ORDER BY g.name
+FOR UPDATE OF g;
+
 -- name: claim_runs
 -- Claim due runs in one short statement that commits at once. An exclusive run (overlap
 -- skip or queue) is claimed only while no other exclusive run of its job is running, at
 -- most one per job per claim; job_runs_exclusive_running_key backs this up. Backfilled
--- runs come after every other due run.
-WITH candidates AS (
+-- runs come after every other due run. A run of a limited group is claimed only within the
+-- group's free slots (the parts marked [group limit]; lock_claimable_groups runs first).
+WITH group_room AS (
+    -- [group limit, issue 15] each limited group's free slots: its limit minus its runs
+    -- holding a lease now
+    SELECT g.name, g.max_running - count(gr.id) AS room
+    FROM job_groups AS g
+    LEFT JOIN job_definitions AS gd ON gd.group_name = g.name
+    LEFT JOIN job_runs AS gr ON gr.definition_id = gd.id AND gr.status = 'running'
+    GROUP BY g.name, g.max_running
+), candidates AS (
     SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late
     FROM job_runs AS r
     WHERE r.status IN ('queued', 'failed')
@@ -329,6 +366,10 @@ WITH candidates AS (
       AND NOT (r.exclusive AND EXISTS (
           SELECT 1 FROM job_runs AS o
           WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
+      -- [group limit, issue 15] a run of a group with no free slot waits (never failed)
+      AND NOT EXISTS (
+          SELECT 1 FROM job_definitions AS fd JOIN group_room AS fr ON fr.name = fd.group_name
+          WHERE fd.id = r.definition_id AND fr.room <= 0)
     -- the order of job_runs_due_idx, so that the scan stops after `scan` rows however long
     -- the queue (ties are taken in index order, then sorted by id below)
     ORDER BY r.trigger = 'backfill', r.eligible_at
@@ -344,13 +385,25 @@ WITH candidates AS (
     WHERE NOT exclusive OR rank = 1
     ORDER BY late, eligible_at, id
     LIMIT %(limit)s
+), within_groups AS (
+    -- [group limit, issue 15] of the picked runs, at most each group's free slots
+    SELECT id FROM (
+        SELECT p.id, wr.room,
+               row_number() OVER (PARTITION BY wr.name
+                                  ORDER BY pr.trigger = 'backfill', pr.eligible_at, p.id) AS n
+        FROM picked AS p
+        JOIN job_runs AS pr ON pr.id = p.id
+        JOIN job_definitions AS pd ON pd.id = pr.definition_id
+        LEFT JOIN group_room AS wr ON wr.name = pd.group_name
+    ) AS numbered
+    WHERE room IS NULL OR n <= room
 ), claimed AS (
     UPDATE job_runs AS r
     SET status = 'running', attempt = r.attempt + 1, lease_owner = %(worker)s,
         lease_token = gen_random_uuid(), lease_expires_at = %(now)s + d.lease,
         heartbeat_at = %(now)s, started_at = %(now)s, finished_at = NULL,
         cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s
-    FROM picked AS p, job_definitions AS d
+    FROM within_groups AS p, job_definitions AS d  -- [group limit] was: FROM picked AS p
     WHERE r.id = p.id AND d.id = r.definition_id
     RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
               r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
@@ -490,8 +543,46 @@ RETURNING *;
 UPDATE job_runs
 SET status = 'cancelled', finished_at = %(now)s, error = 'cancelled by an operator',
     updated_at = %(now)s
-WHERE id = %(id)s AND status IN ('queued', 'failed')
+WHERE id = %(id)s AND status IN ('scheduled', 'queued', 'failed')
 RETURNING *;
+
+-- name: insert_one_off_run
+-- `cronjobs trigger NAME --at TIME`: one manual run for a later time. It waits as
+-- 'scheduled' (claim_runs never sees it) until release_one_off_runs decides it.
+INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, payload, max_attempts,
+                      exclusive, eligible_at, created_at, updated_at)
+VALUES (%(definition_id)s, %(at)s, 'manual', 'scheduled', %(payload)s, %(max_attempts)s,
+        %(exclusive)s, %(at)s, %(now)s, %(now)s)
+RETURNING *;
+
+-- name: due_one_off_runs
+-- One-off runs whose time has come, with what their job's overlap policy needs; locked so
+-- that concurrent ticks decide each once.
+SELECT r.id, r.definition_id, r.scheduled_for, d.name, d.overlap
+FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE r.status = 'scheduled' AND r.eligible_at <= %(now)s
+ORDER BY r.eligible_at, r.id
+LIMIT %(limit)s
+FOR UPDATE OF r SKIP LOCKED;
+
+-- name: release_one_off_runs
+-- Each due one-off run is queued (to be claimed like any run) or cancelled with the reason
+-- its job's overlap policy gave.
+UPDATE job_runs AS r
+SET status = CASE WHEN v.error IS NULL THEN 'queued' ELSE 'cancelled' END,
+    exclusive = v.exclusive,
+    finished_at = CASE WHEN v.error IS NULL THEN NULL ELSE %(now)s END,
+    error = v.error,
+    updated_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(exclusive)s::boolean[], %(errors)s::text[])
+     AS v (id, exclusive, error)
+WHERE r.id = v.id AND r.status = 'scheduled';
+
+-- name: one_off_runs_of
+-- A job's one-off runs still waiting for their time (explain shows them, whatever range).
+SELECT * FROM job_runs
+WHERE definition_id = %(definition_id)s AND status = 'scheduled'
+ORDER BY eligible_at, id;
 
 -- name: request_cancel_run
 UPDATE job_runs SET cancel_requested_at = %(now)s, updated_at = %(now)s
@@ -689,3 +780,40 @@ LISTEN cronjobs_trigger;
 -- name: notify_trigger
 -- Delivered when the triggering transaction commits.
 NOTIFY cronjobs_trigger;
+
+-- name: set_group_limit
+-- `cronjobs group set NAME --max-running N`: create or change a group's limit.
+INSERT INTO job_groups (name, max_running, created_at, updated_at)
+VALUES (%(name)s, %(max_running)s, %(now)s, %(now)s)
+ON CONFLICT (name) DO UPDATE
+SET max_running = excluded.max_running, updated_at = excluded.updated_at;
+
+-- name: remove_group_limit
+-- `cronjobs group remove NAME`: its jobs stay in the group, without a limit.
+DELETE FROM job_groups WHERE name = %(name)s RETURNING name;
+
+-- name: group_usage
+-- Every group (limited, or named by a job), or one: its limit (NULL: none), its jobs, its
+-- runs holding a lease, and its due runs that wait.
+WITH names AS (
+    SELECT name FROM job_groups
+    UNION
+    SELECT group_name FROM job_definitions
+    WHERE group_name IS NOT NULL AND removed_at IS NULL
+)
+SELECT n.name, g.max_running,
+       (SELECT count(*) FROM job_definitions AS d
+        WHERE d.group_name = n.name AND d.removed_at IS NULL) AS jobs,
+       (SELECT count(*) FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+        WHERE d.group_name = n.name AND r.status = 'running') AS running,
+       (SELECT count(*) FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+        WHERE d.group_name = n.name AND r.status IN ('queued', 'failed')
+          AND r.eligible_at <= %(now)s) AS waiting
+FROM names AS n LEFT JOIN job_groups AS g ON g.name = n.name
+WHERE %(name)s::text IS NULL OR n.name = %(name)s::text
+ORDER BY n.name;
+
+-- name: group_jobs
+SELECT name FROM job_definitions
+WHERE group_name = %(name)s AND removed_at IS NULL
+ORDER BY name;

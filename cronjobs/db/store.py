@@ -35,6 +35,7 @@ from cronjobs.models import (
     DefinitionSpec,
     DefinitionSummary,
     DueDefinition,
+    GroupUsage,
     NewRun,
     NewSkip,
     Outcome,
@@ -159,10 +160,13 @@ class Store:
     # -- definitions --------------------------------------------------------------------
 
     def upsert_definition(
-        self, spec: DefinitionSpec, *, now: dt.datetime, next_due_at: dt.datetime | None
+        self, spec: DefinitionSpec, *, now: dt.datetime, next_due_at: dt.datetime | None,
+        source: str | None = None,
     ) -> tuple[Definition, bool] | None:
-        """Insert or update; returns (definition, created) or None when nothing changed."""
+        """Insert or update; returns (definition, created) or None when nothing changed.
+        ``source`` is recorded on a new definition only."""
         params = {
+            "source": source,
             "name": spec.name,
             "schedule": spec.schedule,
             "timezone": spec.timezone,
@@ -182,6 +186,7 @@ class Store:
             "alert_command": spec.alert_command,
             "alert_on_failure": spec.alert_on_failure,
             "pause_after_failures": spec.pause_after_failures,
+            "group_name": spec.group_name,
             "now": now,
             "next_due_at": next_due_at,
         }
@@ -397,7 +402,9 @@ class Store:
                   "tick_id": tick_id, "run_ids": list(run_ids) if run_ids is not None else None,
                   "handlers": list(handlers)}
         try:
-            rows = self._rows("claim_runs", params)
+            with self.transaction():  # [group limit, issue 15] lock the groups, then claim
+                self._rows("lock_claimable_groups", {"now": now})
+                rows = self._rows("claim_runs", params)
         except Conflict:
             # Another worker claimed an exclusive run of the same job at the same moment;
             # the unique index refused the second one. Nothing was claimed: try again later.
@@ -566,6 +573,56 @@ class Store:
     def definition_history(self, name: str) -> list[Definition]:
         return [_build(Definition, row)
                 for row in self._rows("definition_history", {"name": name})]
+
+    # -- one-off runs (trigger --at) ---------------------------------------------------------
+
+    def insert_one_off_run(self, *, definition_id: int, at: dt.datetime,
+                           payload: dict[str, Any] | None, max_attempts: int, exclusive: bool,
+                           now: dt.datetime) -> Run:
+        row = self._row("insert_one_off_run", {
+            "definition_id": definition_id, "at": at, "max_attempts": max_attempts,
+            "payload": Jsonb(payload) if payload is not None else None,
+            "exclusive": exclusive, "now": now})
+        return _build(Run, _required(row, "insert_one_off_run"))
+
+    def due_one_off_runs(self, *, now: dt.datetime, limit: int) -> list[Row]:
+        return self._rows("due_one_off_runs", {"now": now, "limit": limit})
+
+    def release_one_off_runs(self, releases: Sequence[tuple[int, bool, str | None]], *,
+                             now: dt.datetime) -> int:
+        """(run id, exclusive, error): queued when error is None, else cancelled."""
+        return self._count("release_one_off_runs", {
+            "ids": [r[0] for r in releases], "exclusive": [r[1] for r in releases],
+            "errors": [r[2] for r in releases], "now": now})
+
+    def one_off_runs_of(self, definition_id: int) -> list[Run]:
+        return [_build(Run, row)
+                for row in self._rows("one_off_runs_of", {"definition_id": definition_id})]
+
+    # -- groups (limits across jobs) ----------------------------------------------------------
+
+    def set_group_limit(self, name: str, *, max_running: int, now: dt.datetime) -> None:
+        self._rows("set_group_limit", {"name": name, "max_running": max_running, "now": now})
+
+    def remove_group_limit(self, name: str) -> bool:
+        return bool(self._rows("remove_group_limit", {"name": name}))
+
+    def group_usage(self, *, now: dt.datetime, name: str | None = None) -> list[GroupUsage]:
+        return [_build(GroupUsage, row)
+                for row in self._rows("group_usage", {"now": now, "name": name})]
+
+    def group_jobs(self, name: str) -> list[str]:
+        return [row["name"] for row in self._rows("group_jobs", {"name": name})]
+
+    # -- jobs as code (apply) ---------------------------------------------------------------
+
+    def lock_apply(self) -> None:
+        self._rows("apply_lock")
+
+    def adopt_definition(self, definition_id: int, *, source: str, now: dt.datetime
+                         ) -> Definition:
+        row = self._row("adopt_definition", {"id": definition_id, "source": source, "now": now})
+        return _build(Definition, _required(row, "adopt_definition"))
 
 
 def _required(row: Row | None, query: str) -> Row:

@@ -9,6 +9,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from cronjobs.errors import ConfigurationError, UsageError
@@ -18,15 +19,68 @@ Handler = Callable[..., Any]
 F = TypeVar("F", bound=Handler)
 
 _handlers: dict[str, Handler] = {}
+_declared: dict[str, Declared] = {}
+_loading: list[str] = []  # the --app module being imported (load_apps), if any
 
 
-def job(name: str) -> Callable[[F], F]:
+@dataclass(frozen=True)
+class Declared:
+    """A job declared on its handler (``@cronjobs.job(name, schedule=...)``): the options as
+    given (validated by ``cronjobs apply``, exactly as ``define`` validates its own), and
+    where, for its messages (``myapp/jobs.py:12 (myapp.jobs.cleanup)``)."""
+
+    name: str
+    options: dict[str, Any]
+    where: str
+    # the modules it belongs to: the decorated function's, and the --app module whose
+    # import declared it (load_apps), if another
+    modules: frozenset[str] = frozenset()
+
+
+def job(
+    name: str,
+    *,
+    schedule: str | None = None,
+    tz: str | None = None,
+    payload: dict[str, Any] | str | None = None,
+    catchup: str | None = None,
+    catchup_limit: int | None = None,
+    starting_deadline: str | None = None,
+    overlap: str | None = None,
+    max_attempts: int | None = None,
+    backoff: str | None = None,
+    timeout: str | None = None,
+    lease: str | None = None,
+    alert_command: str | None = None,
+    alert_on_failure: bool | None = None,
+    pause_after_failures: int | None = None,
+    group: str | None = None,
+) -> Callable[[F], F]:
     """Register the decorated function as the handler called ``name``::
 
         @cronjobs.job("nightly_cleanup")
         def nightly_cleanup(ctx): ...
+
+    With a ``schedule``, the job is declared too, for ``cronjobs apply --app MODULE`` to
+    create or update (jobs as code). The other keywords are ``define``'s options under the
+    same names (``tz``, ``overlap``, ``timeout``...), with the same defaults and the same
+    validation; left out, an option takes its default::
+
+        @cronjobs.job("nightly_cleanup", schedule="0 3 * * *", tz="Europe/Berlin",
+                      overlap="skip", timeout="1h")
+        def nightly_cleanup(ctx): ...
     """
     check_name(name, what="handler name")
+    given = {key: value for key, value in (
+        ("tz", tz), ("payload", payload), ("catchup", catchup),
+        ("catchup_limit", catchup_limit), ("starting_deadline", starting_deadline),
+        ("overlap", overlap), ("max_attempts", max_attempts), ("backoff", backoff),
+        ("timeout", timeout), ("lease", lease), ("alert_command", alert_command),
+        ("alert_on_failure", alert_on_failure), ("pause_after_failures", pause_after_failures),
+        ("group", group)) if value is not None}
+    if schedule is None and given:
+        raise UsageError(f"job {name!r}: {', '.join(sorted(given))} given without a schedule "
+                         "(a job is declared on its handler by its schedule)")
 
     def register(func: F) -> F:
         existing = _handlers.get(name)
@@ -34,9 +88,26 @@ def job(name: str) -> Callable[[F], F]:
             where = f"{existing.__module__}.{existing.__qualname__}"
             raise UsageError(f"handler {name!r} is already registered by {where}")
         _handlers[name] = func
+        if schedule is not None:
+            code = getattr(func, "__code__", None)
+            place = (f"{code.co_filename}:{code.co_firstlineno} " if code is not None else "")
+            _declared[name] = Declared(name, {"schedule": schedule, **given},
+                                       f"{place}({func.__module__}.{func.__qualname__})",
+                                       frozenset({func.__module__, *_loading[-1:]}))
         return func
 
     return register
+
+
+def declared(modules: Iterable[str] | None = None) -> dict[str, Declared]:
+    """The jobs declared on their handlers by the modules imported so far; with ``modules``,
+    only those declared in one of them or below (``myapp`` covers ``myapp.jobs``), or while
+    :func:`load_apps` imported one of them."""
+    if modules is None:
+        return dict(_declared)
+    wanted = tuple(modules)
+    return {name: d for name, d in _declared.items()
+            if any(m == w or m.startswith(w + ".") for m in d.modules for w in wanted)}
 
 
 def handlers() -> dict[str, Handler]:
@@ -65,11 +136,14 @@ def load_apps(modules: Iterable[str]) -> dict[str, Handler]:
     if modules:
         _current_directory_first()
     for module in modules:
+        _loading.append(module)
         try:
             importlib.import_module(module)
         except Exception as exc:  # any failure inside the user's module
             detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
             raise ConfigurationError(f"cannot import --app module {module!r}: {detail}") from exc
+        finally:
+            _loading.pop()
     return handlers()
 
 

@@ -568,3 +568,27 @@ def test_build_stage_copies_enough_to_build_the_wheel(tmp_path: Path) -> None:
     runtime_runs = " ".join(rest for keyword, rest in _stages()[-1] if keyword == "RUN")
     globs = [word for word in runtime_runs.split() if word.endswith(".whl")]
     assert globs and all(fnmatch.fnmatchcase(f"/wheels/{wheel.name}", g) for g in globs), globs
+
+
+def test_apply_job_applies_the_configmaps_jobs_file(tmp_path: Path) -> None:
+    """The jobs file in the ConfigMap is valid, and the Job applies exactly that file, mounted
+    read-only where its arguments say, with --prune (only this file's own jobs)."""
+    from cronjobs.core.declarations import read_jobs_file, to_specs
+
+    configmap = _one("ConfigMap", "cronjobs-jobs")
+    (tmp_path / "jobs.toml").write_text(configmap["data"]["jobs.toml"])
+    parsed = read_jobs_file(tmp_path / "jobs.toml")
+    assert parsed.source == "kubernetes"
+    assert [spec.name for spec in to_specs(parsed.declarations)] == ["nightly_cleanup",
+                                                                      "backup"]
+    job = _one("Job", "cronjobs-apply")
+    container = _only_container(job)
+    name, _, params = _parse_args(container["args"])
+    assert name == "apply"
+    assert params["prune"] is True and params["dry_run"] is False
+    assert params["file"] == "/etc/cronjobs/jobs.toml"
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "jobs"]
+    assert mount == {"name": "jobs", "mountPath": "/etc/cronjobs", "readOnly": True}
+    (volume,) = [v for v in _pod_spec(job)["volumes"] if v["name"] == "jobs"]
+    assert volume["configMap"]["name"] == "cronjobs-jobs"
+    assert _pod_spec(job)["restartPolicy"] == "Never"

@@ -80,6 +80,24 @@ def test_tick_works_with_the_restricted_role(cli: Invoke, db: psycopg.Connection
         conn.execute("UPDATE job_definitions SET command = 'id'")
 
 
+def test_the_restricted_tick_honours_group_limits_it_cannot_change(
+        cli: Invoke, db: psycopg.Connection[Any], login_role: tuple[str, str]) -> None:
+    _, url = login_role
+    assert cli("define", "job", "0 0 1 1 *", "--command", "true", "--group", "g",
+               "--overlap", "allow").exit_code == 0
+    assert cli("group", "set", "g", "--max-running", "1").exit_code == 0
+    assert cli("trigger", "job").exit_code == 0
+    assert cli("trigger", "job").exit_code == 0
+    env = _env(CRONJOBS_DATABASE_URL=url)
+    ticked = _run("tick", "--json", env=env)
+    assert ticked.returncode == 0, ticked.stderr
+    assert json.loads(ticked.stdout)["counts"]["succeeded"] == 2
+    refused = _run("group", "set", "g", "--max-running", "50", env=env)
+    assert refused.returncode == 1
+    assert "permission denied" in refused.stderr
+    assert db.execute("SELECT max_running FROM job_groups").fetchone() == (1,)
+
+
 def test_multi_host_url_with_target_session_attrs(database_url: str) -> None:
     params = conninfo_to_dict(database_url)
     host = str(params.get("host") or "127.0.0.1")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from conftest import Invoke, snapshot
 from cronjobs.validation import NAME_PATTERN
 
-DOCUMENTED = {0, 1, 2, 3}
+DOCUMENTED = {0, 1, 2, 3, 4}
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")  # then a fixed seed
 
 nasty_text = st.one_of(
@@ -50,6 +50,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("backfill", ["NAME", "--from", "TEXT", "--to", "TEXT"]),
     ("retry", ["TEXT", "--attempts", "TEXT"]),
     ("trigger", ["NAME", "--payload", "TEXT"]),
+    ("trigger", ["NAME", "--at", "TEXT"]),
+    ("trigger", ["NAME", "--in", "TEXT"]),
     ("cancel", ["TEXT"]),
     ("runs", ["NAME", "--since", "TEXT", "--limit", "TEXT"]),
     ("runs", ["--status", "TEXT"]),
@@ -57,6 +59,12 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("status", ["--max-tick-age", "TEXT"]),
     ("prune", ["--older-than", "TEXT", "--keep-last", "TEXT"]),
     ("tick", ["--now", "TEXT", "--max-runs", "0", "--concurrency", "TEXT"]),
+    ("apply", ["TEXT", "--dry-run"]),
+    ("apply", ["TEXT", "--source", "TEXT", "--prune"]),
+    ("export", ["NAME", "--format", "TEXT"]),
+    ("define", ["NAME", "@daily", "--group", "TEXT"]),
+    ("group", ["set", "TEXT", "--max-running", "TEXT"]),
+    ("group", ["show", "NAME"]),
 ]
 
 
@@ -196,7 +204,9 @@ SHAPES: dict[str, list[list[str]]] = {
     "define": [["NAME", "@daily"], ["job", "SCHEDULE"], ["job", "@daily", "--tz", "ZONE"],
                ["job", "@daily", "--payload", "JSON"], ["job", "@daily", "--timeout", "DUR"],
                ["job", "@daily", "--lease", "DUR"], ["job", "@daily", "--backoff", "DUR"],
-               ["job", "@daily", "--starting-deadline", "DUR"]],
+               ["job", "@daily", "--starting-deadline", "DUR"],
+               ["job", "@daily", "--group", "NAME"]],
+    "group": [["set", "NAME", "--max-running", "2"], ["show", "NAME"], ["remove", "NAME"]],
     "pause": [["existing", "--until", "TIME"], ["NAME"]],
     "next": [["@daily", "--from", "TIME"], ["existing", "--from", "TIME"],
              ["@daily", "--tz", "ZONE"], ["SCHEDULE"]],
@@ -204,7 +214,8 @@ SHAPES: dict[str, list[list[str]]] = {
     "backfill": [["existing", "--from", "TIME", "--to", "2020-01-01"],
                  ["existing", "--from", "2020-01-01", "--to", "TIME"]],
     "runs": [["--since", "TIME"], ["NAME"]],
-    "trigger": [["existing", "--payload", "JSON"], ["NAME"]],
+    "trigger": [["existing", "--payload", "JSON"], ["NAME"], ["existing", "--at", "TIME"],
+                ["existing", "--in", "DUR"]],
     "prune": [["--older-than", "DUR"]],
     "status": [["--max-tick-age", "DUR"], ["--max-backlog-age", "DUR"]],
     "tick": [["--now", "TIME"], ["--max-runtime", "DUR"], ["--grace", "DUR"],
@@ -269,5 +280,84 @@ def test_bad_day_extensions_are_usage_errors(cli: Invoke, db: psycopg.Connection
         assert result.stderr.startswith("error: "), result.stderr
         assert "field" in result.stderr or "never fires" in result.stderr, result.stderr
         assert snapshot(db) == before, args
+
+
+# -- jobs files: a file with one bad job among good ones applies nothing ----------------------
+
+GOOD_JOB = '[jobs.good]\nschedule = "@daily"\ncommand = "true"\n'
+_toml_keys = st.sampled_from(["schedule", "tz", "command", "handler", "payload", "catchup",
+                              "catchup_limit", "starting_deadline", "overlap", "max_attempts",
+                              "backoff", "timeout", "lease", "alert_command",
+                              "alert_on_failure", "pause_after_failures"])
+
+
+def _toml_string(text: str) -> str:
+    return '"' + "".join(c if c.isprintable() and c not in '"\\' else f"\\u{ord(c):04x}"
+                         for c in text if not 0xD800 <= ord(c) <= 0xDFFF) + '"'
+
+
+@st.composite
+def bad_job_files(draw: st.DrawFn) -> str:
+    """A jobs file whose last job is wrong: broken TOML, an unknown field, a value of the
+    wrong type or out of range, or a name declared twice."""
+    kind = draw(st.sampled_from(["syntax", "unknown", "value", "type", "twice", "name"]))
+    if kind == "syntax":
+        return GOOD_JOB + draw(st.sampled_from(
+            ["[jobs.bad\n", "[jobs.bad]\nschedule = \n", "[jobs.bad]\nschedule = '@daily\n",
+             "[jobs.bad]\nschedule = \"@daily\"\nschedule = \"@daily\"\n", "= 1\n",
+             "\x00", "[jobs.good]\nschedule = \"@hourly\"\n"]))
+    if kind == "twice":
+        return GOOD_JOB + GOOD_JOB
+    if kind == "name":
+        name = draw(bad_names)
+        return GOOD_JOB + f'[jobs.{_toml_string(name)}]\nschedule = "@daily"\n'
+    if kind == "unknown":
+        key = draw(st.from_regex(r"[a-z_]{1,20}", fullmatch=True).filter(
+            lambda k: k not in ("schedule", "tz", "command", "handler", "payload", "catchup",
+                                "catchup_limit", "starting_deadline", "overlap", "max_attempts",
+                                "backoff", "timeout", "lease", "alert_command",
+                                "alert_on_failure", "pause_after_failures")))
+        return GOOD_JOB + f'[jobs.bad]\nschedule = "@daily"\n{key} = 1\n'
+    if kind == "type":
+        key = draw(_toml_keys)
+        value = "[1, 2]" if key != "payload" else "1"
+        if key == "schedule":
+            return GOOD_JOB + "[jobs.bad]\nschedule = 5\n"
+        return GOOD_JOB + f'[jobs.bad]\nschedule = "@daily"\n{key} = {value}\n'
+    key, strategy = draw(st.sampled_from([
+        ("schedule", bad_schedules), ("tz", bad_zones), ("timeout", bad_durations),
+        ("lease", bad_durations), ("backoff", bad_durations),
+        ("starting_deadline", bad_durations), ("payload", bad_payloads),
+        ("overlap", nasty_text.filter(lambda t: t not in ("skip", "queue", "allow", "replace"))),
+        ("max_attempts", st.integers().filter(lambda n: not 1 <= n <= 100)),
+        ("catchup_limit", st.integers().filter(lambda n: not 1 <= n <= 10000)),
+        ("pause_after_failures", st.integers().filter(lambda n: not 1 <= n <= 1000)),
+    ]))
+    value = draw(strategy)
+    written = str(value) if isinstance(value, int) else _toml_string(value)
+    if key == "schedule":
+        return GOOD_JOB + f"[jobs.bad]\nschedule = {written}\n"
+    return GOOD_JOB + f'[jobs.bad]\nschedule = "@daily"\n{key} = {written}\n'
+
+
+def test_a_bad_jobs_file_applies_nothing(cli: Invoke, db: psycopg.Connection[Any],
+                                         tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Exit 2, one line naming the file, nothing written, whatever is wrong in it."""
+    assert cli("define", "existing", "0 3 * * *", "--command", "true").exit_code == 0
+    before = snapshot(db)
+    path = tmp_path_factory.mktemp("files") / "jobs.toml"
+
+    @settings(max_examples=150, deadline=None, derandomize=CI, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(text=bad_job_files(), flags=st.sampled_from([(), ("--dry-run",), ("--prune",),
+                                                         ("--adopt", "--json")]))
+    def check(text: str, flags: tuple[str, ...]) -> None:
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        result = cli("apply", str(path), *flags)
+        assert result.exit_code == 2, (text, result.exit_code, result.stdout, result.stderr)
+        assert result.stdout == "", (text, result.stdout)
+        assert result.stderr.startswith(f"error: {path}"), (text, result.stderr)
+        assert result.stderr.count("\n") == 1, (text, result.stderr)
+        assert snapshot(db) == before, text
 
     check()

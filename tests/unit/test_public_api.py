@@ -57,7 +57,7 @@ def test_the_readme_python_examples_run(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == ["daily_totals", "nightly_cleanup"]
+    assert json.loads(result.stdout) == ["daily_totals", "nightly_cleanup", "weekly_report"]
 
 
 def test_every_field_of_the_context_is_documented() -> None:

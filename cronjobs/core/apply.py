@@ -1,0 +1,179 @@
+"""``cronjobs apply``: make the database match the declared jobs, with a diff first; and
+``cronjobs export``: the definitions as declarations again.
+
+An apply is one transaction under an advisory lock, so that many pods applying the same
+file at once end as one apply would (the first writes, the others find nothing to change).
+Added and changed jobs go through ``define`` (a changed schedule continues from now, and
+the old schedule's undecided slots are recorded as superseded); removed ones through
+``remove`` (their history stays). Ownership: a definition records the source that created
+it; ``prune`` removes only the source's own definitions that are no longer declared, and a
+declared name owned by someone else (made by hand, or another source's) is a conflict
+unless ``adopt``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cronjobs.core.declarations import declared_fields, fields_of
+from cronjobs.core.definitions import define, get
+from cronjobs.db.store import Store
+from cronjobs.errors import Refused
+from cronjobs.models import Definition, DefinitionSpec
+from cronjobs.validation import check_name
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    field: str
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True)
+class JobDiff:
+    """What apply does (or would do) to one job."""
+
+    name: str
+    action: str  # "add", "change" or "remove"
+    fields: dict[str, Any]  # the declared fields (add, change), or the removed job's
+    changes: tuple[FieldChange, ...] = ()
+    adopted_from: str | None = None  # with adopt: the owner before ("" for hand-made)
+    cancelled_runs: int = 0  # remove: its waiting runs, cancelled
+    warning: str | None = None  # e.g. no loaded --app module registers its handler
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    source: str
+    dry_run: bool
+    added: tuple[JobDiff, ...]
+    changed: tuple[JobDiff, ...]
+    removed: tuple[JobDiff, ...]
+    unchanged: int
+    not_declared: tuple[str, ...]  # the source's jobs no longer declared (kept: no prune)
+
+    @property
+    def in_sync(self) -> bool:
+        """Nothing to change: the database already matched the declarations."""
+        return not (self.added or self.changed or self.removed)
+
+    @property
+    def change_count(self) -> int:
+        return len(self.added) + len(self.changed) + len(self.removed)
+
+
+@dataclass(frozen=True)
+class Export:
+    """Definitions as declarations: the source they share (if one), name -> fields."""
+
+    source: str | None
+    jobs: dict[str, dict[str, Any]]
+
+
+def default_source(file: str | None, modules: Sequence[str]) -> str:
+    """The source apply records when none is named: ``file:NAME`` for a jobs file (its name
+    without the directory, the same from any checkout), ``app:MODULES`` for modules."""
+    parts = []
+    if file is not None:
+        parts.append(f"file:{os.path.basename(file) or file}")
+    if modules:
+        parts.append(f"app:{','.join(modules)}")
+    return " + ".join(parts) or "app"
+
+
+def owner(source: str | None) -> str:
+    """Who owns a definition, in words."""
+    return "made by hand (define)" if source is None else f"of source {source!r}"
+
+
+def apply(store: Store, specs: Sequence[DefinitionSpec], *, source: str, prune: bool = False,
+          adopt: bool = False, dry_run: bool = False,
+          known_handlers: Collection[str] | None = None) -> ApplyResult:
+    """Diff ``specs`` against the database and, unless ``dry_run``, apply the difference in
+    one transaction. Conflicting names refuse the whole apply (Refused) unless ``adopt``."""
+    with store.transaction(rollback=dry_run):
+        store.lock_apply()
+        current = {summary.definition.name: summary.definition
+                   for summary in store.list_definitions()}
+        added, changed, conflicts, unchanged = _diff(specs, current, source, adopt)
+        if conflicts:
+            named = ", ".join(f"{name!r} ({owner(current[name].source)})" for name in conflicts)
+            raise Refused(f"declared jobs already exist and are not of source {source!r}: "
+                          f"{named}; use --adopt to take them over")
+        declared = {spec.name for spec in specs}
+        stale = sorted(name for name, d in current.items()
+                       if d.source == source and name not in declared)
+        removed = tuple(JobDiff(name, "remove", fields_of(current[name])) for name in stale
+                        ) if prune else ()
+        if dry_run:
+            return ApplyResult(source, True, added, changed, removed, unchanged,
+                               () if prune else tuple(stale))
+        by_name = {spec.name: spec for spec in specs}
+        now = store.now()
+        added = tuple(_write(store, by_name[d.name], d, source, known_handlers) for d in added)
+        changed = tuple(_write(store, by_name[d.name], d, source, known_handlers)
+                        for d in changed)
+        for diff in changed:
+            if diff.adopted_from is not None:
+                store.adopt_definition(current[diff.name].id, source=source, now=now)
+        done = []
+        for diff in removed:
+            _, cancelled = store.remove_definition(current[diff.name].id, now=now)
+            done.append(JobDiff(diff.name, "remove", diff.fields, cancelled_runs=cancelled))
+        return ApplyResult(source, False, added, changed, tuple(done), unchanged,
+                           () if prune else tuple(stale))
+
+
+def _diff(specs: Iterable[DefinitionSpec], current: dict[str, Definition], source: str,
+          adopt: bool) -> tuple[tuple[JobDiff, ...], tuple[JobDiff, ...], list[str], int]:
+    added: list[JobDiff] = []
+    changed: list[JobDiff] = []
+    conflicts: list[str] = []
+    unchanged = 0
+    for spec in specs:
+        new = fields_of(spec)
+        existing = current.get(spec.name)
+        if existing is None:
+            added.append(JobDiff(spec.name, "add", new))
+            continue
+        old = fields_of(existing)
+        changes = tuple(FieldChange(key, old[key], new[key]) for key in new
+                        if old[key] != new[key])
+        if existing.invalid_reason is not None:
+            changes += (FieldChange("invalid", existing.invalid_reason, None),)
+        if existing.source != source:
+            if not adopt:
+                conflicts.append(spec.name)
+                continue
+            changed.append(JobDiff(spec.name, "change", new, changes,
+                                   adopted_from=existing.source or ""))
+        elif changes:
+            changed.append(JobDiff(spec.name, "change", new, changes))
+        else:
+            unchanged += 1
+    return tuple(added), tuple(changed), conflicts, unchanged
+
+
+def _write(store: Store, spec: DefinitionSpec, diff: JobDiff, source: str,
+           known_handlers: Collection[str] | None) -> JobDiff:
+    known = known_handlers if known_handlers is not None else None
+    result = define(store, spec, known_handlers=known, preview=0, source=source)
+    warning = result.warning if known_handlers is not None else None
+    return JobDiff(diff.name, diff.action, diff.fields, diff.changes, diff.adopted_from,
+                   warning=warning)
+
+
+def export(store: Store, names: Sequence[str] = ()) -> Export:
+    """The named jobs (default: every job) as declarations; applying them again (with the
+    source they share) changes nothing."""
+    if names:
+        definitions = [get(store, check_name(name)) for name in dict.fromkeys(names)]
+    else:
+        definitions = [summary.definition for summary in store.list_definitions()]
+    sources = {d.source for d in definitions}
+    shared = sources.pop() if len(sources) == 1 else None
+    return Export(shared, {d.name: declared_fields(d) for d in definitions})

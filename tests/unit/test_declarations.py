@@ -1,0 +1,234 @@
+"""Jobs declared as code: the jobs file and the decorator give the same definitions as
+`define`, through the same validation; every bad declaration names where, the job and the
+field."""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cronjobs.core.declarations import (
+    Declaration,
+    declared_fields,
+    dump_toml,
+    read_jobs_file,
+    to_specs,
+)
+from cronjobs.core.spec import build_spec
+from cronjobs.errors import InvalidDefinition, UsageError
+from cronjobs.execution.registry import declared, job, load_apps
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "jobs.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_the_example_file_declares_its_jobs() -> None:
+    parsed = read_jobs_file(ROOT / "jobs.example.toml")
+    assert parsed.source == "billing"
+    specs = to_specs(parsed.declarations)
+    assert [s.name for s in specs] == ["nightly_cleanup", "backup"]
+    assert specs[0].timezone == "Europe/Berlin"
+    assert specs[0].payload == {"days": 7}
+    assert specs[0].pause_after_failures == 5
+    assert specs[1].command == "pg_dump mydb > /backups/db.sql"
+    assert specs[1].handler is None
+
+
+def test_the_decorator_and_the_file_give_identical_definitions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "declared_jobs_a.py").write_text(textwrap.dedent('''
+        import cronjobs
+
+        @cronjobs.job("decl_cleanup", schedule="0 3 * * *", tz="Europe/Berlin",
+                      overlap="queue", timeout="2h", payload={"days": 7, "dry": False},
+                      catchup="all", catchup_limit=10, starting_deadline="10m",
+                      max_attempts=5, backoff="1m", lease="2m", alert_command="echo dead",
+                      alert_on_failure=True, pause_after_failures=3)
+        def cleanup(ctx):
+            pass
+    '''))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    load_apps(["declared_jobs_a"])
+    from_code = declared(["declared_jobs_a"])["decl_cleanup"]
+    path = _file(tmp_path, '''
+        [jobs.decl_cleanup]
+        schedule = "0 3 * * *"
+        tz = "Europe/Berlin"
+        overlap = "queue"
+        timeout = "2h"
+        payload = { days = 7, dry = false }
+        catchup = "all"
+        catchup_limit = 10
+        starting_deadline = "10m"
+        max_attempts = 5
+        backoff = "1m"
+        lease = "2m"
+        alert_command = "echo dead"
+        alert_on_failure = true
+        pause_after_failures = 3
+    ''')
+    from_file = read_jobs_file(path).declarations
+    code_spec = to_specs([Declaration(from_code.name, from_code.options, from_code.where)])
+    assert code_spec == to_specs(from_file)
+    assert code_spec[0] == build_spec(
+        name="decl_cleanup", schedule="0 3 * * *", tz="Europe/Berlin", overlap="queue",
+        timeout="2h", payload='{"days": 7, "dry": false}', catchup="all", catchup_limit=10,
+        starting_deadline="10m", max_attempts=5, backoff="1m", lease="2m",
+        alert_command="echo dead", alert_on_failure=True, pause_after_failures=3)
+
+
+def test_a_decorator_without_a_schedule_only_registers_a_handler() -> None:
+    @job("decl_plain")
+    def plain(ctx: object) -> None: ...
+
+    assert "decl_plain" not in declared()
+    with pytest.raises(UsageError, match="timeout given without a schedule"):
+        job("decl_bad", timeout="1h")
+
+
+def test_a_bad_decorator_argument_names_the_function_the_job_and_the_field() -> None:
+    @job("decl_badtz", schedule="@daily", tz="Mars/Olympus")
+    def badtz(ctx: object) -> None: ...
+
+    found = declared()["decl_badtz"]
+    with pytest.raises(InvalidDefinition) as caught:
+        to_specs([Declaration(found.name, found.options, found.where)])
+    message = caught.value.message
+    assert "test_declarations.py:" in message and "badtz" in message
+    assert "job 'decl_badtz': field 'tz': unknown time zone 'Mars/Olympus'" in message
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ('[jobs.a]\nschedule = "@daily"\ntimout = "1h"\n',
+     "jobs.toml:1: job 'a': unknown field 'timout'"),
+    ('[jobs.a]\nschedule = "@daily"\n\n[jobs.b]\nschedule = "61 * * * *"\n',
+     "jobs.toml:4: job 'b': invalid schedule '61 * * * *'"),
+    ('[jobs.a]\nschedule = "@daily"\ntimeout = "5x"\n',
+     "jobs.toml:1: job 'a': invalid timeout '5x'"),
+    ('[jobs.a]\nschedule = "@daily"\nmax_attempts = 0\n',
+     "jobs.toml:1: job 'a': invalid max_attempts 0: must be between 1 and 100"),
+    ('[jobs.a]\nschedule = "@daily"\nmax_attempts = "3"\n',
+     "jobs.toml:1: job 'a': field 'max_attempts' must be an integer, got text"),
+    ('[jobs.a]\nschedule = "@daily"\noverlap = "never"\n',
+     "jobs.toml:1: job 'a': invalid overlap 'never': use skip, queue, allow or replace"),
+    ('[jobs.a]\nschedule = "@daily"\ncommand = "x"\nhandler = "y"\n',
+     "jobs.toml:1: job 'a': command and handler cannot be used together"),
+    ('[jobs.a]\ntz = "UTC"\n', "jobs.toml:1: job 'a': field 'schedule' is missing"),
+    ('[jobs.a]\nschedule = "@daily"\n[jobs.a]\nschedule = "@hourly"\n',
+     "jobs.toml: invalid TOML: Cannot declare ('jobs', 'a') twice (at line 3"),
+    ('[jobs.a\n', "jobs.toml: invalid TOML:"),
+    ('[jobs."bad name"]\nschedule = "@daily"\n', "jobs.toml:1: invalid job name 'bad name'"),
+    ('[jobs.a]\nschedule = "@daily"\npayload = [1]\n',
+     "jobs.toml:1: job 'a': field 'payload' must be a table"),
+    ('[jobs.a]\nschedule = "@daily"\npayload = "[1]"\n',
+     "jobs.toml:1: job 'a': invalid payload: expected a JSON object"),
+    ('[jobs.a]\nschedule = "@daily"\npayload = { at = 2026-01-01 }\n',
+     "jobs.toml:1: job 'a': field 'payload' is not JSON"),
+    ('sources = "x"\n', "jobs.toml: unknown top-level key 'sources'"),
+    ('jobs = 1\n', "jobs.toml: 'jobs' must be a table"),
+])
+def test_a_bad_file_names_the_file_the_line_the_job_and_the_field(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, expected: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "jobs.toml").write_text(body)
+    with pytest.raises(InvalidDefinition) as caught:
+        to_specs(read_jobs_file("jobs.toml").declarations)
+    assert caught.value.message.startswith(expected), caught.value.message
+    assert "\n" not in caught.value.message
+
+
+def test_a_name_declared_twice_across_sources_is_refused() -> None:
+    twice = [Declaration("a", {"schedule": "@daily"}, "jobs.toml:1"),
+             Declaration("a", {"schedule": "@hourly"}, "app.py:3 (app.a)")]
+    with pytest.raises(InvalidDefinition, match=r"app.py:3 \(app.a\): job 'a' is declared "
+                                                r"twice \(also at jobs.toml:1\)"):
+        to_specs(twice)
+
+
+def test_written_fields_read_back_the_same(tmp_path: Path) -> None:
+    spec = build_spec(name="odd.name:x", schedule="H 3 * * *", command="echo 'it''s' \"q\"\t\\",
+                      payload='{"a": null, "b": [1, 2.5, "\\u00e9"]}', timeout="none",
+                      overlap="allow")
+    fields = {"schedule": spec.schedule, "command": spec.command, "payload": spec.payload,
+              "timeout": "none", "overlap": "allow"}
+    path = tmp_path / "out.toml"
+    path.write_text(dump_toml("team's", {spec.name: fields}))
+    parsed = read_jobs_file(path)
+    assert parsed.source == "team's"
+    assert to_specs(parsed.declarations) == [spec]
+    assert declared_fields  # used by export (tested against the database)
+
+
+def test_apply_takes_the_declarations_of_the_named_modules_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process may hold other modules' declarations (a web app, a test run): apply --app M
+    takes those of M, of the modules below M, and of whatever M's import declared."""
+    (tmp_path / "decl_pkg_b").mkdir()
+    (tmp_path / "decl_pkg_b" / "__init__.py").write_text("from decl_pkg_b import jobs\n"
+                                                          "import decl_other_c\n")
+    (tmp_path / "decl_pkg_b" / "jobs.py").write_text(
+        'import cronjobs\n@cronjobs.job("decl_b", schedule="@daily")\ndef b(ctx): pass\n')
+    (tmp_path / "decl_other_c.py").write_text(
+        'import cronjobs\n@cronjobs.job("decl_c", schedule="@daily")\ndef c(ctx): pass\n')
+    (tmp_path / "decl_unrelated_d.py").write_text(
+        'import cronjobs\n@cronjobs.job("decl_d", schedule="@daily")\ndef d(ctx): pass\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    load_apps(["decl_unrelated_d"])
+    load_apps(["decl_pkg_b"])
+    assert sorted(declared(["decl_pkg_b"])) == ["decl_b", "decl_c"]
+    assert sorted(declared(["decl_unrelated_d"])) == ["decl_d"]
+
+
+_BAD_VALUES = {
+    "tz": st.sampled_from(["Mars/Olympus", "", "UTC ", "../etc/passwd"]),
+    "overlap": st.text(max_size=10).filter(lambda t: t not in ("skip", "queue", "allow",
+                                                               "replace")),
+    "catchup": st.text(max_size=10).filter(lambda t: t not in ("latest", "all", "none")),
+    "timeout": st.sampled_from(["0s", "8d", "soon", "1.5h", "-1m"]),
+    "lease": st.sampled_from(["5s", "2h", "x"]),
+    "backoff": st.sampled_from(["0", "2d", "later"]),
+    "starting_deadline": st.sampled_from(["400d", "0m", "?"]),
+    "max_attempts": st.one_of(st.integers(max_value=0), st.integers(min_value=101)),
+    "catchup_limit": st.one_of(st.integers(max_value=0), st.integers(min_value=10001)),
+    "pause_after_failures": st.one_of(st.integers(max_value=0), st.integers(min_value=1001)),
+    "payload": st.sampled_from(["[]", "{", '{"a": NaN}', "null"]),
+    "alert_command": st.sampled_from(["", "   ", "a\x00b"]),
+    "group": st.sampled_from(["", "bad name", "_x", "x" * 129]),
+    "schedule": st.sampled_from(["61 * * * *", "@never", "", "* * *"]),
+}
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_any_bad_decorator_argument_names_the_job_and_the_field(data: st.DataObject) -> None:
+    """Through the decorator as through the file: one line, naming where and the job."""
+    field = data.draw(st.sampled_from(sorted(_BAD_VALUES)))
+    value = data.draw(_BAD_VALUES[field])
+    job("decl_fuzzed", **{"schedule": "@daily", field: value})(_fuzzed)
+    found = declared()["decl_fuzzed"]
+    with pytest.raises(InvalidDefinition) as caught:
+        to_specs([Declaration(found.name, found.options, found.where)])
+    message = caught.value.message
+    assert "\n" not in message
+    assert message.startswith(f"{__file__}:"), message
+    assert "(test_declarations._fuzzed): job 'decl_fuzzed': " in message, message
+    if field != "tz":
+        assert re.search(field.replace("_", "[_ -]"), message), (field, message)
+    else:
+        assert "field 'tz'" in message
+
+
+def _fuzzed(ctx: object) -> None: ...
