@@ -52,6 +52,19 @@ class AttemptOutcome(StrEnum):
     CANCELLED = "cancelled"
 
 
+class NotifyEvent(StrEnum):
+    """What a webhook notification is about (job_notifications.event, --notify-on)."""
+
+    DEAD = "dead"  # a run exhausted its attempts
+    FAILURE = "failure"  # any failed attempt (a retry may follow)
+    RECOVERY = "recovery"  # a success after the job's previous run had failed or died
+
+
+class DeliveryStatus(StrEnum):
+    SENT = "sent"
+    FAILED = "failed"
+
+
 class TickStatus(StrEnum):
     RUNNING = "running"
     FINISHED = "finished"
@@ -93,6 +106,8 @@ class DefinitionSpec:
     alert_command: str | None = None
     alert_on_failure: bool = False
     pause_after_failures: int | None = None
+    notify_urls: tuple[str, ...] = ()  # webhook receivers (secrets)
+    notify_on: tuple[NotifyEvent, ...] = (NotifyEvent.DEAD, NotifyEvent.RECOVERY)
 
 
 @dataclass(frozen=True)
@@ -130,6 +145,12 @@ class Definition:
     schedule_since: dt.datetime
     created_at: dt.datetime
     updated_at: dt.datetime
+    notify_urls: tuple[str, ...] = ()  # secrets: shown masked (cronjobs.validation.mask_url)
+    notify_on: tuple[str, ...] = ("dead", "recovery")
+
+    def __post_init__(self) -> None:  # text[] columns arrive as lists
+        object.__setattr__(self, "notify_urls", tuple(self.notify_urls or ()))
+        object.__setattr__(self, "notify_on", tuple(self.notify_on or ()))
 
     @property
     def paused(self) -> bool:
@@ -186,6 +207,7 @@ class Run:
     updated_at: dt.datetime
     acknowledged_at: dt.datetime | None
     acknowledged_by: str | None
+    output_bytes: int | None = None  # bytes the current attempt printed so far (live)
 
     @property
     def unacknowledged(self) -> bool:
@@ -210,6 +232,22 @@ class Attempt:
     exit_code: int | None
     error: str | None
     output_tail: str | None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A row of job_notifications: one webhook notification about a run, and how it went."""
+
+    id: int
+    run_id: int
+    attempt: int
+    event: str
+    target: str  # the receiver's URL, masked
+    status: str
+    tries: int
+    http_status: int | None
+    error: str | None
+    sent_at: dt.datetime
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,15 @@ import datetime as dt
 from cronjobs.cron import check_timezone
 from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
-from cronjobs.models import Catchup, DefinitionSpec, Kind, Overlap
-from cronjobs.validation import MAX_COMMAND_CHARS, check_name, check_text, parse_payload
+from cronjobs.models import Catchup, DefinitionSpec, Kind, NotifyEvent, Overlap
+from cronjobs.validation import (
+    MAX_COMMAND_CHARS,
+    MAX_NOTIFY_URLS,
+    check_name,
+    check_notify_url,
+    check_text,
+    parse_payload,
+)
 
 SECOND = dt.timedelta(seconds=1)
 DAY = dt.timedelta(days=1)
@@ -35,6 +42,8 @@ def build_spec(
     alert_command: str | None = None,
     alert_on_failure: bool = False,
     pause_after_failures: int | None = None,
+    notify: tuple[str, ...] = (),
+    notify_on: tuple[str, ...] = (),
 ) -> DefinitionSpec:
     """Validate every option; the first problem raises a UsageError naming the option."""
     check_name(name)
@@ -65,7 +74,32 @@ def build_spec(
         alert_command=_alert(alert_command),
         alert_on_failure=alert_on_failure,
         pause_after_failures=pause_after_failures,
+        notify_urls=notify_urls(notify),
+        notify_on=notify_events(notify_on),
     )
+
+
+def notify_urls(urls: tuple[str, ...]) -> tuple[str, ...]:
+    """--notify URL (repeatable): http(s) only, at most MAX_NOTIFY_URLS, duplicates once."""
+    checked = tuple(dict.fromkeys(check_notify_url(url.strip()) for url in urls))
+    if len(checked) > MAX_NOTIFY_URLS:
+        raise UsageError(f"invalid --notify: at most {MAX_NOTIFY_URLS} URLs per job")
+    return checked
+
+
+def notify_events(values: tuple[str, ...]) -> tuple[NotifyEvent, ...]:
+    """--notify-on dead|failure|recovery (repeatable or comma-separated); default dead and
+    recovery."""
+    names = [v.strip().lower() for value in values for v in value.split(",") if v.strip()]
+    if not names:
+        return (NotifyEvent.DEAD, NotifyEvent.RECOVERY)
+    allowed = [e.value for e in NotifyEvent]
+    for name in names:
+        if name not in allowed:
+            shown = name if len(name) <= 20 else name[:17] + "..."
+            raise UsageError(f"invalid --notify-on {shown!r}: use {', '.join(allowed)} "
+                             "(repeatable, or comma-separated)")
+    return tuple(NotifyEvent(v) for v in allowed if v in names)
 
 
 def _alert(command: str | None) -> str | None:
