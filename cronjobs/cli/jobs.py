@@ -59,13 +59,22 @@ from cronjobs.instants import parse_instant
               help="Also run the alert command on every failed attempt.")
 @click.option("--pause-after-failures", type=click.IntRange(1, 1000), metavar="N",
               help="Pause the job after N failed attempts in a row (with a note saying why).")
+@click.option("--notify", "notify", metavar="URL", multiple=True,
+              help="POST a JSON notification to this http(s) webhook (repeatable, at most "
+                   "10; Slack and Mattermost incoming webhooks show its `text`). A secret: "
+                   "shown masked.")
+@click.option("--notify-on", "notify_on", metavar="EVENTS", multiple=True,
+              help="When to notify: dead (a run exhausted its attempts), failure (any failed "
+                   "attempt), recovery (a success after a failure); repeatable or "
+                   "comma-separated. Default: dead,recovery.")
 @json_option
 @pass_app
 def define(app: App, name: str, schedule: str, tz: str, command: str | None,
            handler: str | None, payload: str, catchup: str, catchup_limit: int,
            starting_deadline: str, overlap: str, max_attempts: int, backoff: str, timeout: str,
            lease: str, alert_command: str | None, alert_on_failure: bool,
-           pause_after_failures: int | None, as_json: bool) -> None:
+           pause_after_failures: int | None, notify: tuple[str, ...],
+           notify_on: tuple[str, ...], as_json: bool) -> None:
     """Create or update job NAME to run on cron SCHEDULE (idempotent).
 
     SCHEDULE has 5 fields (minute hour day-of-month month day-of-week), or a macro
@@ -78,6 +87,8 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
       cronjobs define nightly_cleanup "0 3 * * *" --tz Europe/Berlin
       cronjobs define backup "0 2 * * *" --command "pg_dump mydb > /backups/db.sql"
       cronjobs define report "@daily" --handler build_report --payload '{"days": 7}'
+      cronjobs define backup "0 2 * * *" --command "backup.sh" \
+          --notify https://hooks.slack.com/services/T000/B000/XXXX --notify-on dead,recovery
     """
     from cronjobs.cli.render import define_json, define_text
     from cronjobs.core.definitions import define as run_define
@@ -88,7 +99,7 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
         catchup=catchup, catchup_limit=catchup_limit, starting_deadline=starting_deadline,
         overlap=overlap, max_attempts=max_attempts, backoff=backoff, timeout=timeout,
         lease=lease, alert_command=alert_command, alert_on_failure=alert_on_failure,
-        pause_after_failures=pause_after_failures,
+        pause_after_failures=pause_after_failures, notify=notify, notify_on=notify_on,
     )
     known = app.handlers() if spec.handler is not None else None
     result = run_define(app.store(), spec, known_handlers=known)

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronjobs.durations import format_duration
-from cronjobs.models import Attempt, Definition, Run
+from cronjobs.models import Attempt, Definition, Delivery, Run
+from cronjobs.validation import mask_url
 
 if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cronjobs
     from cronjobs.core.definitions import DefineResult, Description, Listing, Preview, Slot
@@ -79,6 +80,8 @@ def definition_json(d: Definition) -> dict[str, Any]:
         "alert_command": d.alert_command,
         "alert_on_failure": d.alert_on_failure,
         "pause_after_failures": d.pause_after_failures,
+        "notify": [mask_url(url) for url in d.notify_urls],  # secrets: masked
+        "notify_on": list(d.notify_on),
         "consecutive_failures": d.consecutive_failures,
         "paused_at": instant(d.paused_at),
         "paused_until": instant(d.paused_until),
@@ -133,6 +136,8 @@ def settings_text(d: Definition) -> str:
                                                else "")),
         ("pause after", f"{d.pause_after_failures} failures in a row"
          if d.pause_after_failures else "-"),
+        ("notify", ", ".join(mask_url(url) for url in d.notify_urls)
+         + f" (on {', '.join(d.notify_on)})" if d.notify_urls else "-"),
         ("created", short(d.created_at)),
         ("updated", short(d.updated_at)),
     ]
@@ -402,7 +407,25 @@ def show_json(detail: RunDetail) -> dict[str, Any]:
     data["lease_owner"] = detail.run.lease_owner
     data["lease_expires_at"] = instant(detail.run.lease_expires_at)
     data["attempts"] = [attempt_json(a) for a in detail.attempts]
+    data["notifications"] = [delivery_json(n) for n in detail.deliveries]
     return data
+
+
+def delivery_json(n: Delivery) -> dict[str, Any]:
+    return {"event": n.event, "attempt": n.attempt, "target": n.target, "status": n.status,
+            "tries": n.tries, "http_status": n.http_status, "error": n.error,
+            "sent_at": instant(n.sent_at)}
+
+
+def deliveries_text(deliveries: Sequence[Delivery]) -> list[str]:
+    if not deliveries:
+        return []
+    return ["", "notifications:"] + [
+        f"  {n.event} (attempt {n.attempt}) to {n.target}: {n.status}"
+        + f" after {n.tries} tr{'y' if n.tries == 1 else 'ies'}"
+        + (f", HTTP {n.http_status}" if n.http_status is not None else "")
+        + (f": {n.error}" if n.error else "") + f", {short(n.sent_at)}"
+        for n in deliveries]
 
 
 def show_text(detail: RunDetail) -> str:
@@ -435,6 +458,7 @@ def show_text(detail: RunDetail) -> str:
         if a.output_tail:
             lines.append("  output (tail):")
             lines += [f"    {line}" for line in a.output_tail.rstrip("\n").splitlines()[-20:]]
+    lines += deliveries_text(detail.deliveries)
     return "\n".join(lines)
 
 

@@ -4,7 +4,6 @@ of every delivery) and the live output of running runs. Mixed into
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
