@@ -209,3 +209,36 @@ def show(app: App, run_id: int, as_json: bool) -> None:
 
     detail = run_show(app.store(), run_id)
     emit(show_json(detail), show_text(detail), as_json)
+
+
+@click.command(cls=Command)
+@click.argument("run_id", type=RUN_ID)
+@click.option("-f", "--follow", is_flag=True,
+              help="Keep printing the output as the run produces it, until its attempt ends; "
+                   "then print its outcome (on stderr). A run that waits to start is waited "
+                   "for.")
+@click.option("--interval", type=click.FloatRange(0.1, 60), default=1.0, show_default=True,
+              metavar="SECONDS", help="With --follow: how often to look for new output.")
+@pass_app
+def logs(app: App, run_id: int, follow: bool, interval: float) -> None:
+    """Print the output of run RUN_ID: what a running run printed so far (a tick writes it
+    to the database about once a second while it prints), or a finished run's last attempt.
+
+    Like `kubectl logs`, this is the run's bounded output tail (its last 64 KiB), not an
+    archive: output printed faster than that between two looks is skipped, and said so.
+    The output goes to stdout; notes and the run's outcome to stderr. Ctrl-C stops
+    following (exit code 130).
+
+    \b
+    Examples:
+      cronjobs logs 1234
+      cronjobs logs 1234 --follow
+      cronjobs logs "$(cronjobs trigger backup --json | jq .id)" -f
+    """
+    from cronjobs.cli.render_live import log_chunk
+    from cronjobs.core.logs import logs as run_logs
+
+    for chunk in run_logs(app.store(), run_id, follow=follow, poll=interval):
+        text, to_stderr = log_chunk(chunk, following=follow)
+        if text:
+            click.echo(text, nl=False, err=to_stderr)

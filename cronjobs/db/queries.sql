@@ -743,6 +743,6 @@ RETURNING r.id;
 
 -- name: live_output
 SELECT r.id, r.status, r.attempt, r.max_attempts, r.output_tail, r.output_bytes, r.error,
-       r.exit_code, r.finished_at, d.name AS job
+       r.exit_code, r.eligible_at, r.finished_at, d.name AS job
 FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
 WHERE r.id = %(id)s;
