@@ -91,8 +91,10 @@ def notify_events(values: tuple[str, ...]) -> tuple[NotifyEvent, ...]:
     """--notify-on dead|failure|recovery (repeatable or comma-separated); default dead and
     recovery."""
     names = [v.strip().lower() for value in values for v in value.split(",") if v.strip()]
-    if not names:
+    if not values:
         return (NotifyEvent.DEAD, NotifyEvent.RECOVERY)
+    if not names:
+        raise UsageError("invalid --notify-on: empty (use dead, failure or recovery)")
     allowed = [e.value for e in NotifyEvent]
     for name in names:
         if name not in allowed:

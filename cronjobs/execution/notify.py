@@ -114,7 +114,7 @@ class DeliveryError(Exception):
         self.http_status = http_status
 
 
-def post(url: str, data: bytes, timeout: float = TIMEOUT) -> int:
+def post(url: str, data: bytes, timeout: float | None = None) -> int:
     """One POST; returns the HTTP status (2xx), else raises DeliveryError with a message
     that never quotes the URL."""
     import urllib.error  # noqa: PLC0415 - only when something is sent
@@ -123,7 +123,8 @@ def post(url: str, data: bytes, timeout: float = TIMEOUT) -> int:
     request = urllib.request.Request(url, data=data, method="POST", headers={  # noqa: S310
         "Content-Type": "application/json", "User-Agent": f"cronjobs/{__version__}"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=timeout or TIMEOUT  # noqa: S310
+                                    ) as answer:
             answer.read(65536)
             status = int(answer.status)
     except urllib.error.HTTPError as exc:
