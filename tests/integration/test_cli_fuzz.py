@@ -216,7 +216,9 @@ bad_run_ids = st.one_of(st.sampled_from(["0", "-1", "x", "", "1.5", str(2**63), 
                         st.integers(max_value=0).map(str))
 BAD = {"URL": bad_urls,
        # an empty --dashboard-url (or CRONJOBS_DASHBOARD_URL) means none, as for every env var
-       "DASHBOARD": bad_urls.filter(lambda u: u != ""), "EVENTS": bad_events, "RUNID": bad_run_ids, "NAME": bad_names, "SCHEDULE": bad_schedules, "ZONE": bad_zones, "JSON": bad_payloads,
+       "DASHBOARD": bad_urls.filter(lambda u: u != ""), "EVENTS": bad_events,
+       "RUNID": bad_run_ids, "NAME": bad_names, "SCHEDULE": bad_schedules, "ZONE": bad_zones,
+       "JSON": bad_payloads,
        "DUR": bad_durations, "TIME": bad_instants}
 
 
