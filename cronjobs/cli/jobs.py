@@ -16,6 +16,7 @@ from cronjobs.cli.app import (
     pass_app,
 )
 from cronjobs.cli.options import Command
+from cronjobs.cli.watching import utc_option
 from cronjobs.instants import parse_instant
 
 # -- definitions --------------------------------------------------------------------------------
@@ -109,21 +110,27 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
 
 
 @click.command(cls=Command, name="list")
+@utc_option
 @json_option
 @pass_app
-def list_command(app: App, as_json: bool) -> None:
-    """List every job with its state, next fire time and last run.
+def list_command(app: App, utc: bool, as_json: bool) -> None:
+    """List every job with its state, next fire time and last run (times in the local zone
+    and relative to now, or --utc).
 
     \b
     Examples:
       cronjobs list
+      cronjobs list --utc
       cronjobs list --json
     """
     from cronjobs.cli.render import list_json, list_text
+    from cronjobs.cli.watching import times
     from cronjobs.core.definitions import list_jobs
 
-    listings = list_jobs(app.store())
-    emit(list_json(listings), list_text(listings), as_json)
+    store = app.store()
+    now = store.now()
+    listings = list_jobs(store)
+    emit(list_json(listings), list_text(listings, times(now, utc)), as_json)
 
 
 @click.command(cls=Command)

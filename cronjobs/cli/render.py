@@ -15,6 +15,7 @@ from cronjobs.models import Attempt, Definition, Delivery, Run
 from cronjobs.validation import mask_url
 
 if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cronjobs
+    from cronjobs.cli.render_live import Times
     from cronjobs.core.definitions import DefineResult, Description, Listing, Preview, Slot
     from cronjobs.core.explain import Explanation
     from cronjobs.core.health import Status
@@ -49,6 +50,10 @@ def short(value: dt.datetime | None) -> str:
     if value is None:
         return "-"
     return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _zone(times: Times | None) -> str:
+    return "UTC" if times is None else times.label
 
 
 def local_short(value: dt.datetime) -> str:
@@ -169,7 +174,8 @@ def list_json(listings: Sequence[Listing]) -> list[dict[str, Any]]:
     return out
 
 
-def list_text(listings: Sequence[Listing]) -> str:
+def list_text(listings: Sequence[Listing], times: Times | None = None) -> str:
+    at = times.when if times is not None else short
     if not listings:
         return "no jobs defined (add one with `cronjobs define NAME SCHEDULE`)"
     rows = []
@@ -178,10 +184,11 @@ def list_text(listings: Sequence[Listing]) -> str:
         state = "invalid" if item.problem is not None else d.state
         last = item.summary.last_run_status or "-"
         if item.summary.last_run_at is not None:
-            last += " " + short(item.summary.last_run_at)
+            last += " " + at(item.summary.last_run_at)
         rows.append((d.name, d.schedule, d.timezone, state,
-                     short(item.next_at), last, d.target))
-    text = table(["NAME", "SCHEDULE", "TZ", "STATE", "NEXT (UTC)", "LAST RUN", "RUNS"], rows)
+                     at(item.next_at), last, d.target))
+    text = table(["NAME", "SCHEDULE", "TZ", "STATE", f"NEXT ({_zone(times)})", "LAST RUN",
+                  "RUNS"], rows)
     problems = [f"warning: job {i.definition.name!r} cannot be evaluated: {i.problem}"
                 for i in listings if i.problem is not None]
     return "\n".join([text, *problems])
@@ -382,13 +389,16 @@ def runs_list_json(found: Sequence[tuple[Run, str]]) -> list[dict[str, Any]]:
     return [run_json(run, job) for run, job in found]
 
 
-def runs_list_text(found: Sequence[tuple[Run, str]]) -> str:
+def runs_list_text(found: Sequence[tuple[Run, str]], times: Times | None = None
+                   ) -> str:
+    at = times.when if times is not None else short
     if not found:
         return "no runs"
     return table(
-        ["ID", "JOB", "SLOT (UTC)", "TRIGGER", "STATUS", "ATTEMPT", "FINISHED", "ERROR"],
-        [(r.id, job, short(r.scheduled_for), r.trigger, r.status,
-          f"{r.attempt}/{r.max_attempts}", short(r.finished_at), (r.error or "")[:60])
+        ["ID", "JOB", f"SLOT ({_zone(times)})", "TRIGGER", "STATUS", "ATTEMPT", "FINISHED",
+         "ERROR"],
+        [(r.id, job, at(r.scheduled_for), r.trigger, r.status,
+          f"{r.attempt}/{r.max_attempts}", at(r.finished_at), (r.error or "")[:60])
          for r, job in found])
 
 
@@ -417,32 +427,35 @@ def delivery_json(n: Delivery) -> dict[str, Any]:
             "sent_at": instant(n.sent_at)}
 
 
-def deliveries_text(deliveries: Sequence[Delivery]) -> list[str]:
+def deliveries_text(deliveries: Sequence[Delivery], times: Times | None = None
+                    ) -> list[str]:
+    at = times.when if times is not None else short
     if not deliveries:
         return []
     return ["", "notifications:"] + [
         f"  {n.event} (attempt {n.attempt}) to {n.target}: {n.status}"
         + f" after {n.tries} tr{'y' if n.tries == 1 else 'ies'}"
         + (f", HTTP {n.http_status}" if n.http_status is not None else "")
-        + (f": {n.error}" if n.error else "") + f", {short(n.sent_at)}"
+        + (f": {n.error}" if n.error else "") + f", {at(n.sent_at)}"
         for n in deliveries]
 
 
-def show_text(detail: RunDetail) -> str:
+def show_text(detail: RunDetail, times: Times | None = None) -> str:
+    at = times.when if times is not None else short
     r = detail.run
     lines = [
         f"run {r.id} of {detail.job!r}: {r.status}",
-        f"  slot        {short(r.scheduled_for)}  ({r.trigger})",
+        f"  slot        {at(r.scheduled_for)}  ({r.trigger})",
         f"  attempts    {r.attempt} of {r.max_attempts}"
         + (f"; retried by an operator {r.retry_count}x" if r.retry_count else ""),
-        f"  eligible    {short(r.eligible_at)}",
+        f"  eligible    {at(r.eligible_at)}",
     ]
     if r.status == "running":
-        lines.append(f"  held by     {r.lease_owner} until {short(r.lease_expires_at)}")
+        lines.append(f"  held by     {r.lease_owner} until {at(r.lease_expires_at)}")
     if r.error:
         lines.append(f"  error       {r.error}")
     if r.status == "dead":
-        lines.append(f"  ack         acknowledged {short(r.acknowledged_at)} by "
+        lines.append(f"  ack         acknowledged {at(r.acknowledged_at)} by "
                      f"{r.acknowledged_by or 'unknown'}" if not r.unacknowledged
                      else f"  ack         not acknowledged: `cronjobs ack {r.id}` once handled")
     if r.result is not None:
@@ -451,14 +464,14 @@ def show_text(detail: RunDetail) -> str:
         duration = (f"{(a.finished_at - a.started_at).total_seconds():.1f}s"
                     if a.finished_at else "running")
         lines += ["", f"attempt {a.attempt}: {a.outcome} on {a.worker}, "
-                      f"{short(a.started_at)}, {duration}"
+                      f"{at(a.started_at)}, {duration}"
                       + (f", exit code {a.exit_code}" if a.exit_code is not None else "")]
         if a.error:
             lines.append(f"  error: {a.error}")
         if a.output_tail:
             lines.append("  output (tail):")
             lines += [f"    {line}" for line in a.output_tail.rstrip("\n").splitlines()[-20:]]
-    lines += deliveries_text(detail.deliveries)
+    lines += deliveries_text(detail.deliveries, times)
     return "\n".join(lines)
 
 
@@ -491,11 +504,12 @@ def status_json(st: Status) -> dict[str, Any]:
     }
 
 
-def status_text(st: Status) -> str:
+def status_text(st: Status, times: Times | None = None) -> str:
+    at = times.when if times is not None else short
     n = st.numbers
-    last = (f"{short(n['last_tick_at'])} by {n['last_tick_worker']} ({n['last_tick_status']})"
+    last = (f"{at(n['last_tick_at'])} by {n['last_tick_worker']} ({n['last_tick_status']})"
             if n["last_tick_at"] else "never")
-    oldest = (f", oldest due since {short(n['backlog_oldest'])}" if n["backlog_oldest"]
+    oldest = (f", oldest due since {at(n['backlog_oldest'])}" if n["backlog_oldest"]
               else "")
     lines = [
         f"last tick       {last}",
@@ -512,11 +526,11 @@ def status_text(st: Status) -> str:
     if st.running:
         lines += ["", table(["RUN", "JOB", "ATTEMPT", "WORKER", "STARTED", "LEASE UNTIL"],
                             [(r["id"], r["job"], r["attempt"], r["lease_owner"],
-                              short(r["started_at"]), short(r["lease_expires_at"]))
+                              at(r["started_at"]), at(r["lease_expires_at"]))
                              for r in st.running])]
     if st.waiting:
         lines += ["", table(["HANDLER", "WAITING RUNS", "OLDEST DUE", "NOTE"],
-                            [(w["handler"], w["runs"], short(w["oldest"]),
+                            [(w["handler"], w["runs"], at(w["oldest"]),
                               "no recent tick registers it (try --app MODULE)")
                              for w in st.waiting])]
     paused = [j for j in st.jobs if j["paused_at"]]

@@ -21,6 +21,21 @@ def log_chunk(chunk: Chunk, *, following: bool) -> tuple[str, bool]:
     return outcome_line(chunk) + "\n", True
 
 
+def log_json(chunk: Chunk) -> str:
+    """One line of `cronjobs logs --json`: {"output": text}, {"note": text} or {"end":
+    the run's outcome}."""
+    import json
+
+    if chunk.kind != "end":
+        return json.dumps({chunk.kind: chunk.text}, ensure_ascii=False)
+    return json.dumps({"end": {
+        "run_id": chunk.run_id, "job": chunk.job, "status": chunk.status,
+        "attempt": chunk.attempt, "max_attempts": chunk.max_attempts, "error": chunk.error,
+        "exit_code": chunk.exit_code,
+        "eligible_at": None if chunk.eligible_at is None
+        else chunk.eligible_at.astimezone(dt.UTC).isoformat()}}, ensure_ascii=False)
+
+
 def outcome_line(chunk: Chunk) -> str:
     head = (f"cronjobs: run {chunk.run_id} of {chunk.job!r} is {chunk.status} "
             f"(attempt {chunk.attempt} of {chunk.max_attempts})")
@@ -46,8 +61,9 @@ class Times:
     def when(self, value: dt.datetime | None) -> str:
         if value is None:
             return "-"
-        shown = (value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ") if self.utc
-                 else value.astimezone(self.zone).strftime("%Y-%m-%d %H:%M:%S %Z"))
+        local = value.astimezone(dt.UTC if self.utc else self.zone)
+        shown = (local.strftime("%Y-%m-%d %H:%M:%SZ") if self.utc or _is_utc(local)
+                 else local.strftime("%Y-%m-%d %H:%M:%S %Z"))
         return f"{shown} ({relative(value, self.now)})"
 
     @property
@@ -56,6 +72,10 @@ class Times:
         if self.utc:
             return "UTC"
         return self.now.astimezone(self.zone).strftime("%Z") or "local"
+
+
+def _is_utc(value: dt.datetime) -> bool:
+    return value.utcoffset() == dt.timedelta(0) and value.strftime("%Z") in ("UTC", "GMT", "Z")
 
 
 def relative(value: dt.datetime, now: dt.datetime) -> str:
