@@ -132,11 +132,12 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
             report.execute = executor.report
             store = executor.store
             if executor.observer is not None:  # [observe]
-                executor.observer.close(store, report.counts(), f"{type(exc).__name__}")
+                executor.observer.close(store, report.counts(), f"{type(exc).__name__}",
+                                        hurry=True)
         _record(store, clock, report, TickStatus.FAILED, f"{type(exc).__name__}: {exc}"[:1000])
         raise
     if executor.observer is not None:  # [observe] bounded: waits for deliveries under way
-        executor.observer.close(executor.store, report.counts())
+        executor.observer.close(executor.store, report.counts(), hurry=should_stop())
     status = TickStatus.INTERRUPTED if should_stop() else TickStatus.FINISHED
     _record(executor.store, clock, report, status, None)
     log.info("tick finished", extra={"action": "tick", "tick_id": tick_id, **report.counts()})

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LIVE_EVERY = 1.0  # seconds between two writes of one run's output while it prints
+HURRY = 2.0  # seconds a stopping tick waits for deliveries under way (SIGTERM's grace is short)
 
 
 class _Active(Protocol):  # what the executor keeps of a running attempt
@@ -45,7 +46,8 @@ class RunObserver:
         self.tracing = tracing
         self._notifier = notifier
         self._config: dict[int, dict[str, Any] | None] = {}  # definition id -> receivers
-        self._live: dict[tuple[int, int], tuple[float, int]] = {}  # (run, attempt) -> last write
+        # (run, attempt) -> (first seen, last written or None, bytes written)
+        self._live: dict[tuple[int, int], tuple[float, float | None, int]] = {}
 
     @classmethod
     def for_tick(cls, now: Callable[[], dt.datetime], *, tick_id: int | None, worker: str,
@@ -97,20 +99,24 @@ class RunObserver:
                         extra={"action": "notify", "run_id": row["id"]})
 
     def tick_pass(self, store: Store, active: Iterable[_Active]) -> None:
-        """Once per pass: write the output of running attempts that printed since their last
-        write (at most every LIVE_EVERY seconds each), and the deliveries that finished."""
+        """Once per pass: write the output of attempts running for LIVE_EVERY seconds or
+        more that printed since their last write (at most every LIVE_EVERY seconds each: an
+        attempt that ends sooner costs no write but its outcome's), and record the
+        deliveries that finished."""
         now = time.monotonic()
         writes = []
         for a in active:
             read = getattr(a.job, "live_output", None)
+            if read is None:
+                continue
             key = (a.claim.id, a.claim.attempt)
-            last = self._live.get(key)
-            if read is None or (last is not None and now - last[0] < LIVE_EVERY):
+            seen, written, size = self._live.setdefault(key, (now, None, -1))
+            if now - (seen if written is None else written) < LIVE_EVERY:
                 continue
             snapshot = read()
-            if snapshot is None or (last is not None and snapshot[1] == last[1]):
+            if snapshot is None or snapshot[1] == size:
                 continue
-            self._live[key] = (now, snapshot[1])
+            self._live[key] = (seen, now, snapshot[1])
             writes.append((a.claim.id, a.claim.lease_token, snapshot[0], snapshot[1]))
         try:
             if writes:
@@ -121,11 +127,14 @@ class RunObserver:
             log.warning("could not write live output or deliveries: %s", exc,
                         extra={"action": "observe"})
 
-    def close(self, store: Store, counts: dict[str, int], error: str | None = None) -> None:
-        """The tick ends: wait (bounded) for the notifications under way and record them,
-        end the spans."""
+    def close(self, store: Store, counts: dict[str, int], error: str | None = None, *,
+              hurry: bool = False) -> None:
+        """The tick ends: wait (bounded; HURRY seconds at most when it was asked to stop)
+        for the notifications under way and record them, end the spans."""
         if self._notifier is not None:
-            done = self._notifier.close()
+            from cronjobs.execution.notify import DRAIN  # noqa: PLC0415
+
+            done = self._notifier.close(HURRY if hurry else DRAIN)
             try:
                 store.record_deliveries(done)
             except Exception as exc:
