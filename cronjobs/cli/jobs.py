@@ -135,9 +135,10 @@ def list_command(app: App, utc: bool, as_json: bool) -> None:
 
 @click.command(cls=Command)
 @click.argument("name")
+@utc_option
 @json_option
 @pass_app
-def describe(app: App, name: str, as_json: bool) -> None:
+def describe(app: App, name: str, utc: bool, as_json: bool) -> None:
     """Everything about job NAME: settings, next 5 fire times (UTC and local), last runs.
 
     \b
@@ -146,10 +147,13 @@ def describe(app: App, name: str, as_json: bool) -> None:
       cronjobs describe nightly_cleanup --json
     """
     from cronjobs.cli.render import describe_json, describe_text
+    from cronjobs.cli.watching import times
     from cronjobs.core.definitions import describe as run_describe
 
-    description = run_describe(app.store(), name)
-    emit(describe_json(description), describe_text(description), as_json)
+    store = app.store()
+    now = store.now()
+    description = run_describe(store, name)
+    emit(describe_json(description), describe_text(description, times(now, utc)), as_json)
 
 
 @click.command(cls=Command)

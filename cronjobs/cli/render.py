@@ -203,7 +203,7 @@ def describe_json(desc: Description) -> dict[str, Any]:
             "recent_runs": [run_json(r) for r in desc.recent_runs]}
 
 
-def describe_text(desc: Description) -> str:
+def describe_text(desc: Description, times: Times | None = None) -> str:
     parts = [settings_text(desc.definition), ""]
     if desc.problem is not None:
         parts.append(f"cannot be evaluated: {desc.problem}")
@@ -211,7 +211,7 @@ def describe_text(desc: Description) -> str:
         parts += ["next fire times:", slots_table(desc.next_slots)]
     parts.append("")
     if desc.recent_runs:
-        parts += ["recent runs:", runs_table(desc.recent_runs)]
+        parts += ["recent runs:", runs_table(desc.recent_runs, times)]
     else:
         parts.append("no runs yet")
     return "\n".join(parts)
@@ -239,11 +239,12 @@ def run_json(r: Run, job: str | None = None) -> dict[str, Any]:
     }
 
 
-def runs_table(runs: Sequence[Run]) -> str:
+def runs_table(runs: Sequence[Run], times: Times | None = None) -> str:
+    at = times.when if times is not None else short
     return table(
-        ["ID", "SLOT (UTC)", "TRIGGER", "STATUS", "ATTEMPT", "FINISHED", "ERROR"],
-        [(r.id, short(r.scheduled_for), r.trigger, r.status, f"{r.attempt}/{r.max_attempts}",
-          short(r.finished_at), (r.error or "")[:60]) for r in runs],
+        ["ID", f"SLOT ({_zone(times)})", "TRIGGER", "STATUS", "ATTEMPT", "FINISHED", "ERROR"],
+        [(r.id, at(r.scheduled_for), r.trigger, r.status, f"{r.attempt}/{r.max_attempts}",
+          at(r.finished_at), (r.error or "")[:60]) for r in runs],
     )
 
 
