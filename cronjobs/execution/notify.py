@@ -169,6 +169,8 @@ class Notifier:
         self._lock = threading.Lock()
         self._done: list[dict[str, Any]] = []
         self._pending = 0
+        self._sending: dict[int, tuple[Notice, str]] = {}  # thread id -> what it sends
+        self._closed = False
 
     def send(self, notice: Notice, urls: tuple[str, ...]) -> None:
         """Queue ``notice`` for each of ``urls``; returns at once."""
@@ -212,11 +214,16 @@ class Notifier:
                 left.append(self._record(item[0], item[1], "failed", 0, None,
                                          "not sent: the tick ended first"))
         with self._lock:
-            stuck = self._pending - len(left)
+            self._closed = True  # what is still being sent now is recorded here, as failed
+            stuck = list(self._sending.values())
+            self._sending.clear()
             self._pending = 0
-        if stuck > 0:
-            log.warning("%d notification(s) still being sent when the tick ended", stuck,
+        if stuck:
+            log.warning("%d notification(s) still being sent when the tick ended", len(stuck),
                         extra={"action": "notify"})
+        left += [self._record(notice, url, "failed", 0, None,
+                              "gave up: still being sent when the tick ended")
+                 for notice, url in stuck]
         return self.take() + left
 
     # -- the sending threads ------------------------------------------------------------
@@ -227,12 +234,18 @@ class Notifier:
             if item is None:
                 return
             notice, url = item
+            me = threading.get_ident()
+            with self._lock:
+                self._sending[me] = item
             try:
                 record = self._deliver(notice, url)
             except Exception as exc:  # never expected: a bug must not end the thread
                 record = self._record(notice, url, "failed", 0, None,
                                       _hide(f"{type(exc).__name__}: {exc}", url))
             with self._lock:
+                if self._closed:  # given up on and recorded by close()
+                    return
+                del self._sending[me]
                 self._done.append(record)
                 self._pending -= 1
 
