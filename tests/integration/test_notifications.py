@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import Invoke, count, one_run, snapshot
+from conftest import Invoke, count, one_run, run_cronjobs, snapshot
 from cronjobs.execution import notify
 from cronjobs.validation import mask_url
 
@@ -299,3 +299,15 @@ def test_mask_url() -> None:
     assert mask_url("https://h.example.com/?k=v") == "https://h.example.com/***"
     assert mask_url("http://[::1]:9/x") == "http://[::1]:9/***"
     assert mask_url("https://h:bad/x") == "***"
+
+
+def test_a_real_tick_process_drains_its_deliveries_before_it_exits(
+        cli: Invoke, db: psycopg.Connection[Any], receiver: Receiver, database_url: str) -> None:
+    one_run(cli, "backup", "--command", "exit 1", "--max-attempts", "1", "--notify",
+            receiver.url)
+    result = run_cronjobs("--database-url", database_url, "tick", "-v")
+    assert result.returncode == 0, result.stderr
+    assert receiver.answers == [500, 500, 200]
+    assert [d[4:7] for d in _deliveries(db)] == [("sent", 3, 200)]
+    assert SECRET not in result.stdout + result.stderr
+    assert "notification of run" in result.stderr  # logged, masked
