@@ -103,6 +103,9 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
     report = TickReport(tick_id, now, False)
     report.handlers = handlers
     executor: Executor | None = None
+    # [observe] notifications, live output, tracing (the tick's span starts here)
+    observer = RunObserver.for_tick(clock.now, tick_id=tick_id, worker=options.worker,
+                                    dashboard_url=options.dashboard_url)
     try:
         if options.run_ids is None:
             report.materialise = materialise(store, now, tick_id=tick_id)
@@ -114,10 +117,7 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
             allowed_commands=options.allowed_commands, in_process=options.in_process,
             due_at=now),
             reconnect=reconnect, should_stop=should_stop)
-        # [observe] notifications, live output, tracing
-        executor.observer = RunObserver.for_tick(clock.now, tick_id=tick_id,
-                                                 worker=options.worker,
-                                                 dashboard_url=options.dashboard_url)
+        executor.observer = observer  # [observe]
         report.execute = executor.run()
         report.waiting = [WaitingRuns(row["handler"], row["runs"], row["oldest"]) for row in
                           executor.store.waiting_for_handlers(now=now, handlers=handlers)]
@@ -131,13 +131,11 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
         if executor is not None:
             report.execute = executor.report
             store = executor.store
-            if executor.observer is not None:  # [observe]
-                executor.observer.close(store, report.counts(), f"{type(exc).__name__}",
-                                        hurry=True)
+        observer.close(store, report.counts(), type(exc).__name__, hurry=True)  # [observe]
         _record(store, clock, report, TickStatus.FAILED, f"{type(exc).__name__}: {exc}"[:1000])
         raise
-    if executor.observer is not None:  # [observe] bounded: waits for deliveries under way
-        executor.observer.close(executor.store, report.counts(), hurry=should_stop())
+    # [observe] bounded: waits for the deliveries under way, ends the spans
+    observer.close(executor.store, report.counts(), hurry=should_stop())
     status = TickStatus.INTERRUPTED if should_stop() else TickStatus.FINISHED
     _record(executor.store, clock, report, status, None)
     log.info("tick finished", extra={"action": "tick", "tick_id": tick_id, **report.counts()})
