@@ -60,6 +60,13 @@ CREATE TABLE job_definitions (
     pause_after_failures  integer
         CONSTRAINT job_definitions_pause_after_failures_check CHECK (pause_after_failures >= 1),
     consecutive_failures  integer NOT NULL DEFAULT 0,
+    -- webhook notifications: where to POST (secrets: never printed unmasked), on what
+    notify_urls           text[] NOT NULL DEFAULT '{}'
+        CONSTRAINT job_definitions_notify_urls_check
+        CHECK (cardinality(notify_urls) <= 10),
+    notify_on             text[] NOT NULL DEFAULT '{dead,recovery}'
+        CONSTRAINT job_definitions_notify_on_check
+        CHECK (notify_on <@ ARRAY['dead', 'failure', 'recovery']::text[]),
     -- state
     paused_at             timestamptz,
     paused_until          timestamptz,
@@ -170,6 +177,8 @@ CREATE TABLE job_runs (
     exit_code            integer,
     error                text,
     output_tail          text,
+    -- bytes of output the current attempt has printed so far (flushed with heartbeats)
+    output_bytes         bigint,
     result               jsonb,
     -- `cronjobs retry`: how often an operator sent this run back, and when last
     retry_count          integer NOT NULL DEFAULT 0,
@@ -263,6 +272,27 @@ CREATE TABLE job_skips (
 CREATE INDEX job_skips_definition_idx ON job_skips (definition_id, last_slot);
 CREATE INDEX job_skips_tick_idx ON job_skips (tick_id) WHERE tick_id IS NOT NULL;
 
+-- One row per notification sent (or tried) about a run: to which receiver (masked), on
+-- which event, how it went.
+CREATE TABLE job_notifications (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_id       bigint NOT NULL REFERENCES job_runs (id) ON DELETE CASCADE,
+    attempt      integer NOT NULL,
+    event        text NOT NULL
+        CONSTRAINT job_notifications_event_check
+        CHECK (event IN ('dead', 'failure', 'recovery')),
+    target       text NOT NULL,
+    status       text NOT NULL
+        CONSTRAINT job_notifications_status_check
+        CHECK (status IN ('sent', 'failed')),
+    tries        integer NOT NULL CONSTRAINT job_notifications_tries_check CHECK (tries >= 0),
+    http_status  integer,
+    error        text,
+    sent_at      timestamptz NOT NULL
+);
+
+CREATE INDEX job_notifications_run_idx ON job_notifications (run_id);
+
 INSERT INTO cronjobs_migrations (version, name) VALUES (1, 'initial');
 INSERT INTO cronjobs_migrations (version, name) VALUES (2, 'ack_and_backfill_order');
 INSERT INTO cronjobs_migrations (version, name) VALUES (3, 'tick_handlers');
@@ -270,4 +300,4 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (4, 'indexes_and_hot_upda
 -- placeholder, replaced when the change numbered 5 merges
 INSERT INTO cronjobs_migrations (version, name) VALUES (5, 'reserved_for_another_change');
 INSERT INTO cronjobs_migrations (version, name) VALUES (6, 'jobs_as_code');
-
+INSERT INTO cronjobs_migrations (version, name) VALUES (7, 'notifications_and_live_output');

@@ -53,6 +53,19 @@ class AttemptOutcome(StrEnum):
     CANCELLED = "cancelled"
 
 
+class NotifyEvent(StrEnum):
+    """What a webhook notification is about (job_notifications.event, --notify-on)."""
+
+    DEAD = "dead"  # a run exhausted its attempts
+    FAILURE = "failure"  # any failed attempt (a retry may follow)
+    RECOVERY = "recovery"  # a success after the job's previous run had failed or died
+
+
+class DeliveryStatus(StrEnum):
+    SENT = "sent"
+    FAILED = "failed"
+
+
 class TickStatus(StrEnum):
     RUNNING = "running"
     FINISHED = "finished"
@@ -95,6 +108,8 @@ class DefinitionSpec:
     alert_on_failure: bool = False
     pause_after_failures: int | None = None
     group_name: str | None = None  # the group whose limit applies to its runs
+    notify_urls: tuple[str, ...] = ()  # webhook receivers (secrets)
+    notify_on: tuple[NotifyEvent, ...] = (NotifyEvent.DEAD, NotifyEvent.RECOVERY)
 
 
 @dataclass(frozen=True)
@@ -134,6 +149,12 @@ class Definition:
     schedule_since: dt.datetime
     created_at: dt.datetime
     updated_at: dt.datetime
+    notify_urls: tuple[str, ...] = ()  # secrets: shown masked (cronjobs.validation.mask_url)
+    notify_on: tuple[str, ...] = ("dead", "recovery")
+
+    def __post_init__(self) -> None:  # text[] columns arrive as lists
+        object.__setattr__(self, "notify_urls", tuple(self.notify_urls or ()))
+        object.__setattr__(self, "notify_on", tuple(self.notify_on or ()))
 
     @property
     def paused(self) -> bool:
@@ -190,6 +211,7 @@ class Run:
     updated_at: dt.datetime
     acknowledged_at: dt.datetime | None
     acknowledged_by: str | None
+    output_bytes: int | None = None  # bytes the current attempt printed so far (live)
 
     @property
     def unacknowledged(self) -> bool:
@@ -231,6 +253,22 @@ class GroupUsage:
     def full(self) -> bool:
         """No free slot: its waiting runs wait for the group."""
         return self.max_running is not None and self.running >= self.max_running
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A row of job_notifications: one webhook notification about a run, and how it went."""
+
+    id: int
+    run_id: int
+    attempt: int
+    event: str
+    target: str  # the receiver's URL, masked
+    status: str
+    tries: int
+    http_status: int | None
+    error: str | None
+    sent_at: dt.datetime
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from cronjobs.db.store import Store
 from cronjobs.durations import format_duration
 from cronjobs.errors import UsageError
 from cronjobs.execution.executor import ExecOptions, ExecReport, Executor
+from cronjobs.execution.observe import RunObserver
 from cronjobs.models import TickStatus
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class TickOptions(NamedTuple):
     handlers_only: bool = False
     allowed_commands: tuple[str, ...] = ()
     in_process: bool = False  # run handlers in threads of the tick (cronjobs.inprocess)
+    dashboard_url: str | None = None  # notifications link to its /runs/ID pages
 
 
 class TickReport:
@@ -101,6 +103,9 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
     report = TickReport(tick_id, now, False)
     report.handlers = handlers
     executor: Executor | None = None
+    # [observe] notifications, live output, tracing (the tick's span starts here)
+    observer = RunObserver.for_tick(clock.now, tick_id=tick_id, worker=options.worker,
+                                    dashboard_url=options.dashboard_url)
     try:
         if options.run_ids is None:
             report.materialise = materialise(store, now, tick_id=tick_id)
@@ -112,6 +117,7 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
             allowed_commands=options.allowed_commands, in_process=options.in_process,
             due_at=now),
             reconnect=reconnect, should_stop=should_stop)
+        executor.observer = observer  # [observe]
         report.execute = executor.run()
         report.waiting = [WaitingRuns(row["handler"], row["runs"], row["oldest"]) for row in
                           executor.store.waiting_for_handlers(now=now, handlers=handlers)]
@@ -125,8 +131,11 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
         if executor is not None:
             report.execute = executor.report
             store = executor.store
+        observer.close(store, report.counts(), type(exc).__name__, hurry=True)  # [observe]
         _record(store, clock, report, TickStatus.FAILED, f"{type(exc).__name__}: {exc}"[:1000])
         raise
+    # [observe] bounded: waits for the deliveries under way, ends the spans
+    observer.close(executor.store, report.counts(), hurry=should_stop())
     status = TickStatus.INTERRUPTED if should_stop() else TickStatus.FINISHED
     _record(executor.store, clock, report, status, None)
     log.info("tick finished", extra={"action": "tick", "tick_id": tick_id, **report.counts()})

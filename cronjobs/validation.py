@@ -91,3 +91,54 @@ def check_text(value: str, *, what: str, limit: int | None = None) -> str:
     except UnicodeEncodeError:
         raise UsageError(f"invalid {what}: not valid text (lone surrogate)") from None
     return value
+
+
+# -- webhook URLs (secrets: an error never quotes one) -------------------------------------
+
+MAX_URL_CHARS = 2048
+MAX_NOTIFY_URLS = 10  # mirrors the schema's CHECK
+
+
+def check_notify_url(url: str, *, what: str = "--notify") -> str:
+    """An absolute http(s) URL with a host, as a webhook receiver needs. The message never
+    quotes the URL: it may hold a token."""
+    from urllib.parse import urlsplit  # noqa: PLC0415 - only where webhooks are defined
+
+    if len(url) > MAX_URL_CHARS:
+        raise UsageError(f"invalid {what}: longer than {MAX_URL_CHARS} characters")
+    if not url.isprintable() or any(c.isspace() for c in url) or not url.isascii():
+        raise UsageError(f"invalid {what}: a URL holds no spaces, control or non-ASCII "
+                         "characters (percent-encode them)")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise UsageError(f"invalid {what}: not a valid URL (bad host or port)") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        shown = f" (got {scheme!r})" if scheme and len(scheme) <= 20 else ""
+        raise UsageError(f"invalid {what}: only http:// and https:// URLs are "
+                         f"supported{shown}")
+    if not parts.hostname:
+        raise UsageError(f"invalid {what}: the URL has no host")
+    if port == 0:
+        raise UsageError(f"invalid {what}: port 0 is not a port")
+    return url
+
+
+def mask_url(url: str) -> str:
+    """A webhook URL as it may be shown: scheme, host and port; any user, path, query and
+    fragment (where services put their tokens) replaced by ``***``."""
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "***"
+    if ":" in host:
+        host = f"[{host}]"
+    hidden = "/***" if (parts.path not in ("", "/") or parts.query or parts.fragment
+                        or parts.username is not None) else ""
+    return f"{parts.scheme.lower()}://{host}{port}{hidden}"

@@ -107,8 +107,9 @@ Invoke = Callable[..., Result]
 @pytest.fixture
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Invoke:
     """Run the CLI in-process against this test's database; stdout and stderr separate."""
-    for var in ("CRONJOBS_DATABASE_URL", "DATABASE_URL", "CRONJOBS_APP"):
+    for var in ("CRONJOBS_DATABASE_URL", "DATABASE_URL", "CRONJOBS_APP", "CRONJOBS_UTC"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TZ", "UTC")  # tables show local times: the same on every machine
     return make_invoke(["--database-url", database_url])
 
 
@@ -144,7 +145,7 @@ def count(conn: psycopg.Connection[Any], table: str) -> int:
 def snapshot(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every cronjobs table, to assert that a failed command wrote nothing."""
     tables = ["job_definitions", "job_runs", "job_attempts", "job_skips", "job_ticks",
-              "cronjobs_migrations"]
+              "job_notifications", "cronjobs_migrations"]
     return {t: conn.execute(pgsql.SQL("SELECT * FROM {} ORDER BY 1").format(
         pgsql.Identifier(t))).fetchall() for t in tables}
 

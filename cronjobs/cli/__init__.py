@@ -61,7 +61,7 @@ for command in (ticking.tick, ticking.worker,
                 jobs.define, jobs.list_command, jobs.describe, jobs.pause, jobs.resume,
                 jobs.remove, jobs.next_command, jobs.explain, jobs.backfill,
                 declared.apply, declared.export, groups.group,
-                runs.retry, runs.trigger, runs.cancel, runs.ack, runs.runs, runs.show,
+                runs.retry, runs.trigger, runs.cancel, runs.ack, runs.runs, runs.show, runs.logs,
                 admin.migrate, admin.status, admin.prune, admin.metrics, admin.embedded):
     main_group.add_command(command)
 

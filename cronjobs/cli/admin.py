@@ -4,6 +4,7 @@ embedded server."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import click
 
@@ -15,6 +16,8 @@ from cronjobs.cli.app import (
     pass_app,
 )
 from cronjobs.cli.options import Command, SubGroup
+from cronjobs.cli.watching import utc_option, watch_options
+from cronjobs.errors import UsageError
 
 # -- schema -----------------------------------------------------------------------------------
 
@@ -53,10 +56,12 @@ def migrate(app: App, as_json: bool) -> None:
               help="A tick older than this is a problem: cron or the CronJob stopped.")
 @click.option("--max-backlog-age", default="5m", show_default=True, metavar="DURATION",
               help="A due run unclaimed for longer than this is a problem.")
+@utc_option
+@watch_options
 @json_option
 @pass_app
-def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
-           as_json: bool) -> None:
+def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str, utc: bool,
+           watch: bool, interval: float, as_json: bool) -> None:
     """One screen of health: ticks, backlog, running runs, failures, invalid, paused and
     overdue jobs. With --check, exit 3 when anything is wrong — above all when no tick has
     run for longer than --max-tick-age, so a dead crontab or a suspended CronJob is noticed.
@@ -65,6 +70,7 @@ def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
     Examples:
       cronjobs status
       cronjobs status --check --max-tick-age 10m   # from cron, for monitoring
+      cronjobs status --watch                      # a screen that redraws every 2s
     """
     from cronjobs.cli.render import status_json, status_text
     from cronjobs.core.health import Thresholds
@@ -76,8 +82,22 @@ def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str,
                       maximum=dt.timedelta(days=30)),
         parse_bounded(max_backlog_age, option="--max-backlog-age",
                       minimum=dt.timedelta(minutes=1), maximum=dt.timedelta(days=30)))
-    result = run_status(app.store(), limits)
-    emit(status_json(result), status_text(result), as_json)
+    from cronjobs.cli.watching import times
+    from cronjobs.cli.watching import watch as watching
+
+    if watch and check:
+        raise UsageError("--watch and --check cannot be used together: --check is for "
+                         "monitoring, which looks once")
+    store = app.store()
+    if watch:
+        def frame() -> tuple[dt.datetime, Any, str]:
+            shown = run_status(store, limits)
+            return shown.now, status_json(shown), status_text(shown, times(shown.now, utc))
+
+        watching(frame, as_json=as_json, interval=interval)
+        return
+    result = run_status(store, limits)
+    emit(status_json(result), status_text(result, times(result.now, utc)), as_json)
     if check and not result.healthy:
         for problem in result.problems:
             click.echo(f"problem: {problem}", err=True)

@@ -16,6 +16,7 @@ from cronjobs.cli.app import (
     pass_app,
 )
 from cronjobs.cli.options import Command
+from cronjobs.cli.watching import utc_option
 from cronjobs.instants import parse_instant
 
 # -- definitions --------------------------------------------------------------------------------
@@ -62,13 +63,22 @@ from cronjobs.instants import parse_instant
 @click.option("--group", metavar="NAME",
               help="Its runs count against group NAME's limit "
                    "(`cronjobs group set NAME --max-running N`).")
+@click.option("--notify", "notify", metavar="URL", multiple=True,
+              help="POST a JSON notification to this http(s) webhook (repeatable, at most "
+                   "10; Slack and Mattermost incoming webhooks show its `text`). A secret: "
+                   "shown masked.")
+@click.option("--notify-on", "notify_on", metavar="EVENTS", multiple=True,
+              help="When to notify: dead (a run exhausted its attempts), failure (any failed "
+                   "attempt), recovery (a success after a failure); repeatable or "
+                   "comma-separated. Default: dead,recovery.")
 @json_option
 @pass_app
 def define(app: App, name: str, schedule: str, tz: str, command: str | None,
            handler: str | None, payload: str, catchup: str, catchup_limit: int,
            starting_deadline: str, overlap: str, max_attempts: int, backoff: str, timeout: str,
            lease: str, alert_command: str | None, alert_on_failure: bool,
-           pause_after_failures: int | None, group: str | None, as_json: bool) -> None:
+           pause_after_failures: int | None, group: str | None, notify: tuple[str, ...],
+           notify_on: tuple[str, ...], as_json: bool) -> None:
     """Create or update job NAME to run on cron SCHEDULE (idempotent).
 
     SCHEDULE has 5 fields (minute hour day-of-month month day-of-week), or a macro
@@ -85,6 +95,8 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
       cronjobs define backup "0 2 * * *" --command "pg_dump mydb > /backups/db.sql"
       cronjobs define report "@daily" --handler build_report --payload '{"days": 7}'
       cronjobs define sales_report "0 6 * * *" --group reports
+      cronjobs define backup "0 2 * * *" --command "backup.sh" \
+          --notify https://hooks.slack.com/services/T000/B000/XXXX --notify-on dead,recovery
     """
     from cronjobs.cli.render import define_json, define_text
     from cronjobs.core.definitions import define as run_define
@@ -95,7 +107,8 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
         catchup=catchup, catchup_limit=catchup_limit, starting_deadline=starting_deadline,
         overlap=overlap, max_attempts=max_attempts, backoff=backoff, timeout=timeout,
         lease=lease, alert_command=alert_command, alert_on_failure=alert_on_failure,
-        pause_after_failures=pause_after_failures, group=group,
+        pause_after_failures=pause_after_failures, group=group, notify=notify,
+        notify_on=notify_on,
     )
     known = app.handlers() if spec.handler is not None else None
     result = run_define(app.store(), spec, known_handlers=known)
@@ -107,29 +120,36 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
 @click.command(cls=Command, name="list")
 @click.option("--wide", is_flag=True,
               help="Add a DESCRIPTION column: each schedule in words, with its zone.")
+@utc_option
 @json_option
 @pass_app
-def list_command(app: App, wide: bool, as_json: bool) -> None:
-    """List every job with its state, next fire time and last run.
+def list_command(app: App, wide: bool, utc: bool, as_json: bool) -> None:
+    """List every job with its state, next fire time and last run (times in the local zone
+    and relative to now, or --utc).
 
     \b
     Examples:
       cronjobs list
       cronjobs list --wide      # and each schedule in words
+      cronjobs list --utc
       cronjobs list --json
     """
     from cronjobs.cli.render import list_json, list_text
+    from cronjobs.cli.watching import times
     from cronjobs.core.definitions import list_jobs
 
-    listings = list_jobs(app.store())
-    emit(list_json(listings), list_text(listings, wide=wide), as_json)
+    store = app.store()
+    now = store.now()
+    listings = list_jobs(store)
+    emit(list_json(listings), list_text(listings, times(now, utc), wide=wide), as_json)
 
 
 @click.command(cls=Command)
 @click.argument("name")
+@utc_option
 @json_option
 @pass_app
-def describe(app: App, name: str, as_json: bool) -> None:
+def describe(app: App, name: str, utc: bool, as_json: bool) -> None:
     """Everything about job NAME: settings, next 5 fire times (UTC and local), last runs.
 
     \b
@@ -138,10 +158,13 @@ def describe(app: App, name: str, as_json: bool) -> None:
       cronjobs describe nightly_cleanup --json
     """
     from cronjobs.cli.render import describe_json, describe_text
+    from cronjobs.cli.watching import times
     from cronjobs.core.definitions import describe as run_describe
 
-    description = run_describe(app.store(), name)
-    emit(describe_json(description), describe_text(description), as_json)
+    store = app.store()
+    now = store.now()
+    description = run_describe(store, name)
+    emit(describe_json(description), describe_text(description, times(now, utc)), as_json)
 
 
 @click.command(cls=Command)

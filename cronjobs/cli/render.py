@@ -11,9 +11,11 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronjobs.durations import format_duration
-from cronjobs.models import Attempt, Definition, GroupUsage, Run
+from cronjobs.models import Attempt, Definition, Delivery, GroupUsage, Run
+from cronjobs.validation import mask_url
 
 if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cronjobs
+    from cronjobs.cli.render_live import Times
     from cronjobs.core.definitions import DefineResult, Description, Listing, Preview, Slot
     from cronjobs.core.explain import Explanation
     from cronjobs.core.health import Status
@@ -50,6 +52,10 @@ def short(value: dt.datetime | None) -> str:
     return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def _zone(times: Times | None) -> str:
+    return "UTC" if times is None else times.label
+
+
 def local_short(value: dt.datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S %Z (%z)")
 
@@ -81,6 +87,8 @@ def definition_json(d: Definition) -> dict[str, Any]:
         "pause_after_failures": d.pause_after_failures,
         "source": d.source,
         "group": d.group_name,
+        "notify": [mask_url(url) for url in d.notify_urls],  # secrets: masked
+        "notify_on": list(d.notify_on),
         "consecutive_failures": d.consecutive_failures,
         "paused_at": instant(d.paused_at),
         "paused_until": instant(d.paused_until),
@@ -139,6 +147,8 @@ def settings_text(d: Definition, description: str | None = None) -> str:
          if d.pause_after_failures else "-"),
         ("group", d.group_name or "-"),
         ("source", d.source or "made by hand (define)"),
+        ("notify", ", ".join(mask_url(url) for url in d.notify_urls)
+         + f" (on {', '.join(d.notify_on)})" if d.notify_urls else "-"),
         ("created", short(d.created_at)),
         ("updated", short(d.updated_at)),
     ]
@@ -171,8 +181,10 @@ def list_json(listings: Sequence[Listing]) -> list[dict[str, Any]]:
     return out
 
 
-def list_text(listings: Sequence[Listing], *, wide: bool = False) -> str:
+def list_text(listings: Sequence[Listing], times: Times | None = None, *,
+              wide: bool = False) -> str:
     """The jobs as a table; ``wide`` adds each schedule in words (DESCRIPTION), last."""
+    at = times.when if times is not None else short
     if not listings:
         return "no jobs defined (add one with `cronjobs define NAME SCHEDULE`)"
     rows = []
@@ -181,12 +193,12 @@ def list_text(listings: Sequence[Listing], *, wide: bool = False) -> str:
         state = "invalid" if item.problem is not None else d.state
         last = item.summary.last_run_status or "-"
         if item.summary.last_run_at is not None:
-            last += " " + short(item.summary.last_run_at)
-        row = [d.name, d.schedule, d.timezone, state, short(item.next_at), last, d.target]
+            last += " " + at(item.summary.last_run_at)
+        row = [d.name, d.schedule, d.timezone, state, at(item.next_at), last, d.target]
         if wide:
             row.append(item.description or "-")
         rows.append(row)
-    headers = ["NAME", "SCHEDULE", "TZ", "STATE", "NEXT (UTC)", "LAST RUN", "RUNS"]
+    headers = ["NAME", "SCHEDULE", "TZ", "STATE", f"NEXT ({_zone(times)})", "LAST RUN", "RUNS"]
     text = table([*headers, "DESCRIPTION"] if wide else headers, rows)
     problems = [f"warning: job {i.definition.name!r} cannot be evaluated: {i.problem}"
                 for i in listings if i.problem is not None]
@@ -202,7 +214,7 @@ def describe_json(desc: Description) -> dict[str, Any]:
             "recent_runs": [run_json(r) for r in desc.recent_runs]}
 
 
-def describe_text(desc: Description) -> str:
+def describe_text(desc: Description, times: Times | None = None) -> str:
     parts = [settings_text(desc.definition, desc.description), ""]
     if desc.problem is not None:
         parts.append(f"cannot be evaluated: {desc.problem}")
@@ -210,7 +222,7 @@ def describe_text(desc: Description) -> str:
         parts += ["next fire times:", slots_table(desc.next_slots)]
     parts.append("")
     if desc.recent_runs:
-        parts += ["recent runs:", runs_table(desc.recent_runs)]
+        parts += ["recent runs:", runs_table(desc.recent_runs, times)]
     else:
         parts.append("no runs yet")
     return "\n".join(parts)
@@ -238,11 +250,12 @@ def run_json(r: Run, job: str | None = None) -> dict[str, Any]:
     }
 
 
-def runs_table(runs: Sequence[Run]) -> str:
+def runs_table(runs: Sequence[Run], times: Times | None = None) -> str:
+    at = times.when if times is not None else short
     return table(
-        ["ID", "SLOT (UTC)", "TRIGGER", "STATUS", "ATTEMPT", "FINISHED", "ERROR"],
-        [(r.id, short(r.scheduled_for), r.trigger, r.status, f"{r.attempt}/{r.max_attempts}",
-          short(r.finished_at), (r.error or "")[:60]) for r in runs],
+        ["ID", f"SLOT ({_zone(times)})", "TRIGGER", "STATUS", "ATTEMPT", "FINISHED", "ERROR"],
+        [(r.id, at(r.scheduled_for), r.trigger, r.status, f"{r.attempt}/{r.max_attempts}",
+          at(r.finished_at), (r.error or "")[:60]) for r in runs],
     )
 
 
@@ -414,13 +427,16 @@ def runs_list_json(found: Sequence[tuple[Run, str]]) -> list[dict[str, Any]]:
     return [run_json(run, job) for run, job in found]
 
 
-def runs_list_text(found: Sequence[tuple[Run, str]]) -> str:
+def runs_list_text(found: Sequence[tuple[Run, str]], times: Times | None = None
+                   ) -> str:
+    at = times.when if times is not None else short
     if not found:
         return "no runs"
     return table(
-        ["ID", "JOB", "SLOT (UTC)", "TRIGGER", "STATUS", "ATTEMPT", "FINISHED", "ERROR"],
-        [(r.id, job, short(r.scheduled_for), r.trigger, r.status,
-          f"{r.attempt}/{r.max_attempts}", short(r.finished_at), (r.error or "")[:60])
+        ["ID", "JOB", f"SLOT ({_zone(times)})", "TRIGGER", "STATUS", "ATTEMPT", "FINISHED",
+         "ERROR"],
+        [(r.id, job, at(r.scheduled_for), r.trigger, r.status,
+          f"{r.attempt}/{r.max_attempts}", at(r.finished_at), (r.error or "")[:60])
          for r, job in found])
 
 
@@ -439,24 +455,45 @@ def show_json(detail: RunDetail) -> dict[str, Any]:
     data["lease_owner"] = detail.run.lease_owner
     data["lease_expires_at"] = instant(detail.run.lease_expires_at)
     data["attempts"] = [attempt_json(a) for a in detail.attempts]
+    data["notifications"] = [delivery_json(n) for n in detail.deliveries]
     return data
 
 
-def show_text(detail: RunDetail) -> str:
+def delivery_json(n: Delivery) -> dict[str, Any]:
+    return {"event": n.event, "attempt": n.attempt, "target": n.target, "status": n.status,
+            "tries": n.tries, "http_status": n.http_status, "error": n.error,
+            "sent_at": instant(n.sent_at)}
+
+
+def deliveries_text(deliveries: Sequence[Delivery], times: Times | None = None
+                    ) -> list[str]:
+    at = times.when if times is not None else short
+    if not deliveries:
+        return []
+    return ["", "notifications:"] + [
+        f"  {n.event} (attempt {n.attempt}) to {n.target}: {n.status}"
+        + f" after {n.tries} tr{'y' if n.tries == 1 else 'ies'}"
+        + (f", HTTP {n.http_status}" if n.http_status is not None else "")
+        + (f": {n.error}" if n.error else "") + f", {at(n.sent_at)}"
+        for n in deliveries]
+
+
+def show_text(detail: RunDetail, times: Times | None = None) -> str:
+    at = times.when if times is not None else short
     r = detail.run
     lines = [
         f"run {r.id} of {detail.job!r}: {r.status}",
-        f"  slot        {short(r.scheduled_for)}  ({r.trigger})",
+        f"  slot        {at(r.scheduled_for)}  ({r.trigger})",
         f"  attempts    {r.attempt} of {r.max_attempts}"
         + (f"; retried by an operator {r.retry_count}x" if r.retry_count else ""),
-        f"  eligible    {short(r.eligible_at)}",
+        f"  eligible    {at(r.eligible_at)}",
     ]
     if r.status == "running":
-        lines.append(f"  held by     {r.lease_owner} until {short(r.lease_expires_at)}")
+        lines.append(f"  held by     {r.lease_owner} until {at(r.lease_expires_at)}")
     if r.error:
         lines.append(f"  error       {r.error}")
     if r.status == "dead":
-        lines.append(f"  ack         acknowledged {short(r.acknowledged_at)} by "
+        lines.append(f"  ack         acknowledged {at(r.acknowledged_at)} by "
                      f"{r.acknowledged_by or 'unknown'}" if not r.unacknowledged
                      else f"  ack         not acknowledged: `cronjobs ack {r.id}` once handled")
     if r.result is not None:
@@ -465,13 +502,14 @@ def show_text(detail: RunDetail) -> str:
         duration = (f"{(a.finished_at - a.started_at).total_seconds():.1f}s"
                     if a.finished_at else "running")
         lines += ["", f"attempt {a.attempt}: {a.outcome} on {a.worker}, "
-                      f"{short(a.started_at)}, {duration}"
+                      f"{at(a.started_at)}, {duration}"
                       + (f", exit code {a.exit_code}" if a.exit_code is not None else "")]
         if a.error:
             lines.append(f"  error: {a.error}")
         if a.output_tail:
             lines.append("  output (tail):")
             lines += [f"    {line}" for line in a.output_tail.rstrip("\n").splitlines()[-20:]]
+    lines += deliveries_text(detail.deliveries, times)
     return "\n".join(lines)
 
 
@@ -505,11 +543,12 @@ def status_json(st: Status) -> dict[str, Any]:
     }
 
 
-def status_text(st: Status) -> str:
+def status_text(st: Status, times: Times | None = None) -> str:
+    at = times.when if times is not None else short
     n = st.numbers
-    last = (f"{short(n['last_tick_at'])} by {n['last_tick_worker']} ({n['last_tick_status']})"
+    last = (f"{at(n['last_tick_at'])} by {n['last_tick_worker']} ({n['last_tick_status']})"
             if n["last_tick_at"] else "never")
-    oldest = (f", oldest due since {short(n['backlog_oldest'])}" if n["backlog_oldest"]
+    oldest = (f", oldest due since {at(n['backlog_oldest'])}" if n["backlog_oldest"]
               else "")
     lines = [
         f"last tick       {last}",
@@ -526,11 +565,11 @@ def status_text(st: Status) -> str:
     if st.running:
         lines += ["", table(["RUN", "JOB", "ATTEMPT", "WORKER", "STARTED", "LEASE UNTIL"],
                             [(r["id"], r["job"], r["attempt"], r["lease_owner"],
-                              short(r["started_at"]), short(r["lease_expires_at"]))
+                              at(r["started_at"]), at(r["lease_expires_at"]))
                              for r in st.running])]
     if st.waiting:
         lines += ["", table(["HANDLER", "WAITING RUNS", "OLDEST DUE", "NOTE"],
-                            [(w["handler"], w["runs"], short(w["oldest"]),
+                            [(w["handler"], w["runs"], at(w["oldest"]),
                               "no recent tick registers it (try --app MODULE)")
                              for w in st.waiting])]
     if st.groups:

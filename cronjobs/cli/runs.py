@@ -3,6 +3,9 @@ calls one library function and renders the result."""
 
 from __future__ import annotations
 
+import datetime as dt
+from typing import Any
+
 import click
 
 from cronjobs.cli.app import (
@@ -14,6 +17,7 @@ from cronjobs.cli.app import (
     stop_on_signals,
 )
 from cronjobs.cli.options import Command
+from cronjobs.cli.watching import utc_option, watch_options
 from cronjobs.instants import parse_instant
 
 # -- operating --------------------------------------------------------------------------------
@@ -190,41 +194,102 @@ def _operator() -> str | None:
               help=f"Only runs created since this instant or date, or this long ago (e.g. 1d; "
                    f"{TIMES_HELP}).")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@utc_option
+@watch_options
 @json_option
 @pass_app
 def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | None, limit: int,
-         as_json: bool) -> None:
-    """List runs, newest first: of job NAME, or of all jobs.
+         utc: bool, watch: bool, interval: float, as_json: bool) -> None:
+    """List runs, newest first: of job NAME, or of all jobs. Times are shown in the local
+    zone and relative to now ("3 min ago"); --json gives ISO-8601 instants in UTC.
 
     \b
     Examples:
       cronjobs runs nightly_cleanup --limit 10
       cronjobs runs --status failed --status dead --since 1d --json
+      cronjobs runs --watch --limit 20          # redraws every 2s until Ctrl-C
     """
     from cronjobs.cli.render import runs_list_json, runs_list_text
+    from cronjobs.cli.watching import times
+    from cronjobs.cli.watching import watch as watching
     from cronjobs.core.operations import list_runs
 
     store = app.store()
     start = parse_instant(since, option="--since", now=store.now) if since is not None else None
-    found = list_runs(store, name=name, statuses=statuses, since=start, limit=limit)
-    emit(runs_list_json(found), runs_list_text(found), as_json)
+
+    def frame() -> tuple[dt.datetime, Any, str]:
+        now = store.now()
+        found = list_runs(store, name=name, statuses=statuses, since=start, limit=limit)
+        return now, runs_list_json(found), runs_list_text(found, times(now, utc))
+
+    if watch:
+        watching(frame, as_json=as_json, interval=interval)
+        return
+    _, data, text = frame()
+    emit(data, text, as_json)
 
 
 @click.command(cls=Command)
 @click.argument("run_id", type=RUN_ID)
+@utc_option
 @json_option
 @pass_app
-def show(app: App, run_id: int, as_json: bool) -> None:
+def show(app: App, run_id: int, utc: bool, as_json: bool) -> None:
     """Everything about run RUN_ID: every attempt (worker, times, duration, outcome, exit
-    code, error, output tail) and the result.
+    code, error, output tail), the result, and its notifications.
 
     \b
     Examples:
       cronjobs show 1234
+      cronjobs show 1234 --utc
       cronjobs show 1234 --json
     """
     from cronjobs.cli.render import show_json, show_text
+    from cronjobs.cli.watching import times
     from cronjobs.core.operations import show as run_show
 
-    detail = run_show(app.store(), run_id)
-    emit(show_json(detail), show_text(detail), as_json)
+    store = app.store()
+    now = store.now()
+    detail = run_show(store, run_id)
+    emit(show_json(detail), show_text(detail, times(now, utc)), as_json)
+
+
+
+@click.command(cls=Command)
+@click.argument("run_id", type=RUN_ID)
+@click.option("-f", "--follow", is_flag=True,
+              help="Keep printing the output as the run produces it, until its attempt ends; "
+                   "then print its outcome (on stderr). A run that waits to start is waited "
+                   "for.")
+@click.option("--interval", type=click.FloatRange(0.1, 60), default=1.0, show_default=True,
+              metavar="SECONDS", help="With --follow: how often to look for new output.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document per line (JSON Lines): output, notes and the outcome "
+                   "(see the README).")
+@pass_app
+def logs(app: App, run_id: int, follow: bool, interval: float, as_json: bool) -> None:
+    """Print the output of run RUN_ID: what a running run printed so far (a tick writes it
+    to the database about once a second while it prints), or a finished run's last attempt.
+
+    Like `kubectl logs`, this is the run's bounded output tail (its last 64 KiB), not an
+    archive: output printed faster than that between two looks is skipped, and said so.
+    The output goes to stdout; notes and the run's outcome to stderr. Ctrl-C stops
+    following (exit code 130).
+
+    \b
+    Examples:
+      cronjobs logs 1234
+      cronjobs logs 1234 --follow
+      cronjobs logs 1234 -f --interval 0.5
+      cronjobs logs 1234 --follow --json
+    """
+    from cronjobs.cli.render_live import log_chunk, log_json
+    from cronjobs.core.logs import logs as run_logs
+
+    for chunk in run_logs(app.store(), run_id, follow=follow, poll=interval):
+        if as_json:
+            click.echo(log_json(chunk))
+            continue
+        text, to_stderr = log_chunk(chunk, following=follow)
+        if text:
+            click.echo(text, nl=False, err=to_stderr)

@@ -60,13 +60,16 @@ from cronjobs.instants import parse_instant
                    "but a handler that overruns its timeout or is cancelled cannot be "
                    "killed: it is recorded as such at once and the tick exits as soon as its "
                    "other runs end. Shell commands always run in their own processes.")
+@click.option("--dashboard-url", metavar="URL", envvar="CRONJOBS_DASHBOARD_URL",
+              help="Where `cronjobs serve` is reachable: notifications link to its "
+                   "/runs/ID page.")
 @json_option
 @pass_app
 def tick(app: App, now: str | None, allow_future: bool, dry_run: bool, concurrency: int,
          max_runs: int | None,
          max_runtime: str, grace: str, alert_command: str | None, retention: str | None,
          handlers_only: bool, allowed_commands: tuple[str, ...], in_process: bool,
-         as_json: bool) -> None:
+         dashboard_url: str | None, as_json: bool) -> None:
     """Materialise due runs (exactly once per slot), run them, record the results, exit.
 
     Run it every minute, from cron (`* * * * * cronjobs tick`) or a Kubernetes CronJob, on
@@ -82,14 +85,18 @@ def tick(app: App, now: str | None, allow_future: bool, dry_run: bool, concurren
       cronjobs tick --dry-run                 # what is due now; writes nothing
       cronjobs tick -v --app myapp.jobs       # a crontab line: * * * * * cronjobs tick …
       cronjobs tick --concurrency 8 --retention 30d --json
+      cronjobs tick --dashboard-url https://cron.example.com   # links in notifications
     """
     from cronjobs.cli.render import decisions_text, tick_json, tick_summary, waiting_lines
     from cronjobs.db.connect import worker_name
     from cronjobs.durations import parse_bounded
     from cronjobs.tick import TickOptions
     from cronjobs.tick import tick as run_tick
+    from cronjobs.validation import check_notify_url
 
     at = parse_instant(now, option="--now") if now is not None else None
+    if dashboard_url:
+        check_notify_url(dashboard_url, what="--dashboard-url")
     second, day = dt.timedelta(seconds=1), dt.timedelta(days=1)
     options = TickOptions(
         now=at, allow_future=allow_future, dry_run=dry_run, worker=worker_name(),
@@ -106,6 +113,7 @@ def tick(app: App, now: str | None, allow_future: bool, dry_run: bool, concurren
         handlers_only=handlers_only,
         allowed_commands=allowed_commands,
         in_process=in_process,
+        dashboard_url=dashboard_url or None,
     )
     store = app.store()
     with stop_on_signals() as stopped:

@@ -27,7 +27,9 @@ from cronjobs.models import (
 from cronjobs.validation import (
     MAX_COMMAND_CHARS,
     MAX_NOTE_CHARS,
+    MAX_NOTIFY_URLS,
     check_name,
+    check_notify_url,
     check_payload,
     check_text,
 )
@@ -97,6 +99,10 @@ def validate_spec(spec: DefinitionSpec) -> None:
         check_name(handler, what="handler name")
     if spec.backoff > spec.backoff_max:
         raise UsageError("invalid --backoff: longer than the backoff cap")
+    for url in spec.notify_urls:
+        check_notify_url(url)
+    if len(spec.notify_urls) > MAX_NOTIFY_URLS:
+        raise UsageError(f"invalid --notify: at most {MAX_NOTIFY_URLS} URLs per job")
 
 
 def define(

@@ -12,7 +12,7 @@ from cronjobs.core.definitions import get
 from cronjobs.core.materialise import exclusive
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, Refused, RunNotFound, UsageError
-from cronjobs.models import Attempt, Overlap, Run, RunStatus, Trigger
+from cronjobs.models import Attempt, Delivery, Overlap, Run, RunStatus, Trigger
 from cronjobs.validation import check_name, check_payload
 
 MAX_RUN_ID = 2**63 - 1
@@ -34,6 +34,7 @@ class RunDetail:
     run: Run
     job: str
     attempts: tuple[Attempt, ...]
+    deliveries: tuple[Delivery, ...] = ()  # its webhook notifications
 
 
 def check_run_id(run_id: int) -> int:
@@ -200,4 +201,5 @@ def show(store: Store, run_id: int) -> RunDetail:
     if found is None:
         raise RunNotFound(f"no run with id {run_id} (see `cronjobs runs`)")
     run, job = found
-    return RunDetail(run, job, tuple(store.attempts_of_run(run.id)))
+    return RunDetail(run, job, tuple(store.attempts_of_run(run.id)),
+                     tuple(store.deliveries_of_run(run.id)))

@@ -7,8 +7,15 @@ import datetime as dt
 from cronjobs.cron import check_timezone
 from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
-from cronjobs.models import Catchup, DefinitionSpec, Kind, Overlap
-from cronjobs.validation import MAX_COMMAND_CHARS, check_name, check_text, parse_payload
+from cronjobs.models import Catchup, DefinitionSpec, Kind, NotifyEvent, Overlap
+from cronjobs.validation import (
+    MAX_COMMAND_CHARS,
+    MAX_NOTIFY_URLS,
+    check_name,
+    check_notify_url,
+    check_text,
+    parse_payload,
+)
 
 SECOND = dt.timedelta(seconds=1)
 DAY = dt.timedelta(days=1)
@@ -36,6 +43,8 @@ def build_spec(
     alert_on_failure: bool = False,
     pause_after_failures: int | None = None,
     group: str | None = None,
+    notify: tuple[str, ...] = (),
+    notify_on: tuple[str, ...] = (),
 ) -> DefinitionSpec:
     """Validate every option; the first problem raises a UsageError naming the option.
 
@@ -78,6 +87,8 @@ def build_spec(
         alert_on_failure=alert_on_failure,
         pause_after_failures=pause_after_failures,
         group_name=group,
+        notify_urls=notify_urls(notify),
+        notify_on=notify_events(notify_on),
     )
 
 
@@ -91,6 +102,31 @@ def _choice(value: str, option: str, kind: type[Catchup] | type[Overlap]) -> Non
 def _within(value: int, option: str, low: int, high: int) -> None:
     if not low <= value <= high:
         raise UsageError(f"invalid {option} {value}: must be between {low} and {high}")
+
+
+def notify_urls(urls: tuple[str, ...]) -> tuple[str, ...]:
+    """--notify URL (repeatable): http(s) only, at most MAX_NOTIFY_URLS, duplicates once."""
+    checked = tuple(dict.fromkeys(check_notify_url(url.strip()) for url in urls))
+    if len(checked) > MAX_NOTIFY_URLS:
+        raise UsageError(f"invalid --notify: at most {MAX_NOTIFY_URLS} URLs per job")
+    return checked
+
+
+def notify_events(values: tuple[str, ...]) -> tuple[NotifyEvent, ...]:
+    """--notify-on dead|failure|recovery (repeatable or comma-separated); default dead and
+    recovery."""
+    names = [v.strip().lower() for value in values for v in value.split(",") if v.strip()]
+    if not values:
+        return (NotifyEvent.DEAD, NotifyEvent.RECOVERY)
+    if not names:
+        raise UsageError("invalid --notify-on: empty (use dead, failure or recovery)")
+    allowed = [e.value for e in NotifyEvent]
+    for name in names:
+        if name not in allowed:
+            shown = name if len(name) <= 20 else name[:17] + "..."
+            raise UsageError(f"invalid --notify-on {shown!r}: use {', '.join(allowed)} "
+                             "(repeatable, or comma-separated)")
+    return tuple(NotifyEvent(v) for v in allowed if v in names)
 
 
 def _alert(command: str | None) -> str | None:

@@ -34,13 +34,14 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (%(version)s, %(name)s);
 INSERT INTO job_definitions AS d (
     name, schedule, timezone, kind, handler, command, payload, catchup, catchup_limit,
     starting_deadline, overlap, max_attempts, backoff, backoff_max, timeout, lease,
-    alert_command, alert_on_failure, pause_after_failures,
+    alert_command, alert_on_failure, pause_after_failures, notify_urls, notify_on,
     cursor_at, next_due_at, schedule_since, source, group_name
 ) VALUES (
     %(name)s, %(schedule)s, %(timezone)s, %(kind)s, %(handler)s, %(command)s, %(payload)s,
     %(catchup)s, %(catchup_limit)s, %(starting_deadline)s, %(overlap)s, %(max_attempts)s,
     %(backoff)s, %(backoff_max)s, %(timeout)s, %(lease)s,
     %(alert_command)s, %(alert_on_failure)s, %(pause_after_failures)s,
+    %(notify_urls)s, %(notify_on)s,
     %(now)s, %(next_due_at)s, %(now)s, %(source)s, %(group_name)s
 )
 ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
@@ -63,6 +64,8 @@ ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
     alert_on_failure = excluded.alert_on_failure,
     pause_after_failures = excluded.pause_after_failures,
     group_name = excluded.group_name,
+    notify_urls = excluded.notify_urls,
+    notify_on = excluded.notify_on,
     cursor_at = CASE
         WHEN (d.schedule, d.timezone) IS DISTINCT FROM (excluded.schedule, excluded.timezone)
             OR d.invalid_reason IS NOT NULL
@@ -79,13 +82,14 @@ ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
 WHERE (d.schedule, d.timezone, d.kind, d.handler, d.command, d.payload, d.catchup,
        d.catchup_limit, d.starting_deadline, d.overlap, d.max_attempts, d.backoff,
        d.backoff_max, d.timeout, d.lease, d.alert_command, d.alert_on_failure,
-       d.pause_after_failures, d.group_name)
+       d.pause_after_failures, d.group_name, d.notify_urls, d.notify_on)
     IS DISTINCT FROM
       (excluded.schedule, excluded.timezone, excluded.kind, excluded.handler, excluded.command,
        excluded.payload, excluded.catchup, excluded.catchup_limit, excluded.starting_deadline,
        excluded.overlap, excluded.max_attempts, excluded.backoff, excluded.backoff_max,
        excluded.timeout, excluded.lease, excluded.alert_command, excluded.alert_on_failure,
-       excluded.pause_after_failures, excluded.group_name)
+       excluded.pause_after_failures, excluded.group_name, excluded.notify_urls,
+       excluded.notify_on)
    OR d.invalid_reason IS NOT NULL
 RETURNING d.*, (xmax = 0) AS created;
 
@@ -817,3 +821,57 @@ ORDER BY n.name;
 SELECT name FROM job_definitions
 WHERE group_name = %(name)s AND removed_at IS NULL
 ORDER BY name;
+
+-- Notifications and live output (cronjobs/db/observe.py) ------------------------------------
+
+-- name: notify_config
+-- The webhook receivers of these jobs (only those that have any).
+SELECT id, name, notify_urls, notify_on
+FROM job_definitions
+WHERE id = ANY (%(ids)s::bigint[]) AND cardinality(notify_urls) > 0;
+
+-- name: previous_run_dead
+-- Whether the job's last run that ended before this one died (a success after it is a
+-- recovery). Walks the job's history index from this run backwards.
+SELECT p.status = 'dead' AS dead
+FROM job_runs AS r
+JOIN LATERAL (
+    SELECT q.status FROM job_runs AS q
+    WHERE q.definition_id = r.definition_id AND q.id < r.id
+      AND q.status IN ('succeeded', 'dead', 'cancelled')
+    ORDER BY q.id DESC
+    LIMIT 1
+) AS p ON true
+WHERE r.id = %(run_id)s;
+
+-- name: record_deliveries
+INSERT INTO job_notifications (run_id, attempt, event, target, status, tries, http_status,
+                               error, sent_at)
+SELECT v.run_id, v.attempt, v.event, v.target, v.status, v.tries, v.http_status, v.error,
+       v.sent_at
+FROM unnest(%(run_ids)s::bigint[], %(attempts)s::integer[], %(events)s::text[],
+            %(targets)s::text[], %(statuses)s::text[], %(tries)s::integer[],
+            %(http_statuses)s::integer[], %(errors)s::text[], %(sent_ats)s::timestamptz[])
+     AS v (run_id, attempt, event, target, status, tries, http_status, error, sent_at)
+WHERE EXISTS (SELECT 1 FROM job_runs AS r WHERE r.id = v.run_id)
+RETURNING id;
+
+-- name: deliveries_of_run
+SELECT id, run_id, attempt, event, target, status, tries, http_status, error, sent_at
+FROM job_notifications WHERE run_id = %(run_id)s ORDER BY id;
+
+-- name: write_live_output
+-- The output of running attempts so far, each fenced by its lease token. Changes no
+-- indexed column: a HOT update, like a heartbeat.
+UPDATE job_runs AS r
+SET output_tail = v.tail, output_bytes = v.bytes
+FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(tails)s::text[], %(bytes)s::bigint[])
+     AS v (id, token, tail, bytes)
+WHERE r.id = v.id AND r.lease_token = v.token AND r.status = 'running'
+RETURNING r.id;
+
+-- name: live_output
+SELECT r.id, r.status, r.attempt, r.max_attempts, r.output_tail, r.output_bytes, r.error,
+       r.exit_code, r.eligible_at, r.finished_at, d.name AS job
+FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE r.id = %(id)s;

@@ -20,6 +20,7 @@ from psycopg.types.json import Jsonb
 
 from cronjobs.db import sql
 from cronjobs.db.config import scrub
+from cronjobs.db.observe import ObserveQueries
 from cronjobs.errors import (
     Conflict,
     CronjobsError,
@@ -55,7 +56,7 @@ def _build(cls: type[T], row: Mapping[str, Any]) -> T:
     return cls(**{f.name: row[f.name] for f in fields(cls)})  # type: ignore[arg-type]
 
 
-class Store:
+class Store(ObserveQueries):
     """Typed access to the cronjobs tables over one autocommit connection.
 
     Statements run in autocommit mode unless wrapped in ``with store.transaction():``.
@@ -187,6 +188,8 @@ class Store:
             "alert_on_failure": spec.alert_on_failure,
             "pause_after_failures": spec.pause_after_failures,
             "group_name": spec.group_name,
+            "notify_urls": list(spec.notify_urls),
+            "notify_on": [event.value for event in spec.notify_on],
             "now": now,
             "next_due_at": next_due_at,
         }

@@ -26,6 +26,9 @@ class JobContext:
     scheduled_for: dt.datetime
     attempt: int
     payload: dict[str, Any] = field(default_factory=dict)
+    # the W3C trace context of this run's span (``00-<trace id>-<span id>-<flags>``) when the
+    # tick traces with OpenTelemetry, else None; commands get it as TRACEPARENT
+    traceparent: str | None = None
 
     def __post_init__(self) -> None:
         when = self.scheduled_for
@@ -47,6 +50,7 @@ class JobContext:
             "CRONJOBS_SCHEDULED_FOR": self.scheduled_for.isoformat(),
             "CRONJOBS_ATTEMPT": str(self.attempt),
             "CRONJOBS_PAYLOAD": json.dumps(self.payload, separators=(",", ":")),
+            **({"TRACEPARENT": self.traceparent} if self.traceparent else {}),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -57,6 +61,7 @@ class JobContext:
             "scheduled_for": self.scheduled_for.isoformat(),
             "attempt": self.attempt,
             "payload": self.payload,
+            **({"traceparent": self.traceparent} if self.traceparent else {}),
         }
 
     @classmethod
@@ -67,4 +72,5 @@ class JobContext:
             scheduled_for=dt.datetime.fromisoformat(str(data["scheduled_for"])),
             attempt=int(data["attempt"]),
             payload=dict(data.get("payload") or {}),
+            traceparent=str(data["traceparent"]) if data.get("traceparent") else None,
         )

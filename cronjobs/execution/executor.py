@@ -31,6 +31,7 @@ from cronjobs.models import AttemptOutcome, Claimed, Outcome, RunStatus
 if TYPE_CHECKING:  # imported when there is something to run: an idle tick stays light
     from cronjobs.execution.alerts import Alerts, Event
     from cronjobs.execution.inprocess import InProcess, InProcessJob
+    from cronjobs.execution.observe import RunObserver
     from cronjobs.execution.process import Result, Running
     from cronjobs.execution.watchdog import Watchdog
 
@@ -123,6 +124,8 @@ class Executor:
         self._abandoned = False  # an in-process handler was given up on while running
         self._self_deadline: float | None = None  # what the watchdog holds for this process
         self._alerts: Alerts | None = None
+        # [observe] notifications, live output, tracing (cronjobs.execution.observe)
+        self.observer: RunObserver | None = None
 
     @property
     def alerts(self) -> Alerts:
@@ -186,6 +189,8 @@ class Executor:
             if not self.active and not claiming:
                 return
             self._heartbeat()
+            if self.observer is not None:  # [observe]
+                self.observer.tick_pass(self.store, self.active.values())
             if self._alerts is not None:
                 self._alerts.poll()
             wait = POLL
@@ -228,6 +233,8 @@ class Executor:
                 "dead" if row["status"] == RunStatus.DEAD else "failed", row["id"],
                 row["job"], row["scheduled_for"], row["attempt"], row["status"], row["error"],
                 None))
+            if self.observer is not None:  # [observe]
+                self.observer.reclaimed(self.store, row)
 
     def _refusal(self, claim: Claimed) -> str | None:
         """Why this worker will not run ``claim`` (a security setting), or None."""
@@ -261,7 +268,9 @@ class Executor:
             self.active[claim.id] = _Active(dead, _Done(refused), time.monotonic())
             return
         context = JobContext(run_id=claim.id, job=claim.name, scheduled_for=claim.scheduled_for,
-                             attempt=claim.attempt, payload=dict(claim.payload or {}))
+                             attempt=claim.attempt, payload=dict(claim.payload or {}),
+                             traceparent=(self.observer.started(claim)  # [observe]
+                                          if self.observer is not None else None))
         work = Work(context=context, kind=claim.kind, command=claim.command,
                     handler=claim.handler, apps=self.options.apps,
                     timeout=claim.timeout.total_seconds() if claim.timeout else None,
@@ -424,6 +433,7 @@ class Executor:
             self.report.finished.append(Finished(claim.id, claim.name, claim.attempt,
                                                  result.outcome.value, status.value,
                                                  result.error))
+            self._observe_finished(claim, result, status)  # [observe]
             if log.isEnabledFor(logging.INFO):
                 log.info("run %s %s", claim.id, status.value,
                          extra={"action": "finish", "run_id": claim.id, "job": claim.name,
@@ -444,10 +454,18 @@ class Executor:
             self.watchdog.flush()
         return len(claims)
 
+    def _observe_finished(self, claim: Claimed, result: Result, status: RunStatus) -> None:
+        """[observe] The outcome of ``claim`` was recorded: notifications, its span."""
+        if self.observer is not None:
+            self.observer.finished(self.store, claim, result.outcome.value, status.value,
+                                   result.error, result.exit_code, result.output_tail)
+
     def _record_lost(self, claim: Claimed, outcome: str, error: str | None) -> None:
         self.report.lost += 1
         self.report.finished.append(Finished(claim.id, claim.name, claim.attempt, outcome,
                                              None, error))
+        if self.observer is not None:  # [observe]
+            self.observer.lost(claim, outcome, error)
 
     def _after_attempt(self, row: dict[str, Any] | None, event: Event) -> None:
         """After a failure was counted (``row``: the job's failures in a row, and whether

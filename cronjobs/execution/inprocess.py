@@ -139,6 +139,10 @@ class InProcessJob:
         finally:
             _local.tail = None
 
+    def live_output(self) -> tuple[str, int]:
+        """The output so far and the bytes printed so far, while the handler runs."""
+        return self._tail.snapshot()
+
     def fail(self, message: str) -> None:
         """The handler could not be called at all."""
         self._tail.keep(f"cronjobs: {message}\n".encode())

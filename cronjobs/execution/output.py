@@ -31,18 +31,27 @@ class Tail:
         self.limit = limit
         self.data = bytearray()
         self.total = 0  # bytes seen
+        self._lock = threading.Lock()  # keep() against snapshot() (the live output)
 
     def keep(self, data: bytes) -> None:
-        self.total += len(data)
-        limit = self.limit
-        if limit == 0:
-            return
-        if len(data) >= limit:
-            self.data[:] = data[-limit:]
-            return
-        self.data += data
-        if len(self.data) > 2 * limit:
-            del self.data[: len(self.data) - limit]
+        with self._lock:
+            self.total += len(data)
+            limit = self.limit
+            if limit == 0:
+                return
+            if len(data) >= limit:
+                self.data[:] = data[-limit:]
+                return
+            self.data += data
+            if len(self.data) > 2 * limit:
+                del self.data[: len(self.data) - limit]
+
+    def snapshot(self) -> tuple[str, int]:
+        """The tail so far as text, and the bytes seen so far, consistent with each other
+        (read by the tick while a job still prints: ``cronjobs logs --follow``)."""
+        with self._lock:
+            data, total = bytes(self.data[-self.limit:] if self.limit else b""), self.total
+        return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd"), total
 
     def text(self, note: str | None = None) -> str:
         """The tail as text, with ``note`` (from the runner) as its last line."""

@@ -214,6 +214,10 @@ class Running:
         self._result = self._build(pump)
         return self._result
 
+    def live_output(self) -> tuple[str, int] | None:
+        """The output so far and the bytes printed so far, while the job runs."""
+        return None if self._pump is None else self._pump.output.snapshot()
+
     def stop(self, outcome: AttemptOutcome, reason: str) -> None:
         """Ask the job to stop: SIGTERM to its group now, SIGKILL ``kill_grace`` seconds later
         (sent by a later :meth:`poll` or :meth:`wait`). The result will have ``outcome`` and

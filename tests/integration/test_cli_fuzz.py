@@ -56,6 +56,9 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("runs", ["NAME", "--since", "TEXT", "--limit", "TEXT"]),
     ("runs", ["--status", "TEXT"]),
     ("show", ["TEXT"]),
+    ("logs", ["TEXT"]),
+    ("define", ["NAME", "@daily", "--command", "true", "--notify", "TEXT"]),
+    ("define", ["NAME", "@daily", "--notify", "https://example.com/x", "--notify-on", "TEXT"]),
     ("status", ["--max-tick-age", "TEXT"]),
     ("prune", ["--older-than", "TEXT", "--keep-last", "TEXT"]),
     ("tick", ["--now", "TEXT", "--max-runs", "0", "--concurrency", "TEXT"]),
@@ -205,7 +208,10 @@ SHAPES: dict[str, list[list[str]]] = {
                ["job", "@daily", "--payload", "JSON"], ["job", "@daily", "--timeout", "DUR"],
                ["job", "@daily", "--lease", "DUR"], ["job", "@daily", "--backoff", "DUR"],
                ["job", "@daily", "--starting-deadline", "DUR"],
-               ["job", "@daily", "--group", "NAME"]],
+               ["job", "@daily", "--group", "NAME"],
+               ["job", "@daily", "--notify", "URL"],
+               ["job", "@daily", "--notify", "https://example.com/hook", "--notify", "URL"],
+               ["job", "@daily", "--notify-on", "EVENTS"]],
     "group": [["set", "NAME", "--max-running", "2"], ["show", "NAME"], ["remove", "NAME"]],
     "pause": [["existing", "--until", "TIME"], ["NAME"]],
     "next": [["@daily", "--from", "TIME"], ["existing", "--from", "TIME"],
@@ -219,13 +225,40 @@ SHAPES: dict[str, list[list[str]]] = {
     "prune": [["--older-than", "DUR"]],
     "status": [["--max-tick-age", "DUR"], ["--max-backlog-age", "DUR"]],
     "tick": [["--now", "TIME"], ["--max-runtime", "DUR"], ["--grace", "DUR"],
-             ["--retention", "DUR"]],
+             ["--retention", "DUR"], ["--dashboard-url", "DASHBOARD"]],
+    "logs": [["RUNID"]],
     "describe": [["NAME"]],
     "resume": [["NAME"]],
     "remove": [["NAME"]],
     "list": [],  # with a bad --connect-timeout
 }
-BAD = {"NAME": bad_names, "SCHEDULE": bad_schedules, "ZONE": bad_zones, "JSON": bad_payloads,
+bad_urls = st.one_of(
+    st.sampled_from(["ftp://example.com/hook", "file:///etc/passwd", "javascript:alert(1)",
+                     "http://", "https://", "http:///no-host", "example.com/hook", "", " ",
+                     "http://exa mple.com/", "http://[::1/", "http://host:99999/",
+                     "http://host:0/", "mailto:ops@example.com", "http://bücher.example/",
+                     "https://example.com/\x00", "//example.com/hook", "\ud800",
+                     "https://example.com/" + "x" * 3000, "gopher://h/", "data:,x",
+                     "http://user@/", "https://example.com/a\nb"]),
+    st.text(max_size=40).filter(
+        lambda t: not t.strip().lower().startswith(("http://", "https://"))
+        and not t.startswith("-")),
+)
+bad_events = st.one_of(
+    st.sampled_from(["", ",", " , ", "deadd", "all", "success", "DEAD;recovery", "\x00",
+                     "none", "dead recovery"]),
+    st.text(max_size=20).filter(lambda t: t.strip(", ") != "" and not set(
+        v.strip().lower() for v in t.split(",") if v.strip()) <= {"dead", "failure",
+                                                                  "recovery"}
+        and not t.startswith("-")),
+)
+bad_run_ids = st.one_of(st.sampled_from(["0", "-1", "x", "", "1.5", str(2**63), "1e3"]),
+                        st.integers(max_value=0).map(str))
+BAD = {"URL": bad_urls,
+       # an empty --dashboard-url (or CRONJOBS_DASHBOARD_URL) means none, as for every env var
+       "DASHBOARD": bad_urls.filter(lambda u: u != ""), "EVENTS": bad_events,
+       "RUNID": bad_run_ids, "NAME": bad_names, "SCHEDULE": bad_schedules, "ZONE": bad_zones,
+       "JSON": bad_payloads,
        "DUR": bad_durations, "TIME": bad_instants}
 
 

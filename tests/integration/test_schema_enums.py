@@ -12,7 +12,9 @@ import pytest
 from cronjobs.models import (
     AttemptOutcome,
     Catchup,
+    DeliveryStatus,
     Kind,
+    NotifyEvent,
     Overlap,
     RunStatus,
     SkipReason,
@@ -29,6 +31,8 @@ COLUMNS: list[tuple[str, str, type[StrEnum]]] = [
     ("job_attempts", "outcome", AttemptOutcome),
     ("job_skips", "reason", SkipReason),
     ("job_ticks", "status", TickStatus),
+    ("job_notifications", "event", NotifyEvent),
+    ("job_notifications", "status", DeliveryStatus),
 ]
 
 
