@@ -20,7 +20,7 @@ from typing import NoReturn
 import click
 
 from cronjobs import __version__
-from cronjobs.cli import admin, jobs, runs, ticking
+from cronjobs.cli import admin, jobs, runs, serving, ticking
 from cronjobs.cli.app import EXIT_FAILURE, EXIT_OK
 from cronjobs.cli.options import Command, Parsing, SubGroup, global_options
 from cronjobs.errors import CronjobsError
@@ -59,7 +59,8 @@ for command in (ticking.tick, ticking.worker,
                 jobs.define, jobs.list_command, jobs.describe, jobs.pause, jobs.resume,
                 jobs.remove, jobs.next_command, jobs.explain, jobs.backfill,
                 runs.retry, runs.trigger, runs.cancel, runs.ack, runs.runs, runs.show,
-                admin.migrate, admin.status, admin.prune, admin.metrics, admin.embedded):
+                admin.migrate, admin.status, admin.prune, admin.metrics, admin.embedded,
+                serving.serve):
     main_group.add_command(command)
 
 
