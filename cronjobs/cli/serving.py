@@ -37,16 +37,15 @@ def serve(app: App, host: str, port: int, admin_token: str | None, refresh: str,
     `status --check` (/healthz: 200 or 503) over HTTP. Needs the web extra:
     pip install 'cronjobs[web]'.
 
-    Read-only unless started with an admin token; then the dashboard signs in with it, and
-    scripts send it as `Authorization: Bearer TOKEN` with each POST.
+    Read-only unless started with an admin token (better from the environment, which `ps`
+    does not show); then the dashboard signs in with it, and scripts send it with each POST:
+    curl -X POST -H "Authorization: Bearer $CRONJOBS_ADMIN_TOKEN" HOST:8765/jobs/NAME/trigger
 
     \b
     Examples:
       cronjobs serve                                  # http://127.0.0.1:8765
-      CRONJOBS_ADMIN_TOKEN=$(openssl rand -hex 24) cronjobs serve --host 0.0.0.0
-      curl -fsS localhost:8765/healthz
-      curl -X POST -H "Authorization: Bearer $CRONJOBS_ADMIN_TOKEN" \\
-        localhost:8765/jobs/backup/trigger
+      cronjobs serve --host 0.0.0.0 --port 8080       # in a container
+      cronjobs serve --admin-token "$(cat /run/secrets/cronjobs-admin-token)"
     """
     from cronjobs.core.health import Thresholds
     from cronjobs.durations import parse_bounded

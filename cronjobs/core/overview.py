@@ -14,7 +14,7 @@ from cronjobs.core.explain import REASONS, Explained, explain
 from cronjobs.db.store import Store
 from cronjobs.errors import UsageError
 from cronjobs.models import Attempt, Definition, Run, Trigger
-from cronjobs.validation import check_name
+from cronjobs.validation import check_name, check_text
 
 PAGE = 100  # jobs per page
 STRIP = 20  # latest runs shown per job
@@ -62,9 +62,7 @@ def overview(store: Store, *, after: str = "", search: str | None = None,
     name contains ``search``, with the installation's numbers."""
     if after:
         check_name(after, what="page start")
-    search = search.strip() if search is not None else None
-    if search is not None and len(search) > MAX_SEARCH:
-        raise UsageError(f"invalid search: longer than {MAX_SEARCH} characters")
+    search = check_text(search.strip(), what="search", limit=MAX_SEARCH) if search else None
     if not 1 <= limit <= 1000 or not 1 <= strip <= 100:
         raise UsageError("invalid page size")
     search = search or None

@@ -23,11 +23,12 @@ from cronjobs.web.security import Admin
 class Settings:
     """How `cronjobs serve` was started."""
 
-    conninfo: str  # unmasked: for connecting only, never shown
-    admin_token: str | None = None
+    conninfo: str = field(repr=False)  # unmasked: for connecting only, never shown
+    admin_token: str | None = field(default=None, repr=False)
     refresh: dt.timedelta = dt.timedelta(seconds=10)
     thresholds: Thresholds = field(default_factory=Thresholds)
     pool_size: int = 4
+    pool_timeout: float = 10.0  # seconds a request waits for a connection, then 503
     application_name: str = "cronjobs serve"
 
 
@@ -42,7 +43,8 @@ class Site:
             settings.conninfo, min_size=1, max_size=settings.pool_size, open=False,
             kwargs=connection_kwargs(settings.conninfo,
                                      application_name=settings.application_name),
-            check=psycopg_pool.ConnectionPool.check_connection, timeout=10.0,
+            check=psycopg_pool.ConnectionPool.check_connection,
+            timeout=settings.pool_timeout,
             name="cronjobs-serve")
 
     @contextlib.contextmanager
@@ -52,8 +54,9 @@ class Site:
             with self.pool.connection() as conn:
                 yield Store(conn)
         except psycopg_pool.PoolTimeout as exc:
-            raise DatabaseUnavailable("the database is busy or unreachable: no connection "
-                                      "within 10 s") from exc
+            raise DatabaseUnavailable(
+                "the database is busy or unreachable: no connection within "
+                f"{self.settings.pool_timeout:g} s") from exc
 
 
 def site_of(request: Request) -> Site:
