@@ -17,6 +17,7 @@ figure.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import random
 import socket
@@ -38,6 +39,7 @@ from cronjobs.db.migrate import migrate
 from cronjobs.db.store import Store
 
 BUSY = "busy-minutely"
+ANCHOR = dt.datetime.now(dt.UTC)  # the history ends here, in every seeding step
 
 JOBS = """
 INSERT INTO job_definitions (name, schedule, kind, command, cursor_at, next_due_at,
@@ -67,7 +69,7 @@ SELECT d.id, s.slot, 'schedule', s.status, 1, 3, s.slot, s.slot + interval '2 se
 FROM job_definitions AS d
 CROSS JOIN generate_series(%(first)s::integer, %(last)s::integer) AS k
 CROSS JOIN LATERAL (
-    SELECT date_trunc('day', now()) - k * interval '1 day'
+    SELECT date_trunc('day', %(anchor)s::timestamptz) - k * interval '1 day'
            + make_interval(hours => (d.id %% 24)::int, mins => (d.id %% 60)::int) AS slot,
            CASE WHEN (d.id + k) %% 29 = 0 THEN 'dead' ELSE 'succeeded' END AS status
 ) AS s
@@ -84,7 +86,8 @@ SELECT d.id, s.slot, 'schedule', 'succeeded', 1, 3, s.slot, s.slot + interval '1
 FROM job_definitions AS d
 CROSS JOIN generate_series(%(first)s::integer, %(last)s::integer) AS k
 CROSS JOIN LATERAL (
-    SELECT date_trunc('minute', now()) - k * interval '1 minute' AS slot) AS s
+    SELECT date_trunc('minute', %(anchor)s::timestamptz) - k * interval '1 minute' AS slot
+) AS s
 WHERE d.name = %(busy)s
 ORDER BY s.slot
 """
@@ -146,9 +149,9 @@ def seed(conn: psycopg.Connection[object], first_day: int, last_day: int, first_
          last_busy: int) -> None:
     after = conn.execute("SELECT coalesce(max(id), 0) FROM job_runs").fetchone()[0]  # type: ignore[index]
     timed(f"daily runs, days {first_day}-{last_day}", lambda: conn.execute(
-        DAILY_RUNS, {"first": first_day, "last": last_day, "busy": BUSY}))
+        DAILY_RUNS, {"first": first_day, "last": last_day, "busy": BUSY, "anchor": ANCHOR}))
     timed(f"busy runs {first_busy}-{last_busy}", lambda: conn.execute(
-        BUSY_RUNS, {"first": first_busy, "last": last_busy, "busy": BUSY}))
+        BUSY_RUNS, {"first": first_busy, "last": last_busy, "busy": BUSY, "anchor": ANCHOR}))
     timed("attempts", lambda: conn.execute(ATTEMPTS, {"after": after}))
     conn.execute("DELETE FROM job_ticks")
     conn.execute(TICKS)

@@ -69,7 +69,9 @@ def serve(app: App, host: str, port: int, admin_token: str | None, refresh: str,
                       maximum=dt.timedelta(days=30)),
         parse_bounded(max_backlog_age, option="--max-backlog-age",
                       minimum=dt.timedelta(minutes=1), maximum=dt.timedelta(days=30)))
-    settings = Settings(conninfo=app.conninfo(), admin_token=admin_token or None,
+    conninfo = app.conninfo()  # connected once: the schema is checked, errors are clear
+    app.store().close()  # the server's pool opens its own connections
+    settings = Settings(conninfo=conninfo, admin_token=admin_token or None,
                         refresh=every, thresholds=limits,
                         application_name=app.application_name())
     shown = f"[{host}]" if ":" in host else host

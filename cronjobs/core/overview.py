@@ -16,7 +16,7 @@ from cronjobs.errors import UsageError
 from cronjobs.models import Attempt, Definition, Run, Trigger
 from cronjobs.validation import check_name, check_text
 
-PAGE = 100  # jobs per page
+PAGE = 50  # jobs per page
 STRIP = 20  # latest runs shown per job
 MAX_SEARCH = 128
 TIMELINE_ROWS = 300  # the newest rows of a job's timeline shown

@@ -12,11 +12,17 @@ import psycopg_pool
 from starlette.requests import Request
 
 from cronjobs.core.health import Thresholds
-from cronjobs.db.connect import connection_kwargs
+from cronjobs.db.connect import SESSION_OPTIONS, connection_kwargs
 from cronjobs.db.store import Store
 from cronjobs.errors import DatabaseUnavailable
 from cronjobs.web.render import Renderer
 from cronjobs.web.security import Admin
+
+
+# The sessions' usual limits, and no JIT compilation: the statistics of a million-run table
+# make the planner compile a per-job query such as job_stats, which then spends more time
+# compiling (about a second) than running.
+OPTIONS = SESSION_OPTIONS + " -c jit=off"
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,8 @@ class Site:
         self.pool = psycopg_pool.ConnectionPool(
             settings.conninfo, min_size=1, max_size=settings.pool_size, open=False,
             kwargs=connection_kwargs(settings.conninfo,
-                                     application_name=settings.application_name),
+                                     application_name=settings.application_name,
+                                     options=OPTIONS),
             check=psycopg_pool.ConnectionPool.check_connection,
             timeout=settings.pool_timeout,
             name="cronjobs-serve")
