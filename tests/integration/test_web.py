@@ -3,6 +3,7 @@ from real ticks: pages, /healthz, /metrics, the actions and their token, bad req
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Iterator
@@ -208,7 +209,6 @@ def test_healthz_uses_the_servers_thresholds(database_url: str,
     db.execute("UPDATE job_ticks SET started_at = started_at - interval '3 minutes'")
     with _client(database_url) as default:
         assert default.get("/healthz").status_code == 200
-    import datetime as dt
     strict = Thresholds(max_tick_age=dt.timedelta(minutes=1))
     with _client(database_url, thresholds=strict) as client:
         answer = client.get("/healthz")
@@ -395,3 +395,40 @@ def test_an_unreachable_database_is_a_503_that_hides_the_password() -> None:
             assert "hunter2" not in answer.text
     shown = repr(Settings(conninfo=url, admin_token=TOKEN))
     assert "hunter2" not in shown and TOKEN not in shown
+
+
+# -- `cronjobs serve`'s own input -------------------------------------------------------------
+
+def _bad_duration(text: str, minimum: dt.timedelta) -> bool:
+    from cronjobs.durations import parse_bounded
+    from cronjobs.errors import UsageError
+
+    try:
+        parse_bounded(text, option="--x", minimum=minimum, maximum=dt.timedelta(days=30))
+    except UsageError:
+        return True
+    return False
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(option=st.sampled_from(["--refresh", "--max-tick-age", "--max-backlog-age",
+                               "--admin-token", "--port"]),
+       value=st.text(max_size=30))
+def test_bad_serve_options_exit_2_with_one_line_and_write_nothing(
+        cli: Invoke, db: psycopg.Connection[Any], option: str, value: str) -> None:
+    from hypothesis import assume
+
+    if option == "--admin-token":
+        value = value[:15]  # too short, whatever it holds
+    elif option == "--port":
+        assume(not (value.strip().isdigit() and 1 <= int(value) <= 65535))
+    else:
+        shortest = dt.timedelta(seconds=2 if option == "--refresh" else 60)
+        assume(_bad_duration(value, shortest))
+    before = snapshot(db)
+    result = cli("serve", option, value)
+    assert result.exit_code == 2, (option, value, result.stderr)
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert result.stdout == ""
+    assert snapshot(db) == before
