@@ -38,8 +38,8 @@ def serve(app: App, host: str, port: int, admin_token: str | None, refresh: str,
     pip install 'cronjobs[web]'.
 
     Read-only unless started with an admin token (better from the environment, which `ps`
-    does not show); then the dashboard signs in with it, and scripts send it with each POST:
-    curl -X POST -H "Authorization: Bearer $CRONJOBS_ADMIN_TOKEN" HOST:8765/jobs/NAME/trigger
+    does not show); then the dashboard signs in with it, and scripts send it with each POST
+    as `Authorization: Bearer TOKEN` (see "Dashboard and metrics" in the README).
 
     \b
     Examples:

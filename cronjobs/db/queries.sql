@@ -261,8 +261,16 @@ WHERE definition_id = ANY(%(definition_ids)s) AND status = 'running'
   AND trigger <> 'backfill' AND cancel_requested_at IS NULL;
 
 -- name: runs_between
+-- A job's runs of the slots in [start, end]: those of the slot key through
+-- job_runs_slot_key, the others through job_runs_other_slots_idx; two ranges of index
+-- entries, however long the job's history.
 SELECT * FROM job_runs
 WHERE definition_id = %(definition_id)s AND scheduled_for BETWEEN %(start)s AND %(end)s
+  AND trigger IN ('schedule', 'backfill')
+UNION ALL
+SELECT * FROM job_runs
+WHERE definition_id = %(definition_id)s AND scheduled_for BETWEEN %(start)s AND %(end)s
+  AND trigger NOT IN ('schedule', 'backfill')
 ORDER BY scheduled_for, id;
 
 -- name: skips_between
