@@ -183,6 +183,10 @@ CREATE INDEX job_runs_active_idx
     ON job_runs (definition_id) WHERE status IN ('queued', 'running', 'failed');
 -- history of one job, newest first
 CREATE INDEX job_runs_history_idx ON job_runs (definition_id, id DESC);
+-- the runs of a job's slots outside the slot key (manual runs, forced retries): with
+-- job_runs_slot_key, a range of slots is a range of index entries (explain, the dashboard)
+CREATE INDEX job_runs_other_slots_idx
+    ON job_runs (definition_id, scheduled_for) WHERE trigger NOT IN ('schedule', 'backfill');
 CREATE INDEX job_runs_finished_idx ON job_runs (finished_at) WHERE finished_at IS NOT NULL;
 -- each job's latest run of each final status (prune keeps them; status reads them)
 CREATE INDEX job_runs_latest_idx
@@ -240,4 +244,5 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (1, 'initial');
 INSERT INTO cronjobs_migrations (version, name) VALUES (2, 'ack_and_backfill_order');
 INSERT INTO cronjobs_migrations (version, name) VALUES (3, 'tick_handlers');
 INSERT INTO cronjobs_migrations (version, name) VALUES (4, 'indexes_and_hot_updates');
+INSERT INTO cronjobs_migrations (version, name) VALUES (8, 'dashboard_indexes');
 
