@@ -8,6 +8,7 @@ import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 import jinja2
 from starlette.requests import Request
@@ -37,8 +38,6 @@ def _utc(value: dt.datetime | None) -> str:
 def _local(value: dt.datetime | None, zone: str) -> str:
     """An instant on a job's own wall clock (server side: the job's zone is a fact of the
     job, unlike the viewer's)."""
-    from zoneinfo import ZoneInfo  # noqa: PLC0415 - rarely: only the job page
-
     if value is None:
         return "-"
     return value.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M %Z")

@@ -18,7 +18,6 @@ from cronjobs.errors import DatabaseUnavailable
 from cronjobs.web.render import Renderer
 from cronjobs.web.security import Admin
 
-
 # The sessions' usual limits, and no JIT compilation: the statistics of a million-run table
 # make the planner compile a per-job query such as job_stats, which then spends more time
 # compiling (about a second) than running.
