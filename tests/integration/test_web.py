@@ -432,3 +432,17 @@ def test_bad_serve_options_exit_2_with_one_line_and_write_nothing(
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
     assert result.stdout == ""
     assert snapshot(db) == before
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.binary(max_size=300),
+       content_type=st.sampled_from(["application/x-www-form-urlencoded",
+                                     "multipart/form-data; boundary=xyz",
+                                     "multipart/form-data", "text/plain", "application/json"]),
+       path=st.sampled_from(["/signin", "/signout", "/jobs/ok/trigger", "/runs/1/retry"]))
+def test_no_posted_body_gets_a_500(admin: TestClient, body: bytes, content_type: str,
+                                   path: str) -> None:
+    answer = admin.post(path, content=body, headers={"Content-Type": content_type})
+    assert 400 <= answer.status_code < 500, (path, body, answer.status_code, answer.text)
+    assert "Traceback" not in answer.text
