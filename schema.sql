@@ -219,6 +219,10 @@ CREATE INDEX job_runs_active_idx
     ON job_runs (definition_id) WHERE status IN ('queued', 'running', 'failed');
 -- history of one job, newest first
 CREATE INDEX job_runs_history_idx ON job_runs (definition_id, id DESC);
+-- the runs of a job's slots outside the slot key (manual runs, forced retries): with
+-- job_runs_slot_key, a range of slots is a range of index entries (explain, the dashboard)
+CREATE INDEX job_runs_other_slots_idx
+    ON job_runs (definition_id, scheduled_for) WHERE trigger NOT IN ('schedule', 'backfill');
 CREATE INDEX job_runs_finished_idx ON job_runs (finished_at) WHERE finished_at IS NOT NULL;
 -- each job's latest run of each final status (prune keeps them; status reads them)
 CREATE INDEX job_runs_latest_idx
@@ -301,3 +305,4 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (4, 'indexes_and_hot_upda
 INSERT INTO cronjobs_migrations (version, name) VALUES (5, 'reserved_for_another_change');
 INSERT INTO cronjobs_migrations (version, name) VALUES (6, 'jobs_as_code');
 INSERT INTO cronjobs_migrations (version, name) VALUES (7, 'notifications_and_live_output');
+INSERT INTO cronjobs_migrations (version, name) VALUES (8, 'dashboard_indexes');

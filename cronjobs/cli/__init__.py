@@ -22,7 +22,7 @@ from typing import NoReturn
 import click
 
 from cronjobs import __version__
-from cronjobs.cli import admin, declared, groups, jobs, runs, ticking
+from cronjobs.cli import admin, declared, groups, jobs, runs, serving, ticking
 from cronjobs.cli.app import EXIT_FAILURE, EXIT_OK
 from cronjobs.cli.options import Command, Parsing, SubGroup, global_options
 from cronjobs.errors import CronjobsError
@@ -62,7 +62,8 @@ for command in (ticking.tick, ticking.worker,
                 jobs.remove, jobs.next_command, jobs.explain, jobs.backfill,
                 declared.apply, declared.export, groups.group,
                 runs.retry, runs.trigger, runs.cancel, runs.ack, runs.runs, runs.show, runs.logs,
-                admin.migrate, admin.status, admin.prune, admin.metrics, admin.embedded):
+                admin.migrate, admin.status, admin.prune, admin.metrics, admin.embedded,
+                serving.serve):
     main_group.add_command(command)
 
 

@@ -139,7 +139,7 @@ def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: boo
 @pass_app
 def metrics(app: App) -> None:
     """Print metrics in the Prometheus text format (for the node exporter's textfile
-    collector or a push gateway).
+    collector or a push gateway); `cronjobs serve` answers the same on /metrics.
 
     \b
     Examples (the second for the textfile collector, every minute from cron):
@@ -147,7 +147,7 @@ def metrics(app: App) -> None:
       cronjobs metrics > /var/lib/node_exporter/cronjobs.prom.$$ &&
         mv /var/lib/node_exporter/cronjobs.prom.$$ /var/lib/node_exporter/cronjobs.prom
     """
-    from cronjobs.core.health import metrics as run_metrics
+    from cronjobs.core.metrics import metrics as run_metrics
 
     click.echo(run_metrics(app.store()), nl=False)
 

@@ -49,6 +49,13 @@ class App:
             click.get_current_context().call_on_close(self._connected.store.close)
         return self._connected.store
 
+    def conninfo(self) -> str:
+        """The connection string of the database :meth:`store` connected to (unmasked: to
+        open more connections, never to print)."""
+        self.store()
+        conninfo: str = self._connected.conninfo
+        return conninfo
+
     def reconnect(self) -> Any:
         """A fresh store on the same database (after a connection was lost): one try, as
         the caller's retry policy (cronjobs.db.retry) decides whether to try again."""

@@ -198,6 +198,18 @@ def list_jobs(store: Store) -> list[Listing]:
     return listings
 
 
+def next_fire(definition: Definition, now: dt.datetime
+              ) -> tuple[str | None, dt.datetime | None]:
+    """(why its schedule cannot be evaluated, None) or (None, its next fire time after
+    ``now``, as `list` shows it; None when it has none)."""
+    problem = _problem(definition)
+    if problem is not None:
+        return problem, None
+    sched = schedules.parse(definition.schedule, definition.timezone, hash_key=definition.name)
+    upcoming = _slots(sched, _upcoming_from(definition, now), 1)
+    return None, upcoming[0].utc if upcoming else None
+
+
 def _upcoming_from(definition: Definition, now: dt.datetime) -> dt.datetime:
     """Where a job's next fire times start: after now, and after its cursor (the slots up to
     the cursor are decided already, were the database's clock ever behind a tick's)."""

@@ -1,5 +1,5 @@
-"""``cronjobs status`` (one screen of health, with a dead-man's switch for the tick itself)
-and ``cronjobs metrics`` (the Prometheus text format)."""
+"""``cronjobs status``: one screen of health, with a dead-man's switch for the tick itself
+(``cronjobs metrics`` and the dashboard's ``/healthz`` read the same, see core/metrics.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from cronjobs.errors import ScheduleError
 from cronjobs.models import GroupUsage
 
 TICK = dt.timedelta(microseconds=1)
+# How far back a job's runs by status and retries count (metrics): a window, so that the
+# cost of a status or a scrape does not grow with the history kept.
+RECENT = dt.timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     now = now if now is not None else store.now()
     numbers = dict(store.health(now))
     running = store.running_runs()
-    jobs = [_job(row, now) for row in store.job_stats()]
+    jobs = [_job(row, now) for row in store.job_stats(since=now - RECENT)]
     result = Status(now, numbers, running, jobs)
     result.waiting = waiting_for_handlers(store, now, thresholds.max_tick_age)
     result.groups = waiting_for_groups(store, now)
@@ -129,81 +132,3 @@ def _age(delta: dt.timedelta) -> str:
     if seconds < 172800:
         return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
     return f"{seconds // 86400}d"
-
-
-# -- metrics ----------------------------------------------------------------------------------
-
-def metrics(store: Store, *, now: dt.datetime | None = None) -> str:
-    """The Prometheus text exposition format, for the textfile collector or a push gateway."""
-    st = status(store, now=now)
-    n = st.numbers
-    out: list[str] = []
-
-    def metric(name: str, kind: str, help_text: str,
-               samples: list[tuple[dict[str, str], float]]) -> None:
-        out.append(f"# HELP {name} {help_text}")
-        out.append(f"# TYPE {name} {kind}")
-        for labels, value in samples:
-            label = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-            out.append(f"{name}{{{label}}} {_number(value)}" if label
-                       else f"{name} {_number(value)}")
-
-    def ts(value: dt.datetime | None) -> float:
-        return value.timestamp() if value is not None else 0.0
-
-    metric("cronjobs_last_tick_timestamp_seconds", "gauge",
-           "When the last tick started (0: never).", [({}, ts(n["last_tick_at"]))])
-    metric("cronjobs_ticks_last_hour", "gauge", "Ticks started in the last hour.",
-           [({}, n["ticks_last_hour"])])
-    metric("cronjobs_backlog_runs", "gauge", "Runs due but not claimed yet.",
-           [({}, n["backlog"])])
-    oldest = n["backlog_oldest"]
-    metric("cronjobs_backlog_oldest_seconds", "gauge",
-           "Age of the oldest due, unclaimed run (0: none).",
-           [({}, (st.now - oldest).total_seconds() if oldest else 0.0)])
-    metric("cronjobs_handler_waiting_runs", "gauge",
-           "Due runs waiting for a handler that no recent tick has loaded (see --app).",
-           [({"handler": w["handler"]}, w["runs"]) for w in st.waiting])
-    metric("cronjobs_running_runs", "gauge", "Runs held by a worker.", [({}, n["running"])])
-    metric("cronjobs_job_last_success_timestamp_seconds", "gauge",
-           "When the job's last successful run finished (0: never).",
-           [({"job": j["name"]}, ts(j["last_success_at"])) for j in st.jobs])
-    metric("cronjobs_job_last_duration_seconds", "gauge", "Duration of the job's last run.",
-           [({"job": j["name"]}, j["last_duration"].total_seconds()) for j in st.jobs
-            if j["last_duration"] is not None])
-    metric("cronjobs_job_lateness_seconds", "gauge",
-           "Start of the first attempt of the job's last finished scheduled run minus its "
-           "slot (backfilled, manual and retried runs do not count).",
-           [({"job": j["name"]}, max(0.0, j["last_lateness"].total_seconds()))
-            for j in st.jobs if j["last_lateness"] is not None])
-    metric("cronjobs_job_runs", "gauge", "The job's runs kept in the history, by status.",
-           [({"job": j["name"], "status": status_}, count)
-            for j in st.jobs for status_, count in sorted(j["runs_by_status"].items())])
-    metric("cronjobs_job_retries", "gauge", "Attempts beyond the first, over the kept history.",
-           [({"job": j["name"]}, j["retries"]) for j in st.jobs])
-    metric("cronjobs_job_dead_runs", "gauge", "The job's dead runs in the kept history.",
-           [({"job": j["name"]}, j["runs_by_status"].get("dead", 0)) for j in st.jobs])
-    metric("cronjobs_job_dead_unacknowledged_runs", "gauge",
-           "The job's dead runs nobody acknowledged yet (`cronjobs ack`).",
-           [({"job": j["name"]}, j["dead_unacknowledged"]) for j in st.jobs])
-    metric("cronjobs_job_overdue", "gauge",
-           "1 when the job's last success is older than its schedule allows.",
-           [({"job": j["name"]}, 1.0 if j["overdue"] else 0.0) for j in st.jobs])
-    limited = [g for g in store.group_usage(now=st.now) if g.max_running is not None]
-    metric("cronjobs_group_max_running", "gauge",
-           "The group's limit: at most this many of its runs at once.",
-           [({"group": g.name}, g.max_running or 0) for g in limited])
-    metric("cronjobs_group_running_runs", "gauge", "The group's runs held by a worker.",
-           [({"group": g.name}, g.running) for g in limited])
-    metric("cronjobs_group_waiting_runs", "gauge",
-           "The group's due runs not running (waiting for a free slot when it is full).",
-           [({"group": g.name}, g.waiting) for g in limited])
-    return "\n".join(out) + "\n"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _number(value: float) -> str:
-    return repr(float(value)) if not float(value).is_integer() else str(int(value))

@@ -152,3 +152,13 @@ def open_store(
             store.close()
             raise
     return Connected(store, target.display, embedded=False, conninfo=target.conninfo)
+
+
+def connection_kwargs(conninfo: str, *, application_name: str = "cronjobs",
+                      options: str = SESSION_OPTIONS) -> dict[str, Any]:
+    """What :func:`connect` passes psycopg besides ``conninfo``: for a pool that opens
+    its connections itself (the dashboard's)."""
+    return {"autocommit": True, "prepare_threshold": None,
+            "application_name": application_name[:63],
+            "connect_timeout": int(os.environ.get("PGCONNECT_TIMEOUT", "5")),
+            "options": _merged_options(conninfo, options)}

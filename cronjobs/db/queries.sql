@@ -278,8 +278,16 @@ WHERE definition_id = ANY(%(definition_ids)s) AND status = 'running'
   AND trigger <> 'backfill' AND cancel_requested_at IS NULL;
 
 -- name: runs_between
+-- A job's runs of the slots in [start, end]: those of the slot key through
+-- job_runs_slot_key, the others through job_runs_other_slots_idx; two ranges of index
+-- entries, however long the job's history.
 SELECT * FROM job_runs
 WHERE definition_id = %(definition_id)s AND scheduled_for BETWEEN %(start)s AND %(end)s
+  AND trigger IN ('schedule', 'backfill')
+UNION ALL
+SELECT * FROM job_runs
+WHERE definition_id = %(definition_id)s AND scheduled_for BETWEEN %(start)s AND %(end)s
+  AND trigger NOT IN ('schedule', 'backfill')
 ORDER BY scheduled_for, id;
 
 -- name: skips_between
@@ -503,6 +511,9 @@ FOR UPDATE OF r;
 -- name: attempts_of_run
 SELECT * FROM job_attempts WHERE run_id = %(run_id)s ORDER BY attempt;
 
+-- name: attempts_of_runs
+SELECT * FROM job_attempts WHERE run_id = ANY(%(run_ids)s::bigint[]) ORDER BY run_id, attempt;
+
 -- name: requeue_run
 -- `cronjobs retry`: a failed, dead or cancelled run goes back to the queue now, with more
 -- attempts, keeping its history. Retrying a dead run acknowledges it.
@@ -683,11 +694,29 @@ ORDER BY r.started_at;
 -- name: job_stats
 -- Per job: last success, last run's duration, the lateness of its last scheduled run (its
 -- first attempt's start minus its slot: backfilled, manual and retried runs are not late),
--- runs by status, retries, and dead runs nobody acknowledged yet.
+-- runs by status and retries (of the runs not finished yet and those finished since
+-- %(since)s), and dead runs nobody acknowledged yet. Each number is an index probe per job
+-- or a range of recent rows: the cost does not grow with the history (a scrape every 15
+-- seconds must not read a million old runs).
+WITH recent AS (
+    SELECT definition_id, status, count(*) AS n, sum(greatest(attempt - 1, 0)) AS retries
+    FROM job_runs WHERE finished_at >= %(since)s
+    GROUP BY definition_id, status
+    UNION ALL
+    SELECT definition_id, status, count(*) AS n, sum(greatest(attempt - 1, 0)) AS retries
+    FROM job_runs WHERE status IN ('queued', 'running', 'failed')
+    GROUP BY definition_id, status
+), per_job AS (
+    SELECT definition_id, jsonb_object_agg(status, n) AS runs_by_status,
+           sum(retries) AS retries
+    FROM (SELECT definition_id, status, sum(n) AS n, sum(retries) AS retries
+          FROM recent GROUP BY definition_id, status) AS s
+    GROUP BY definition_id
+)
 SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.paused_at,
        d.invalid_reason,
        (SELECT max(finished_at) FROM job_runs WHERE definition_id = d.id
-            AND status = 'succeeded') AS last_success_at,
+            AND status = 'succeeded' AND finished_at IS NOT NULL) AS last_success_at,
        last.finished_at - last.started_at AS last_duration,
        -- never negative (a run started before its slot is on time, not early)
        greatest(scheduled.started_at - scheduled.scheduled_for, interval '0')
@@ -698,25 +727,59 @@ SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.p
        (SELECT max(id) FROM job_runs WHERE definition_id = d.id AND status = 'dead'
             AND (acknowledged_at IS NULL OR acknowledged_at < finished_at))
            AS latest_dead_id,
-       coalesce((SELECT jsonb_object_agg(status, n) FROM (
-            SELECT status, count(*) AS n FROM job_runs WHERE definition_id = d.id
-            GROUP BY status) AS s), '{}'::jsonb) AS runs_by_status,
-       (SELECT coalesce(sum(greatest(attempt - 1, 0)), 0) FROM job_runs
-            WHERE definition_id = d.id) AS retries
+       coalesce(per_job.runs_by_status, '{}'::jsonb) AS runs_by_status,
+       coalesce(per_job.retries, 0) AS retries
 FROM job_definitions AS d
+LEFT JOIN per_job ON per_job.definition_id = d.id
+-- the job's last finished run: the latest of each final status (job_runs_latest_idx)
 LEFT JOIN LATERAL (
-    SELECT scheduled_for, started_at, finished_at FROM job_runs
-    WHERE definition_id = d.id AND finished_at IS NOT NULL
-    ORDER BY finished_at DESC LIMIT 1
+    SELECT l.started_at, l.finished_at
+    FROM unnest(ARRAY['succeeded', 'dead', 'cancelled']) AS s (status)
+    CROSS JOIN LATERAL (
+        SELECT started_at, finished_at, id FROM job_runs
+        WHERE definition_id = d.id AND status = s.status AND finished_at IS NOT NULL
+        ORDER BY finished_at DESC LIMIT 1) AS l
+    ORDER BY l.finished_at DESC, l.id DESC LIMIT 1
 ) AS last ON true
 LEFT JOIN LATERAL (
-    SELECT r.scheduled_for, a.started_at
-    FROM job_runs AS r JOIN job_attempts AS a ON a.run_id = r.id AND a.attempt = 1
-    WHERE r.definition_id = d.id AND r.trigger = 'schedule' AND r.finished_at IS NOT NULL
-    ORDER BY r.finished_at DESC LIMIT 1
+    SELECT l.scheduled_for, l.started_at
+    FROM unnest(ARRAY['succeeded', 'dead', 'cancelled']) AS s (status)
+    CROSS JOIN LATERAL (
+        SELECT r.id, r.scheduled_for, r.finished_at, a.started_at
+        FROM job_runs AS r JOIN job_attempts AS a ON a.run_id = r.id AND a.attempt = 1
+        WHERE r.definition_id = d.id AND r.status = s.status AND r.finished_at IS NOT NULL
+          AND r.trigger = 'schedule'
+        ORDER BY r.finished_at DESC LIMIT 1) AS l
+    ORDER BY l.finished_at DESC, l.id DESC LIMIT 1
 ) AS scheduled ON true
 WHERE d.removed_at IS NULL
 ORDER BY d.name;
+
+-- name: dashboard_jobs
+-- One page of the dashboard's jobs table, in name order after %(after)s (keyset paging:
+-- job_definitions_name_key), optionally only the names containing %(search)s; with each
+-- job's last %(strip)s runs, oldest first, from job_runs_history_idx (a probe per job, never
+-- its whole history).
+SELECT d.*, strip.run_ids, strip.run_statuses, strip.run_slots, strip.run_times
+FROM job_definitions AS d
+LEFT JOIN LATERAL (
+    SELECT array_agg(r.id ORDER BY r.id) AS run_ids,
+           array_agg(r.status ORDER BY r.id) AS run_statuses,
+           array_agg(r.scheduled_for ORDER BY r.id) AS run_slots,
+           array_agg(coalesce(r.finished_at, r.started_at, r.eligible_at) ORDER BY r.id)
+               AS run_times
+    FROM (SELECT id, status, scheduled_for, finished_at, started_at, eligible_at
+          FROM job_runs WHERE definition_id = d.id ORDER BY id DESC LIMIT %(strip)s) AS r
+) AS strip ON true
+WHERE d.removed_at IS NULL AND d.name > %(after)s
+  AND (%(search)s::text IS NULL OR strpos(lower(d.name), lower(%(search)s::text)) > 0)
+ORDER BY d.name
+LIMIT %(limit)s;
+
+-- name: count_jobs
+SELECT count(*) AS n FROM job_definitions
+WHERE removed_at IS NULL
+  AND (%(search)s::text IS NULL OR strpos(lower(name), lower(%(search)s::text)) > 0);
 
 -- name: prune_runs
 -- One batch of finished runs older than the cutoff, in job_runs_finished_idx order from

@@ -476,6 +476,11 @@ class Store(ObserveQueries):
     def attempts_of_run(self, run_id: int) -> list[Attempt]:
         return [_build(Attempt, row) for row in self._rows("attempts_of_run", {"run_id": run_id})]
 
+    def attempts_of_runs(self, run_ids: Sequence[int]) -> list[Attempt]:
+        """The attempts of several runs (by run, then attempt): one query for a page."""
+        rows = self._rows("attempts_of_runs", {"run_ids": list(run_ids)})
+        return [_build(Attempt, row) for row in rows]
+
     def requeue_run(self, run_id: int, *, attempts: int, now: dt.datetime,
                     by: str | None = None) -> Run:
         row = _required(self._row("requeue_run", {"id": run_id, "attempts": attempts,
@@ -533,8 +538,22 @@ class Store(ObserveQueries):
     def running_runs(self) -> list[Row]:
         return self._rows("running_runs")
 
-    def job_stats(self) -> list[Row]:
-        return self._rows("job_stats")
+    def job_stats(self, *, since: dt.datetime) -> list[Row]:
+        """Per job numbers; runs by status and retries count the runs not finished yet and
+        those finished since ``since``."""
+        return self._rows("job_stats", {"since": since})
+
+    def dashboard_jobs(self, *, after: str, search: str | None, limit: int, strip: int
+                       ) -> list[tuple[Definition, Row]]:
+        """A page of jobs in name order after ``after``, each with its ``strip`` latest runs
+        (``run_ids``, ``run_statuses``, ``run_slots``, ``run_times``: oldest first)."""
+        rows = self._rows("dashboard_jobs", {"after": after, "search": search,
+                                             "limit": limit, "strip": strip})
+        return [(_build(Definition, row), row) for row in rows]
+
+    def count_jobs(self, *, search: str | None) -> int:
+        row = self._row("count_jobs", {"search": search})
+        return int(row["n"]) if row else 0
 
     def prune_runs(self, *, cutoff: dt.datetime, keep_last: int, batch: int,
                    after: tuple[dt.datetime, int] | None = None

@@ -553,7 +553,7 @@ def test_build_stage_copies_enough_to_build_the_wheel(tmp_path: Path) -> None:
         elif keyword == "RUN" and "pip wheel" in rest:
             wheel_commands.append(rest)
     (command,) = wheel_commands
-    assert command.split()[-1] == "."
+    assert command.split()[-1] in (".", '".[web]"')  # the project (with the dashboard's extra)
     out = tmp_path / "wheels"
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
@@ -592,3 +592,69 @@ def test_apply_job_applies_the_configmaps_jobs_file(tmp_path: Path) -> None:
     (volume,) = [v for v in _pod_spec(job)["volumes"] if v["name"] == "jobs"]
     assert volume["configMap"]["name"] == "cronjobs-jobs"
     assert _pod_spec(job)["restartPolicy"] == "Never"
+# --- the dashboard: `cronjobs serve` behind a Service -------------------------------------------
+
+def _dashboard() -> tuple[Doc, Doc, Doc]:
+    deployment = _one("Deployment", "cronjobs-dashboard")
+    service = _one("Service", "cronjobs-dashboard")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return deployment, service, container
+
+
+def test_dashboard_serves_on_every_interface_on_the_services_port() -> None:
+    deployment, service, container = _dashboard()
+    assert "command" not in container, "the image's ENTRYPOINT is cronjobs: use args"
+    name, _, params = _parse_args(container["args"])
+    assert name == "serve"
+    assert params["host"] == "0.0.0.0"  # noqa: S104 - in a pod, behind the Service
+    (port,) = container["ports"]
+    assert port["containerPort"] == params["port"]
+    (exposed,) = service["spec"]["ports"]
+    assert exposed["targetPort"] == port["name"]
+    assert service["spec"]["type"] == "ClusterIP"
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    image = container["image"]
+    assert image.rpartition(":")[0] in {entry["name"] for entry in _kustomization()["images"]}
+
+
+def test_dashboard_is_ready_when_it_can_answer_and_alive_without_the_database() -> None:
+    _, _, container = _dashboard()
+    probe = container["readinessProbe"]["httpGet"]
+    assert urlsplit(probe["path"]).path == "/healthz"
+    assert urlsplit(probe["path"]).query == "scope=server"
+    assert probe["port"] == container["ports"][0]["name"]
+    liveness = container["livenessProbe"]
+    assert "httpGet" not in liveness, "a database outage must not restart the dashboard"
+    assert liveness["tcpSocket"]["port"] == container["ports"][0]["name"]
+
+
+def test_dashboard_pod_is_locked_down_and_takes_its_secrets_from_secrets() -> None:
+    deployment, _, container = _dashboard()
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    merged = {**pod["securityContext"], **container["securityContext"]}
+    assert merged["runAsNonRoot"] is True and merged["runAsUser"] == UID
+    assert merged["seccompProfile"]["type"] == "RuntimeDefault"
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    env = {item["name"]: item for item in container["env"]}
+    (secret,) = _load(DEPLOY / "secret.example.yaml")
+    assert env[DATABASE_ENV]["valueFrom"]["secretKeyRef"] == {
+        "name": secret["metadata"]["name"], "key": next(iter(secret["stringData"]))}
+    token = env["CRONJOBS_ADMIN_TOKEN"]
+    assert "value" not in token
+    assert token["valueFrom"]["secretKeyRef"]["name"] != secret["metadata"]["name"]
+    assert token["valueFrom"]["secretKeyRef"]["optional"] is True  # absent: read-only
+    source = "\n".join(path.read_text() for path in (ROOT / "cronjobs").rglob("*.py"))
+    assert all(name in source for name in env if name.startswith("CRONJOBS_"))
+    assert not any(arg.startswith(("--database-url", "--admin-token"))
+                   for arg in container["args"])
+    mounts = {mount["mountPath"]: mount["name"] for mount in container["volumeMounts"]}
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+    # uvicorn's graceful shutdown (5 s) ends before Kubernetes kills the pod
+    assert pod["terminationGracePeriodSeconds"] > 5

@@ -142,7 +142,7 @@ def test_status_and_explain_name_runs_waiting_for_a_missing_handler(
     assert (data["waiting_for_handler"]["handler"], data["waiting_for_handler"]["runs"]) == (
         "build_report", 1)
     metrics = cli("metrics").stdout
-    assert 'cronjobs_handler_waiting_runs{handler="build_report"} 1' in metrics
+    assert 'cronjobs_handler_waiting_runs{handler="build_report"} 1.0\n' in metrics
 
 
 def _db_now(db: psycopg.Connection[Any]) -> dt.datetime:
@@ -185,7 +185,7 @@ def test_a_now_ahead_of_the_database_clock_is_refused(cli: Invoke,
     (started, slot), = db.execute("SELECT started_at, scheduled_for FROM job_runs").fetchall()
     assert started < slot
     metrics = cli("metrics").stdout
-    assert 'cronjobs_job_lateness_seconds{job="often"} 0\n' in metrics
+    assert 'cronjobs_job_lateness_seconds{job="often"} 0.0\n' in metrics
 
 
 def test_trigger_run_is_not_refused_as_a_future_tick(cli: Invoke,

@@ -11,7 +11,8 @@ from typing import Any
 import psycopg
 
 from conftest import Invoke, count, snapshot
-from cronjobs.core.health import metrics, status
+from cronjobs.core.health import status
+from cronjobs.core.metrics import metrics
 from cronjobs.core.prune import prune
 from cronjobs.db.store import Store
 from cronjobs.tick import TickOptions, tick
@@ -175,4 +176,4 @@ def test_lateness_is_never_negative(cli: Invoke, store: Store,
     db.execute("UPDATE job_attempts SET started_at = %s", (slot - dt.timedelta(hours=1),))
     lateness = [line for line in metrics(store, now=t).splitlines()
                 if line.startswith("cronjobs_job_lateness_seconds{")]
-    assert lateness == ['cronjobs_job_lateness_seconds{job="every"} 0']
+    assert lateness == ['cronjobs_job_lateness_seconds{job="every"} 0.0']

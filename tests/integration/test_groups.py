@@ -98,9 +98,9 @@ def test_waiting_runs_are_claimed_when_a_slot_frees(cli: Invoke, db: psycopg.Con
     assert sorted(c.name for c in first) == ["job0", "job1", "loner", "loner", "loner"]
     assert store.claim_runs(now=now, worker="b", limit=100, tick_id=None) == []
     metrics = cli("metrics").stdout.splitlines()
-    assert {'cronjobs_group_max_running{group="reports"} 2',
-            'cronjobs_group_running_runs{group="reports"} 2',
-            'cronjobs_group_waiting_runs{group="reports"} 4'} <= set(metrics)
+    assert {'cronjobs_group_max_running{group="reports"} 2.0',
+            'cronjobs_group_running_runs{group="reports"} 2.0',
+            'cronjobs_group_waiting_runs{group="reports"} 4.0'} <= set(metrics)
     waiting = cli("explain", "job0")
     assert "4 due run(s) of group 'reports' wait for a free slot: 2 of 2 running" \
         in waiting.stdout

@@ -234,13 +234,13 @@ def test_metrics(cli: Invoke, db: psycopg.Connection[Any]) -> None:
     result = cli("metrics")
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    samples = {line.split(" ")[0]: line.split(" ")[1] for line in lines
+    samples = {line.split(" ")[0]: float(line.split(" ")[1]) for line in lines
                if not line.startswith("#")}
-    assert samples['cronjobs_job_runs{job="ok",status="succeeded"}'] == "1"
-    assert float(samples['cronjobs_job_last_success_timestamp_seconds{job="ok"}']) > 0
-    assert samples["cronjobs_ticks_last_hour"] == "1"
-    assert samples["cronjobs_backlog_runs"] == "0"
-    assert samples['cronjobs_job_overdue{job="ok"}'] == "0"
+    assert samples['cronjobs_job_runs{job="ok",status="succeeded"}'] == 1
+    assert samples['cronjobs_job_last_success_timestamp_seconds{job="ok"}'] > 0
+    assert samples["cronjobs_ticks_last_hour"] == 1
+    assert samples["cronjobs_backlog_runs"] == 0
+    assert samples['cronjobs_job_overdue{job="ok"}'] == 0
     for line in lines:
         if line.startswith("# TYPE"):
             assert line.split()[3] == "gauge"

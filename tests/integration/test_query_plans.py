@@ -144,3 +144,34 @@ def test_hot_queries_use_their_indexes(
     # health counts every job: reading all of job_definitions is its job
     scanned = {"job_runs", "job_ticks"} | ({"job_definitions"} if name != "health" else set())
     assert not seq & scanned, (name, seq)
+
+
+# What `cronjobs serve` reads: every page from a range of an index, whatever the history.
+DASHBOARD_QUERIES: dict[str, tuple[dict[str, Any], set[str]]] = {
+    "runs_between": ({"definition_id": 1, "start": dt.datetime(2026, 1, 10, tzinfo=dt.UTC),
+                      "end": dt.datetime(2026, 1, 11, tzinfo=dt.UTC)},
+                     {"job_runs_slot_key", "job_runs_other_slots_idx"}),
+    "dashboard_jobs": ({"after": "job-5", "search": None, "limit": 51, "strip": 20},
+                       {"job_definitions_name_key", "job_runs_history_idx"}),
+    "job_stats": ({"since": dt.datetime.now(dt.UTC) - dt.timedelta(days=1)},
+                  {"job_runs_finished_idx", "job_runs_latest_idx", "job_runs_active_idx",
+                   "job_runs_unacknowledged_idx"}),
+    "recent_runs": ({"definition_id": 1, "limit": 20}, {"job_runs_history_idx"}),
+    "attempts_of_runs": ({"run_ids": [1, 2, 3]}, {"job_attempts_run_attempt_key"}),
+    "run_by_id": ({"id": 1}, {"job_runs_pkey", "job_definitions_pkey"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARD_QUERIES))
+def test_dashboard_queries_use_their_indexes(
+        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]]], name: str) -> None:
+    params, expected = DASHBOARD_QUERIES[name]
+    row = seeded[0].execute(b"EXPLAIN (FORMAT JSON) " + sql.query(name).encode(),
+                            params).fetchone()
+    assert row is not None
+    doc = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    nodes = list(_nodes(doc[0]["Plan"]))
+    indexes = {n["Index Name"] for n in nodes if "Index Name" in n}
+    seq = {n["Relation Name"] for n in nodes if n["Node Type"] == "Seq Scan"}
+    assert expected <= indexes, (name, indexes)
+    assert "job_runs" not in seq and "job_attempts" not in seq, (name, seq)

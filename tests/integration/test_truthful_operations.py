@@ -172,8 +172,8 @@ def test_ack_all_and_retry_acknowledge_until_it_dies_again(cli: Invoke,
     assert (nothing.exit_code, nothing.stdout.strip()) == (
         0, "no dead run of 'bad' waits for acknowledgement")
     samples = _samples(cli("metrics").stdout)
-    assert samples['cronjobs_job_dead_unacknowledged_runs{job="bad"}'] == "0"
-    assert samples['cronjobs_job_dead_runs{job="bad"}'] == "2"
+    assert float(samples['cronjobs_job_dead_unacknowledged_runs{job="bad"}']) == 0
+    assert float(samples['cronjobs_job_dead_runs{job="bad"}']) == 2
 
 
 def test_a_removed_jobs_dead_runs_do_not_keep_status_red(cli: Invoke,

@@ -175,8 +175,8 @@ def test_every_command_that_prints_data_has_json() -> None:
     without = {path for path in LEAVES
                if "as_json" not in {p.name for p in COMMANDS[path].params}}
     # metrics prints the Prometheus text format, itself for machines; stop and the worker
-    # print only a line about what they did
-    assert without == {("metrics",), ("embedded", "stop"), ("worker",)}
+    # print only a line about what they did; serve answers over HTTP (its /healthz is JSON)
+    assert without == {("metrics",), ("embedded", "stop"), ("worker",), ("serve",)}
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,116 @@
+"""``cronjobs metrics`` and the dashboard's ``/metrics``: the health of ``cronjobs status``
+in the Prometheus text exposition format, written by Prometheus' own client library.
+
+Every number comes from indexed queries whose cost does not grow with the history: a job's
+runs by status and its retries count the runs that finished in the last 24 hours and those
+not finished yet, never the whole history (see ``job_stats`` in queries.sql).
+
+Only this module imports ``prometheus_client``: `cronjobs tick` never loads it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from cronjobs.core.health import Status, status
+from cronjobs.db.store import Store
+from cronjobs.models import GroupUsage
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+def metrics(store: Store, *, now: dt.datetime | None = None) -> str:
+    """The exposition text for the state of the installation at ``now`` (default: the
+    database's clock)."""
+    registry = CollectorRegistry(auto_describe=False)
+    st = status(store, now=now)
+    groups = [g for g in store.group_usage(now=st.now) if g.max_running is not None]
+    registry.register(_Snapshot(st, groups))
+    return generate_latest(registry).decode("utf-8")
+
+
+class _Snapshot(Collector):
+    """One status, as gauges (each scrape builds a new one: nothing is kept between)."""
+
+    def __init__(self, st: Status, groups: list[GroupUsage]) -> None:
+        self.st = st
+        self.groups = groups  # the groups that have a limit
+
+    def collect(self) -> Iterator[Metric]:
+        st = self.st
+        n = st.numbers
+        jobs = st.jobs
+        oldest = n["backlog_oldest"]
+        yield _gauge("cronjobs_last_tick_timestamp_seconds",
+                     "When the last tick started (0: never).", [({}, _ts(n["last_tick_at"]))])
+        yield _gauge("cronjobs_ticks_last_hour", "Ticks started in the last hour.",
+                     [({}, n["ticks_last_hour"])])
+        yield _gauge("cronjobs_backlog_runs", "Runs due but not claimed yet.",
+                     [({}, n["backlog"])])
+        yield _gauge("cronjobs_backlog_oldest_seconds",
+                     "Age of the oldest due, unclaimed run (0: none).",
+                     [({}, (st.now - oldest).total_seconds() if oldest else 0.0)])
+        yield _gauge("cronjobs_handler_waiting_runs",
+                     "Due runs waiting for a handler that no recent tick has loaded (see --app).",
+                     [({"handler": w["handler"]}, w["runs"]) for w in st.waiting])
+        yield _gauge("cronjobs_running_runs", "Runs held by a worker.", [({}, n["running"])])
+        yield _gauge("cronjobs_healthy",
+                     "1 when `cronjobs status --check` finds nothing wrong, else 0.",
+                     [({}, 1.0 if st.healthy else 0.0)])
+        yield _gauge("cronjobs_job_last_success_timestamp_seconds",
+                     "When the job's last successful run finished (0: never).",
+                     [({"job": j["name"]}, _ts(j["last_success_at"])) for j in jobs])
+        yield _gauge("cronjobs_job_last_duration_seconds", "Duration of the job's last run.",
+                     [({"job": j["name"]}, j["last_duration"].total_seconds()) for j in jobs
+                      if j["last_duration"] is not None])
+        yield _gauge("cronjobs_job_lateness_seconds",
+                     "Start of the first attempt of the job's last finished scheduled run "
+                     "minus its slot (backfilled, manual and retried runs do not count).",
+                     [({"job": j["name"]}, max(0.0, j["last_lateness"].total_seconds()))
+                      for j in jobs if j["last_lateness"] is not None])
+        yield _gauge("cronjobs_job_runs",
+                     "The job's runs not finished yet, and those that finished in the last "
+                     "24 hours, by status.",
+                     [({"job": j["name"], "status": s}, count)
+                      for j in jobs for s, count in sorted(j["runs_by_status"].items())])
+        yield _gauge("cronjobs_job_retries",
+                     "Attempts beyond the first, of the job's runs counted by cronjobs_job_runs.",
+                     [({"job": j["name"]}, j["retries"]) for j in jobs])
+        yield _gauge("cronjobs_job_dead_runs",
+                     "The job's runs that died in the last 24 hours.",
+                     [({"job": j["name"]}, j["runs_by_status"].get("dead", 0)) for j in jobs])
+        yield _gauge("cronjobs_job_dead_unacknowledged_runs",
+                     "The job's dead runs nobody acknowledged yet (`cronjobs ack`).",
+                     [({"job": j["name"]}, j["dead_unacknowledged"]) for j in jobs])
+        yield _gauge("cronjobs_job_overdue",
+                     "1 when the job's last success is older than its schedule allows.",
+                     [({"job": j["name"]}, 1.0 if j["overdue"] else 0.0) for j in jobs])
+        yield _gauge("cronjobs_group_max_running",
+                     "The group's limit: at most this many of its runs at once.",
+                     [({"group": g.name}, g.max_running or 0) for g in self.groups])
+        yield _gauge("cronjobs_group_running_runs", "The group's runs held by a worker.",
+                     [({"group": g.name}, g.running) for g in self.groups])
+        yield _gauge("cronjobs_group_waiting_runs",
+                     "The group's due runs not running (waiting for a free slot when it is "
+                     "full).",
+                     [({"group": g.name}, g.waiting) for g in self.groups])
+
+
+def _gauge(name: str, documentation: str,
+           samples: Iterable[tuple[dict[str, str], Any]]) -> GaugeMetricFamily:
+    samples = list(samples)
+    labels = sorted({key for sample_labels, _ in samples for key in sample_labels})
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    for sample_labels, value in samples:
+        family.add_metric([sample_labels[key] for key in labels], float(value))
+    return family
+
+
+def _ts(value: dt.datetime | None) -> float:
+    return value.timestamp() if value is not None else 0.0

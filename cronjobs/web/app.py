@@ -1,0 +1,105 @@
+"""The Starlette application: its routes, its connection pool and how errors become short
+4xx/5xx answers (never a traceback)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from cronjobs.db.config import scrub
+from cronjobs.errors import (
+    CronjobsError,
+    DatabaseUnavailable,
+    JobNotFound,
+    Refused,
+    RunNotFound,
+    SchemaNotReady,
+    UsageError,
+)
+from cronjobs.web import actions, pages
+from cronjobs.web.security import Bounded
+from cronjobs.web.site import Settings, Site
+
+log = logging.getLogger(__name__)
+HERE = Path(__file__).parent
+
+
+def create_app(settings: Settings) -> Starlette:
+    """The ASGI application `cronjobs serve` runs (read-only without an admin token)."""
+    site = Site(settings)
+    routes: list[BaseRoute] = [
+        Route("/", pages.dashboard),
+        Route("/jobs/{name}", pages.job),
+        Route("/runs/{run_id}", pages.run),
+        Route("/healthz", pages.healthz),
+        Route("/metrics", pages.metrics),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    if site.admin is not None:  # a read-only server has no action endpoint at all
+        routes += [
+            Route("/signin", actions.sign_in, methods=["POST"]),
+            Route("/signout", actions.sign_out, methods=["POST"]),
+            Route("/jobs/{name}/trigger", actions.trigger, methods=["POST"]),
+            Route("/jobs/{name}/pause", actions.pause, methods=["POST"]),
+            Route("/jobs/{name}/resume", actions.resume, methods=["POST"]),
+            Route("/runs/{run_id}/retry", actions.retry, methods=["POST"]),
+            Route("/runs/{run_id}/cancel", actions.cancel, methods=["POST"]),
+            Route("/runs/{run_id}/ack", actions.ack, methods=["POST"]),
+        ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        site.pool.open(wait=False)
+        try:
+            yield
+        finally:
+            site.pool.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
+        HTTPException: _http_error, CronjobsError: _cronjobs_error, Exception: _internal})
+    app.state.site = site
+    app.add_middleware(Bounded)
+    return app
+
+
+def _text(status: int, message: str) -> PlainTextResponse:
+    return PlainTextResponse(scrub(message) + "\n", status_code=status,
+                             headers={"cache-control": "no-store"})
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, HTTPException):  # pragma: no cover - registered for it alone
+        raise exc
+    return _text(exc.status_code, exc.detail)
+
+
+STATUS_OF: list[tuple[type[CronjobsError], int]] = [
+    (JobNotFound, 404), (RunNotFound, 404), (Refused, 409), (SchemaNotReady, 503),
+    (UsageError, 400), (DatabaseUnavailable, 503)]
+
+
+async def _cronjobs_error(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, CronjobsError):  # pragma: no cover - registered for it alone
+        raise exc
+    status = next((code for kind, code in STATUS_OF if isinstance(exc, kind)), 500)
+    if status == 500:
+        log.error("error on %s %s: %s", request.method, request.url.path, scrub(exc.message),
+                  extra={"action": "serve"})
+        return _text(500, "internal error (see the server's log)")
+    return _text(status, exc.message)
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    log.exception("internal error on %s %s", request.method, request.url.path,
+                  extra={"action": "serve"})
+    return _text(500, "internal error (see the server's log)")
+

@@ -1,0 +1,89 @@
+"""What the server shows: the dashboard, a job's page, a run's page, /healthz and /metrics.
+Each reads through the core functions the commands use, on one pooled connection."""
+
+from __future__ import annotations
+
+import re
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from cronjobs.core.health import status
+from cronjobs.core.metrics import CONTENT_TYPE
+from cronjobs.core.metrics import metrics as exposition
+from cronjobs.core.operations import MAX_RUN_ID, show
+from cronjobs.core.overview import job_page, overview
+from cronjobs.db.config import scrub
+from cronjobs.errors import CronjobsError, UsageError
+from cronjobs.web.site import site_of
+from cronjobs.web.words import schedule_words
+
+RUN_ID = re.compile(r"[0-9]{1,19}")
+
+
+def run_id_of(request: Request) -> int:
+    """The run id of the path, or 400 for one that is not a run id at all."""
+    text = request.path_params["run_id"]
+    if not RUN_ID.fullmatch(text) or not 1 <= int(text) <= MAX_RUN_ID:
+        raise UsageError("malformed run id: run ids are positive integers")
+    return int(text)
+
+
+def dashboard(request: Request) -> Response:
+    site = site_of(request)
+    params = request.query_params
+    with site.store() as store:
+        page = overview(store, after=params.get("after", ""), search=params.get("q"))
+    words = {line.definition.id: schedule_words(line.definition) for line in page.jobs}
+    return site.render.page(request, "dashboard.html", {"ov": page, "words": words})
+
+
+def job(request: Request) -> Response:
+    site = site_of(request)
+    with site.store() as store:
+        page = job_page(store, request.path_params["name"])
+    definition = page.description.definition
+    return site.render.page(request, "job.html", {
+        "page": page, "job": definition, "words": schedule_words(definition)})
+
+
+def run(request: Request) -> Response:
+    site = site_of(request)
+    run_id = run_id_of(request)
+    with site.store() as store:
+        detail = show(store, run_id)
+    return site.render.page(request, "run.html", {"detail": detail, "run": detail.run})
+
+
+async def healthz(request: Request) -> Response:
+    """The verdict of `status --check`: 200, or 503 with the same reasons. With
+    ``?scope=server``: whether this server can answer (its database is reachable and at
+    the current schema), whatever the installation's health (a readiness probe)."""
+    site = site_of(request)
+    scope = request.query_params.get("scope", "installation")
+    if scope not in ("installation", "server"):
+        return JSONResponse({"error": "scope must be installation or server"},
+                            status_code=400)
+
+    def check() -> tuple[bool, list[str], str | None]:
+        with site.store() as store:
+            if scope == "server":
+                return True, [], store.now().isoformat()
+            verdict = status(store, site.settings.thresholds)
+            return verdict.healthy, verdict.problems, verdict.now.isoformat()
+
+    try:
+        healthy, problems, now = await run_in_threadpool(check)
+    except CronjobsError as exc:
+        healthy, problems, now = False, [scrub(exc.message)], None
+    return JSONResponse({"healthy": healthy, "scope": scope, "checked_at": now,
+                         "problems": problems}, status_code=200 if healthy else 503,
+                        headers={"cache-control": "no-store"})
+
+
+def metrics(request: Request) -> Response:
+    site = site_of(request)
+    with site.store() as store:
+        text = exposition(store)
+    return Response(text, media_type=CONTENT_TYPE, headers={"cache-control": "no-store"})

@@ -1,0 +1,82 @@
+"""Pages from Jinja2 templates, autoescaped: every job name, command, output line and error
+is user data. A request sent by the page's own refresh (``X-Fragment: 1``) gets the live
+part of the page alone."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+from zoneinfo import ZoneInfo
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+from cronjobs import __version__
+from cronjobs.durations import format_duration
+
+if TYPE_CHECKING:
+    from cronjobs.web.site import Site
+
+TEMPLATES = Path(__file__).parent / "templates"
+FRAGMENT_HEADER = "x-fragment"
+
+# a mark's colour class per run status
+STATUSES = ("queued", "running", "failed", "succeeded", "dead", "cancelled")
+
+
+def _iso(value: dt.datetime | None) -> str:
+    return "" if value is None else value.astimezone(dt.UTC).isoformat()
+
+
+def _utc(value: dt.datetime | None) -> str:
+    return "-" if value is None else value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _local(value: dt.datetime | None, zone: str) -> str:
+    """An instant on a job's own wall clock (server side: the job's zone is a fact of the
+    job, unlike the viewer's)."""
+    if value is None:
+        return "-"
+    return value.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def _duration(value: dt.timedelta | None) -> str:
+    if value is None:
+        return "-"
+    if value < dt.timedelta(seconds=1):
+        return f"{value.total_seconds() * 1000:.0f}ms"
+    return format_duration(dt.timedelta(seconds=round(value.total_seconds())))
+
+
+def _path(value: str) -> str:
+    """A job name as one path segment."""
+    return quote(value, safe="")
+
+
+class Renderer:
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+            undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        self.env.filters.update(iso=_iso, utc=_utc, local=_local, duration=_duration,
+                                path=_path)
+        self.env.globals.update(version=__version__, statuses=STATUSES)
+
+    def page(self, request: Request, name: str, context: dict[str, Any],
+             status: int = 200) -> HTMLResponse:
+        """The page ``name``, or its live part (``live/name``) for the refresh."""
+        fragment = request.headers.get(FRAGMENT_HEADER) == "1"
+        admin = self.site.admin
+        signed_in = admin is not None and admin.signed_in(request)
+        context = {**context, "request_path": request.url.path,
+                   "admin": admin is not None, "signed_in": signed_in,
+                   "csrf": admin.csrf if admin is not None and signed_in else "",
+                   "refresh": int(self.site.settings.refresh.total_seconds()),
+                   "done": request.query_params.get("done", "")}
+        template = self.env.get_template(f"live/{name}" if fragment else name)
+        return HTMLResponse(template.render(context), status_code=status,
+                            headers={"cache-control": "no-store", "vary": "X-Fragment"})

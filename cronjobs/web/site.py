@@ -1,0 +1,72 @@
+"""What every route shares: how the server was started, its pool of connections and its
+templates."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import psycopg_pool
+from starlette.requests import Request
+
+from cronjobs.core.health import Thresholds
+from cronjobs.db.connect import SESSION_OPTIONS, connection_kwargs
+from cronjobs.db.store import Store
+from cronjobs.errors import DatabaseUnavailable
+from cronjobs.web.render import Renderer
+from cronjobs.web.security import Admin
+
+# The sessions' usual limits, and no JIT compilation: the statistics of a million-run table
+# make the planner compile a per-job query such as job_stats, which then spends more time
+# compiling (about a second) than running.
+OPTIONS = SESSION_OPTIONS + " -c jit=off"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How `cronjobs serve` was started."""
+
+    conninfo: str = field(repr=False)  # unmasked: for connecting only, never shown
+    admin_token: str | None = field(default=None, repr=False)
+    refresh: dt.timedelta = dt.timedelta(seconds=10)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    pool_size: int = 4
+    pool_timeout: float = 10.0  # seconds a request waits for a connection, then 503
+    application_name: str = "cronjobs serve"
+
+
+class Site:
+    """What the routes share: the settings, the pool of connections and the templates."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.admin = Admin(settings.admin_token) if settings.admin_token else None
+        self.render = Renderer(self)
+        self.pool = psycopg_pool.ConnectionPool(
+            settings.conninfo, min_size=1, max_size=settings.pool_size, open=False,
+            kwargs=connection_kwargs(settings.conninfo,
+                                     application_name=settings.application_name,
+                                     options=OPTIONS),
+            check=psycopg_pool.ConnectionPool.check_connection,
+            timeout=settings.pool_timeout,
+            name="cronjobs-serve")
+
+    @contextlib.contextmanager
+    def store(self) -> Iterator[Store]:
+        """A store on a pooled connection, for one request."""
+        try:
+            with self.pool.connection() as conn:
+                yield Store(conn)
+        except psycopg_pool.PoolTimeout as exc:
+            raise DatabaseUnavailable(
+                "the database is busy or unreachable: no connection within "
+                f"{self.settings.pool_timeout:g} s") from exc
+
+
+def site_of(request: Request) -> Site:
+    site: Site = request.app.state.site
+    return site
+
+
