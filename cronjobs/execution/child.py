@@ -130,6 +130,7 @@ def run_handler(channel: int) -> int:
     faulthandler.enable()  # a crash prints the Python stack to stderr, into the output tail
     spec = json.loads(sys.stdin.buffer.read() or b"{}")
     _prepare_stdio()
+    os.environ.update(spec.get("environment") or {})  # CRONJOBS_* (a forked child's own)
 
     from cronjobs.errors import ConfigurationError  # noqa: PLC0415
     from cronjobs.execution.context import JobContext  # noqa: PLC0415 - the watchdog mode imports nothing
