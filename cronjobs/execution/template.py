@@ -378,8 +378,10 @@ class Template:
             if self._closed:
                 return None
             current = self._current
-            if current is None or current.dead is not None:
-                current = self._current = self._spawn()
+        if current is None or current.dead is not None:
+            current = self._spawn()  # a new one, for this run and the next ones
+            with self._lock:
+                self._current = current
         if current is None:
             return None
         if not current.ready.wait(HELLO_WAIT):
