@@ -26,6 +26,7 @@ from conftest import peak_rss
 from cronjobs.execution.child import encode_result
 from cronjobs.execution.context import JobContext
 from cronjobs.execution.process import Result, Running, Work, start
+from cronjobs.execution.template import Template, TemplateChild
 from cronjobs.execution.watchdog import Watchdog
 from cronjobs.models import AttemptOutcome
 
@@ -168,14 +169,32 @@ def app_env(tmp_path: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(tmp_path), READY=str(tmp_path / "ready"))
 
 
-@pytest.fixture
-def handler(app_env: dict[str, str]) -> Callable[..., Result]:
+@pytest.fixture(params=["fresh interpreter", "template"])
+def handler(request: pytest.FixtureRequest, app_env: dict[str, str],
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Result]]:
+    """Runs a handler either way: in a fresh interpreter, or forked from a template process
+    (cronjobs.execution.template) — with the same results."""
+    templates: dict[tuple[str, ...], Template] = {}
+    if request.param == "template":
+        monkeypatch.setenv("PYTHONPATH", app_env["PYTHONPATH"])
+        monkeypatch.setenv("READY", app_env["READY"])
+
     def run(name: str, **options: Any) -> Result:
         options.setdefault("apps", ("myjobs",))
-        return _finish(start(Work(context=CONTEXT, kind="handler", command=None, handler=name,
-                                  env=app_env, **options)))
+        if request.param == "fresh interpreter":
+            return _finish(start(Work(context=CONTEXT, kind="handler", command=None,
+                                      handler=name, env=app_env, **options)))
+        apps = options["apps"]
+        if apps not in templates:
+            templates[apps] = Template(apps)
+        running = start(Work(context=CONTEXT, kind="handler", command=None, handler=name,
+                             **options), template=templates[apps])
+        assert isinstance(running._process, TemplateChild)  # forked, not a fresh interpreter
+        return _finish(running)
 
-    return run
+    yield run
+    for template in templates.values():
+        template.close()
 
 
 # -- commands ----------------------------------------------------------------------------
