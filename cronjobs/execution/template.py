@@ -1,8 +1,9 @@
 """The template process: isolated handler runs at the cost of a fork, not an interpreter.
 
-Each tick that runs jobs starts one template process, ``python -m
-cronjobs.execution.template`` — a fresh interpreter, so nothing of the tick (its database
-connection, its threads, its locks, its logging handlers) is in it. It imports the
+Each tick that runs jobs starts one template process (``python -m
+cronjobs.execution.child --template``, see :mod:`cronjobs.execution.child`) — a fresh
+interpreter, so nothing of the tick (its database connection, its threads, its locks, its
+logging handlers) is in it. It imports the
 ``--app`` modules once and then forks one child per handler attempt. The child is what a
 fresh interpreter per run used to be: the leader of a new session and process group, with
 its own stdout/stderr pipe and result pipe, ``PR_SET_PDEATHSIG = SIGKILL`` towards the
@@ -35,210 +36,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import select
 import signal
 import socket
 import subprocess
 import sys
 import threading
-import time
-import traceback
-from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from cronjobs.execution.groups import die_with_parent, signal_name
+from cronjobs.execution.child import MESSAGE, _apply
+from cronjobs.execution.groups import signal_name
 
 log = logging.getLogger(__name__)
 
-FDS = 3  # file descriptors sent with each run: spec (child's stdin), output, result
 HELLO_WAIT = 5.0  # seconds a handler run waits for the template to be ready
 ANSWER_WAIT = 10.0  # seconds to wait for a started template to answer a run
-MESSAGE = 64 * 1024  # largest message read
-
-
-# -- the template process ---------------------------------------------------------------------
-
-
-def _threads() -> int:
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return threading.active_count()
-
-
-class _Server:
-    """The template's loop: fork children on request, report their exits, fence groups."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.watched: dict[int, float | None] = {}  # the watchdog's groups (and -PIDs)
-        self.children: set[int] = set()  # children not yet reaped (each its own group)
-        self.wake_r, self.wake_w = os.pipe()
-        os.set_blocking(self.wake_w, False)
-        os.set_blocking(self.wake_r, False)
-
-    def send(self, data: bytes) -> None:
-        with contextlib.suppress(OSError):  # the tick is gone: the loop sees the end
-            self.sock.send(data)
-
-    def serve(self) -> int:
-        from cronjobs.execution.child import _apply, _kill_groups  # noqa: PLC0415
-
-        signal.set_wakeup_fd(self.wake_w)
-        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-        closing = False
-        while True:
-            deadlines = [d for d in self.watched.values() if d is not None]
-            wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
-            ready, _, _ = select.select([self.sock.fileno(), self.wake_r], [], [], wait)
-            if self.wake_r in ready:
-                with contextlib.suppress(BlockingIOError):
-                    os.read(self.wake_r, 4096)
-            self._reap()
-            if self.sock.fileno() in ready:
-                try:
-                    data, fds, _flags, _addr = socket.recv_fds(self.sock, MESSAGE, FDS)
-                except OSError:
-                    data, fds = b"", []
-                if not data:
-                    break  # the tick died (or closed without saying so)
-                if data.startswith(b"run "):
-                    self._fork(data[4:].decode(), fds)
-                else:
-                    _close(fds)
-                    if _apply(data.split(b"\n"), self.watched):
-                        closing = True
-                        break
-            now = time.monotonic()
-            expired = [g for g, d in self.watched.items() if d is not None and d <= now]
-            if expired:
-                _kill_groups(expired)
-                for group in expired:
-                    del self.watched[group]
-        # The tick ended: nothing supervises these any more. (After a clean close there
-        # are none left but groups the tick gave up on.)
-        groups = {g for g in self.watched if g > 0} | self.children
-        if groups:
-            _kill_groups(groups)
-            if not closing:
-                time.sleep(0.1)
-                _kill_groups(groups)  # anything forked while the first signal was being sent
-        return 0
-
-    def _reap(self) -> None:
-        while self.children:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            self.children.discard(pid)
-            self.send(f"exit {pid} {os.waitstatus_to_exitcode(status)}".encode())
-
-    def _fork(self, run_id: str, fds: list[int]) -> None:
-        if len(fds) != FDS:
-            _close(fds)
-            self.send(f"refused {run_id} expected {FDS} file descriptors".encode())
-            return
-        for stream in (sys.stdout, sys.stderr):  # nothing buffered is copied into the child
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
-        template = os.getpid()
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            _close(fds)
-            self.send(f"refused {run_id} could not fork: {exc}".encode())
-            return
-        if pid == 0:
-            self._child(fds, template)  # never returns
-        _close(fds)
-        self.children.add(pid)
-        self.send(f"started {run_id} {pid}".encode())
-
-    def _child(self, fds: list[int], template: int) -> None:
-        """In the forked child: become an isolated job, run the handler, ``os._exit``."""
-        code = 70
-        try:
-            os.setsid()
-            die_with_parent(template)
-            signal.set_wakeup_fd(-1)
-            for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
-                signal.signal(signum, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            spec, output, result = fds
-            os.dup2(spec, 0)
-            os.dup2(output, 1)
-            os.dup2(output, 2)
-            _close([spec, output, self.wake_r, self.wake_w])
-            self.sock.close()
-            import random  # noqa: PLC0415 - the child's own seed (fork reseeds it; made sure)
-
-            random.seed()
-            from cronjobs.execution.child import run_handler  # noqa: PLC0415
-
-            code = run_handler(result)
-        except SystemExit as exc:  # sys.exit() in a handler ends its process, as it would
-            code = _exit_code(exc)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                traceback.print_exc()
-            code = 70
-        finally:
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):
-                    stream.flush()
-            os._exit(code)
-
-
-def _exit_code(exc: SystemExit) -> int:
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code & 0xFF
-    print(exc.code, file=sys.stderr)
-    return 1
-
-
-def _close(fds: Iterable[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
-def serve(fd: int, apps: list[str]) -> int:
-    """The template process: import ``apps``, say hello, serve until the socket ends."""
-    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_IGN)  # only the end of the socket (or SIGKILL)
-    sock = socket.socket(fileno=fd)
-    os.set_inheritable(fd, False)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    server = _Server(sock)
-    hello = b"hello"
-    if apps:
-        from cronjobs.errors import ConfigurationError  # noqa: PLC0415
-        from cronjobs.execution.registry import load_apps  # noqa: PLC0415
-
-        with contextlib.suppress(ConfigurationError):  # each child reports it, as a
-            load_apps(apps)  # fresh interpreter would
-        threads = _threads()
-        if threads > 1:
-            hello = (f"unsafe the --app modules started {threads - 1} thread(s) on import, "
-                     "and forking could copy a lock one of them holds").encode()
-    server.send(hello)
-    return server.serve()
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) >= 2 and args[0] == "--socket-fd" and args[1].isdigit():
-        return serve(int(args[1]), args[2:])
-    print("usage: python -m cronjobs.execution.template --socket-fd N [APP ...]",
-          file=sys.stderr)
-    return 2
 
 
 # -- the tick's side ----------------------------------------------------------------------------
@@ -322,8 +134,6 @@ class Template:
 
     def line(self, line: bytes) -> None:
         """A line the watchdog was sent (``watch``/``renew``/``forget``); sent on flush."""
-        from cronjobs.execution.child import _apply  # noqa: PLC0415
-
         with self._lock:
             _apply([line], self._watched)
             self._lines.append(line)
@@ -375,7 +185,7 @@ class Template:
 
     def _usable(self) -> _Process | None:
         with self._lock:
-            if self._closed:
+            if self._closed or not self.apps:  # without apps it only fences
                 return None
             current = self._current
         if current is None or current.dead is not None:
@@ -398,8 +208,13 @@ class Template:
 
     def _spawn(self) -> _Process | None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        argv = [sys.executable, "-m", "cronjobs.execution.template", "--socket-fd",
-                str(theirs.fileno()), *self.apps]
+        fd = str(theirs.fileno())
+        script = Path(__file__).with_name("child.py")
+        if self.apps or not script.is_file():
+            argv = [sys.executable, "-m", "cronjobs.execution.child", "--template", fd,
+                    *self.apps]
+        else:  # it only fences: isolated and quick to start, as the watchdog
+            argv = [sys.executable, "-I", "-S", str(script), "--template", fd]
         try:
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=2,
                                      pass_fds=(theirs.fileno(),), start_new_session=True)
@@ -509,6 +324,3 @@ class Template:
             self._kill(current, "the template process did not exit")
             current.popen.wait()
 
-
-if __name__ == "__main__":
-    sys.exit(main())
