@@ -41,6 +41,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +51,7 @@ from cronjobs.execution.groups import signal_name
 log = logging.getLogger(__name__)
 
 HELLO_WAIT = 5.0  # seconds a handler run waits for the template to be ready
+RESPAWN = 5.0  # seconds between two starts of a fence-only template that died
 ANSWER_WAIT = 10.0  # seconds to wait for a started template to answer a run
 
 
@@ -122,6 +124,7 @@ class Template:
         self._closed = False
         self._next_id = 0
         self._warned_unsafe = False
+        self._respawned = time.monotonic()
         self._current: _Process | None = None
         self._current = self._spawn()
 
@@ -142,7 +145,17 @@ class Template:
         with self._lock:
             lines, self._lines = self._lines, []
             current = self._current
-        if current is None or not lines or current.dead is not None:
+            closed = self._closed
+        if not lines or closed:
+            return
+        if current is None or current.dead is not None:
+            # The fence is gone: a new one (at most every RESPAWN seconds) gets the
+            # whole watched set replayed, so these lines need not be sent.
+            if time.monotonic() >= self._respawned + RESPAWN:
+                self._respawned = time.monotonic()
+                current = self._spawn()
+                with self._lock:
+                    self._current = current
             return
         batch: list[bytes] = []
         size = 0
@@ -282,8 +295,11 @@ class Template:
             if current.dead is not None:
                 return
             if reason is None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
+                try:
                     current.popen.wait(1.0)
+                except subprocess.TimeoutExpired:  # it closed the socket but lives on
+                    with contextlib.suppress(OSError):
+                        os.killpg(current.popen.pid, signal.SIGKILL)
                 code = current.popen.returncode
                 how = ("still running" if code is None else f"killed by signal "
                        f"{signal_name(-code)}" if code < 0 else f"exit code {code}")
