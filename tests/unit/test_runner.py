@@ -600,3 +600,19 @@ def test_runner_forgets_finished_jobs() -> None:
         assert result.outcome == AttemptOutcome.SUCCEEDED
         assert watchdog.pid is not None and _alive(watchdog.pid)
 
+
+
+def test_a_job_does_not_inherit_the_ticks_other_files(tmp_path: Path) -> None:
+    # what the tick's own parent left open (inheritable) is not passed on, however the
+    # job was started (posix_spawn with a watchdog, Popen without)
+    fd = os.open(tmp_path / "held", os.O_CREAT | os.O_WRONLY)
+    os.set_inheritable(fd, True)
+    try:
+        cmd = f"if [ -e /proc/$$/fd/{fd} ]; then echo inherited; else echo closed; fi"
+        assert command(cmd).output_tail == "closed\n"
+        with Watchdog.start() as watchdog:
+            result = _finish(start(Work(context=CONTEXT, kind="command", command=cmd,
+                                        handler=None), watchdog))
+        assert result.output_tail == "closed\n"
+    finally:
+        os.close(fd)
