@@ -3,13 +3,18 @@ no orphans.
 
 The tick calls :func:`start` for each claimed run and then :meth:`Running.poll` from its
 loop; the database side (leases, heartbeats, fencing) is the caller's. Nothing here
-blocks the caller except :meth:`Running.wait`.
+blocks the caller except :meth:`Running.wait`, and :func:`start` while a template process
+forks a handler's child (for its first one, while it imports the app: at most a few
+seconds, then the run takes a fresh interpreter).
 
 How a job runs
-    A command runs as ``/bin/sh -c COMMAND`` (as cron runs it, no Python in between); a
-    handler runs in a fresh interpreter, ``python -m cronjobs.execution.child`` (see
-    :mod:`cronjobs.execution.child`), which imports the ``--app`` modules and calls the handler with
-    a :class:`~cronjobs.execution.context.JobContext`. Either way the process gets the caller's
+    A command runs as ``/bin/sh -c COMMAND`` (as cron runs it, no Python in between),
+    started with ``posix_spawn`` (a vfork and an exec) when a watchdog fences it. A handler
+    runs in a child forked from the tick's template process (see
+    :mod:`cronjobs.execution.template`), or, without one, in a fresh interpreter,
+    ``python -m cronjobs.execution.child`` (see :mod:`cronjobs.execution.child`); either
+    imports the ``--app`` modules and calls the handler with a
+    :class:`~cronjobs.execution.context.JobContext`. Either way the process gets the caller's
     environment (or ``Work.env``) plus ``CRONJOBS_RUN_ID``, ``CRONJOBS_JOB``,
     ``CRONJOBS_SCHEDULED_FOR``, ``CRONJOBS_ATTEMPT`` and ``CRONJOBS_PAYLOAD``; stdin is
     ``/dev/null``; stdout and stderr share one pipe that a thread drains in 64 KiB reads,
@@ -28,10 +33,13 @@ Process groups
 
 Dying with the tick
     A :class:`Watchdog` process kills every group the tick still watched if the tick dies
-    (``kill -9``, the OOM killer). When no watchdog could be started, the job's main
-    process gets ``PR_SET_PDEATHSIG = SIGKILL`` (Linux) instead. Note that Linux sends the
-    parent-death signal when the *thread* that started the job ends: call :func:`start`
-    from a thread that lives as long as the job (the tick's main thread).
+    (``kill -9``, the OOM killer), and so does the tick's template process, which gets the
+    same messages: a job dies unless the tick, its watchdog and its template all die at
+    once. A handler forked from the template also has ``PR_SET_PDEATHSIG = SIGKILL``
+    towards it. When no watchdog could be started, the job's main process gets
+    ``PR_SET_PDEATHSIG = SIGKILL`` (Linux) towards the tick instead. Note that Linux sends
+    the parent-death signal when the *thread* that started the job ends: call
+    :func:`start` from a thread that lives as long as the job (the tick's main thread).
 
 Outcomes
     exit 0: SUCCEEDED; exit N: FAILED ``exit code N`` (for a handler that raised, the
