@@ -50,9 +50,9 @@ from cronjobs.execution.groups import signal_name
 
 log = logging.getLogger(__name__)
 
-HELLO_WAIT = 5.0  # seconds a handler run waits for the template to be ready
+HELLO_WAIT = 3.0  # seconds the first handler run waits for the template to be ready
 RESPAWN = 5.0  # seconds between two starts of a fence-only template that died
-ANSWER_WAIT = 10.0  # seconds to wait for a started template to answer a run
+ANSWER_WAIT = 5.0  # seconds to wait for a started template to answer a run
 
 
 # -- the tick's side ----------------------------------------------------------------------------
@@ -105,6 +105,7 @@ class _Process:
     sock: socket.socket
     ready: threading.Event = field(default_factory=threading.Event)
     unsafe: str | None = None
+    waited: bool = False  # a run waited for it to be ready
     dead: str | None = None  # why it ended, once it did
     pending: dict[str, TemplateChild] = field(default_factory=dict)  # run id -> not started
     children: dict[int, TemplateChild] = field(default_factory=dict)  # pid -> running
@@ -132,6 +133,11 @@ class Template:
     def pid(self) -> int | None:
         current = self._current
         return current.popen.pid if current is not None else None
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until the template imported the app (or cannot fork); True if it did."""
+        current = self._current
+        return current is not None and current.ready.wait(timeout)
 
     # -- the watchdog's lines -------------------------------------------------------------
 
@@ -207,8 +213,11 @@ class Template:
                 self._current = current
         if current is None:
             return None
-        if not current.ready.wait(HELLO_WAIT):
-            return None  # still importing: this run takes a fresh interpreter
+        # Only the first run waits (a little: the tick's heartbeats wait with it); until
+        # the app is imported, runs take a fresh interpreter each.
+        waited, current.waited = current.waited, True
+        if not current.ready.wait(0 if waited else HELLO_WAIT):
+            return None
         if current.unsafe is not None:
             if not self._warned_unsafe:
                 self._warned_unsafe = True

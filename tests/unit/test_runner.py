@@ -25,7 +25,7 @@ import pytest
 from conftest import peak_rss
 from cronjobs.execution.child import encode_result
 from cronjobs.execution.context import JobContext
-from cronjobs.execution.process import Result, Running, Work, start
+from cronjobs.execution.process import Result, Running, Work, _close_inherited, start
 from cronjobs.execution.template import Template, TemplateChild
 from cronjobs.execution.watchdog import Watchdog
 from cronjobs.models import AttemptOutcome
@@ -187,6 +187,7 @@ def handler(request: pytest.FixtureRequest, app_env: dict[str, str],
         apps = options["apps"]
         if apps not in templates:
             templates[apps] = Template(apps)
+            assert not apps or templates[apps].wait_ready(SAFETY)
         running = start(Work(context=CONTEXT, kind="handler", command=None, handler=name,
                              **options), template=templates[apps])
         # forked, not a fresh interpreter (without apps a template only fences)
@@ -607,6 +608,9 @@ def test_a_job_does_not_inherit_the_ticks_other_files(tmp_path: Path) -> None:
     # job was started (posix_spawn with a watchdog, Popen without)
     fd = os.open(tmp_path / "held", os.O_CREAT | os.O_WRONLY)
     os.set_inheritable(fd, True)
+    # a tick looks once, at its first job, for what it inherited at its start; this process
+    # has started jobs before
+    _close_inherited.cache_clear()
     try:
         cmd = f"if [ -e /proc/$$/fd/{fd} ]; then echo inherited; else echo closed; fi"
         assert command(cmd).output_tail == "closed\n"
