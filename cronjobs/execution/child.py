@@ -10,6 +10,13 @@
     handler stopped by SIGTERM dies by SIGTERM (after printing where it was), and whatever
     the handler itself does (``os._exit(7)``, a crash) shows through unchanged.
 
+``python -m cronjobs.execution.child --template N [APP ...]``
+    The tick's template process (see :mod:`cronjobs.execution.template`): imports the
+    ``--app`` modules, then forks one child per ``run`` request read from the socket on fd
+    ``N`` and runs :func:`run_handler` in it; it also follows the watchdog's lines. Without
+    ``APP`` (a tick with no handlers to fork) it only fences, and runs isolated like the
+    watchdog.
+
 ``python -I -S .../cronjobs/child.py --watchdog``
     The watchdog of one tick (see :class:`cronjobs.execution.watchdog.Watchdog`). Reads lines
     ``watch PGID [DEADLINE]`` / ``renew PGID DEADLINE`` / ``forget PGID`` / ``close`` from
@@ -30,11 +37,13 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import io
 import json
 import os
 import select
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -43,6 +52,8 @@ from types import FrameType
 from typing import Any
 
 ERROR_CHARS = 1000  # longest error line sent to the tick
+FDS = 3  # file descriptors the tick sends the template with each run: stdin, output, result
+MESSAGE = 64 * 1024  # largest message between the tick and its template
 
 
 class _Terminated(BaseException):
@@ -130,6 +141,7 @@ def run_handler(channel: int) -> int:
     faulthandler.enable()  # a crash prints the Python stack to stderr, into the output tail
     spec = json.loads(sys.stdin.buffer.read() or b"{}")
     _prepare_stdio()
+    os.environ.update(spec.get("environment") or {})  # CRONJOBS_* (a forked child's own)
 
     from cronjobs.errors import ConfigurationError  # noqa: PLC0415
     from cronjobs.execution.context import JobContext  # noqa: PLC0415 - the watchdog mode imports nothing
@@ -256,13 +268,195 @@ def _number(word: bytes) -> float | None:
         return None
 
 
+# -- the template process (see cronjobs.execution.template) ---------------------------------
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading  # noqa: PLC0415 - the other modes never need it
+
+        return threading.active_count()
+
+
+class _Server:
+    """The template's loop: fork children on request, report their exits, fence groups."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.watched: dict[int, float | None] = {}  # the watchdog's groups (and -PIDs)
+        self.children: set[int] = set()  # children not yet reaped (each its own group)
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        os.set_blocking(self.wake_r, False)
+
+    def send(self, data: bytes) -> None:
+        with contextlib.suppress(OSError):  # the tick is gone: the loop sees the end
+            self.sock.send(data)
+
+    def serve(self) -> int:
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        closing = False
+        while True:
+            deadlines = [d for d in self.watched.values() if d is not None]
+            wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            ready, _, _ = select.select([self.sock.fileno(), self.wake_r], [], [], wait)
+            if self.wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self.wake_r, 4096)
+            self._reap()
+            if self.sock.fileno() in ready:
+                try:
+                    data, fds, _flags, _addr = socket.recv_fds(self.sock, MESSAGE, FDS)
+                except OSError:
+                    data, fds = b"", []
+                if not data:
+                    break  # the tick died (or closed without saying so)
+                if data.startswith(b"run "):
+                    self._fork(data[4:].decode(), fds)
+                else:
+                    _close(fds)
+                    if _apply(data.split(b"\n"), self.watched):
+                        closing = True
+                        break
+            now = time.monotonic()
+            expired = [g for g, d in self.watched.items() if d is not None and d <= now]
+            if expired:
+                _kill_groups(expired)
+                for group in expired:
+                    del self.watched[group]
+        # The tick ended: nothing supervises these any more. (After a clean close there
+        # are none left but groups the tick gave up on.)
+        groups = {g for g in self.watched if g > 0} | self.children
+        if groups:
+            _kill_groups(groups)
+            if not closing:
+                time.sleep(0.1)
+                _kill_groups(groups)  # anything forked while the first signal was being sent
+        return 0
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.children.discard(pid)
+            self.send(f"exit {pid} {os.waitstatus_to_exitcode(status)}".encode())
+
+    def _fork(self, run_id: str, fds: list[int]) -> None:
+        if len(fds) != FDS:
+            _close(fds)
+            self.send(f"refused {run_id} expected {FDS} file descriptors".encode())
+            return
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered is copied into the child
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        template = os.getpid()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            _close(fds)
+            self.send(f"refused {run_id} could not fork: {exc}".encode())
+            return
+        if pid == 0:
+            self._child(fds, template)  # never returns
+        _close(fds)
+        self.children.add(pid)
+        self.send(f"started {run_id} {pid}".encode())
+
+    def _child(self, fds: list[int], template: int) -> None:
+        """In the forked child: become an isolated job, run the handler, ``os._exit``."""
+        code = 70
+        try:
+            os.setsid()
+            from cronjobs.execution.groups import die_with_parent  # noqa: PLC0415
+
+            die_with_parent(template)
+            signal.set_wakeup_fd(-1)
+            for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+                signal.signal(signum, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            spec, output, result = fds
+            os.dup2(spec, 0)
+            os.dup2(output, 1)
+            os.dup2(output, 2)
+            _close([spec, output, self.wake_r, self.wake_w])
+            self.sock.close()
+            import random  # noqa: PLC0415 - the child's own seed (fork reseeds it; made sure)
+
+            random.seed()
+            code = run_handler(result)
+        except SystemExit as exc:  # sys.exit() in a handler ends its process, as it would
+            code = _exit_code(exc)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                traceback.print_exc()
+            code = 70
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os._exit(code)
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _close(fds: Iterable[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def template(fd: int, apps: list[str]) -> int:
+    """The template process: import ``apps``, say hello, serve until the socket ends."""
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)  # only the end of the socket (or SIGKILL)
+    sock = socket.socket(fileno=fd)
+    os.set_inheritable(fd, False)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    server = _Server(sock)
+    hello = b"hello"
+    if apps:
+        from cronjobs.errors import ConfigurationError  # noqa: PLC0415
+        from cronjobs.execution.registry import load_apps  # noqa: PLC0415
+
+        with contextlib.suppress(ConfigurationError):  # each child reports it, as a
+            load_apps(apps)  # fresh interpreter would
+        threads = _threads()
+        if threads > 1:
+            hello = (f"unsafe the --app modules started {threads - 1} thread(s) on import, "
+                     "and forking could copy a lock one of them holds").encode()
+    # Objects that exist now are never collected in a child: the collector would otherwise
+    # touch (and so copy) every page of the template in every child.
+    gc.freeze()
+    server.send(hello)
+    return server.serve()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args == ["--watchdog"]:
         return watchdog(sys.stdin.fileno())
+    if len(args) >= 2 and args[0] == "--template" and args[1].isdigit():
+        return template(int(args[1]), args[2:])
     if len(args) == 2 and args[0] == "--result-fd" and args[1].isdigit():
         return run_handler(int(args[1]))
-    print("usage: python -m cronjobs.execution.child (--result-fd N | --watchdog)", file=sys.stderr)
+    print("usage: python -m cronjobs.execution.child (--result-fd N | --watchdog | "
+          "--template N [APP ...])", file=sys.stderr)
     return 2
 
 

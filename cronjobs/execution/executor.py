@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # imported when there is something to run: an idle tick stays
     from cronjobs.execution.inprocess import InProcess, InProcessJob
     from cronjobs.execution.observe import RunObserver
     from cronjobs.execution.process import Result, Running
+    from cronjobs.execution.template import Template
     from cronjobs.execution.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ class Executor:
         self.report = ExecReport()
         self.active: dict[int, _Active] = {}
         self.watchdog: Watchdog | None = None
+        self.template: Template | None = None  # forks isolated handler runs; fences all jobs
         self.wake = threading.Event()  # set when a job ends
         self._inprocess: InProcess | None = None
         self._abandoned = False  # an in-process handler was given up on while running
@@ -148,6 +150,8 @@ class Executor:
         finally:
             if self.watchdog is not None:
                 self.watchdog.close()
+            if self.template is not None:
+                self.template.close()
             if self._alerts is not None:
                 self._alerts.wait()
         return self.report
@@ -253,11 +257,15 @@ class Executor:
         later)."""
         from cronjobs.execution.context import JobContext  # noqa: PLC0415 - see the imports above
         from cronjobs.execution.process import Result, Work, start  # noqa: PLC0415
+        from cronjobs.execution.template import Template  # noqa: PLC0415
         from cronjobs.execution.watchdog import Watchdog  # noqa: PLC0415
 
         if self.watchdog is None:
             self.watchdog = Watchdog.start()
             self.watchdog.autoflush = False  # flushed once per pass (_finish)
+            self.template = Template(() if self.options.in_process else self.options.apps,
+                                     self.wake)
+            self.watchdog.mirror = self.template
         refusal = self._refusal(claim)
         if refusal is not None:
             log.warning("run %s: %s", claim.id, refusal,
@@ -287,7 +295,8 @@ class Executor:
                 self._inprocess = InProcess(self.options.apps, self.wake)
             job = self._inprocess.start(work)
         else:
-            job = start(work, self.watchdog, _deadline(claimed_at, claim), self.wake)
+            job = start(work, self.watchdog, _deadline(claimed_at, claim), self.wake,
+                        self.template)
         self.active[claim.id] = _Active(claim, job, claimed_at, in_process=in_process)
 
     def _poll_jobs(self) -> list[tuple[_Active, Result]]:

@@ -1,7 +1,8 @@
 """Python handlers run inside the tick process, in threads: ``cronjobs tick --in-process``.
 
-The default runs every handler attempt in a fresh interpreter (:mod:`cronjobs.execution.process`),
-which isolates it completely and costs tens of milliseconds per run. In this mode the
+The default runs every handler attempt in a process of its own, forked from the tick's
+template process (:mod:`cronjobs.execution.template`), which isolates it completely and
+costs a fork per run. In this mode the
 tick imports the ``--app`` modules once and calls each handler in a thread of its own, so
 a no-op handler costs about as much as the database writes around it. Leases, heartbeats
 and fenced outcomes are the executor's and work exactly as for isolated runs.

@@ -3,13 +3,18 @@ no orphans.
 
 The tick calls :func:`start` for each claimed run and then :meth:`Running.poll` from its
 loop; the database side (leases, heartbeats, fencing) is the caller's. Nothing here
-blocks the caller except :meth:`Running.wait`.
+blocks the caller except :meth:`Running.wait`, and :func:`start` while a template process
+forks a handler's child (for its first one, while it imports the app: at most a few
+seconds, then the run takes a fresh interpreter).
 
 How a job runs
-    A command runs as ``/bin/sh -c COMMAND`` (as cron runs it, no Python in between); a
-    handler runs in a fresh interpreter, ``python -m cronjobs.execution.child`` (see
-    :mod:`cronjobs.execution.child`), which imports the ``--app`` modules and calls the handler with
-    a :class:`~cronjobs.execution.context.JobContext`. Either way the process gets the caller's
+    A command runs as ``/bin/sh -c COMMAND`` (as cron runs it, no Python in between),
+    started with ``posix_spawn`` (a vfork and an exec) when a watchdog fences it. A handler
+    runs in a child forked from the tick's template process (see
+    :mod:`cronjobs.execution.template`), or, without one, in a fresh interpreter,
+    ``python -m cronjobs.execution.child`` (see :mod:`cronjobs.execution.child`); either
+    imports the ``--app`` modules and calls the handler with a
+    :class:`~cronjobs.execution.context.JobContext`. Either way the process gets the caller's
     environment (or ``Work.env``) plus ``CRONJOBS_RUN_ID``, ``CRONJOBS_JOB``,
     ``CRONJOBS_SCHEDULED_FOR``, ``CRONJOBS_ATTEMPT`` and ``CRONJOBS_PAYLOAD``; stdin is
     ``/dev/null``; stdout and stderr share one pipe that a thread drains in 64 KiB reads,
@@ -28,10 +33,13 @@ Process groups
 
 Dying with the tick
     A :class:`Watchdog` process kills every group the tick still watched if the tick dies
-    (``kill -9``, the OOM killer). When no watchdog could be started, the job's main
-    process gets ``PR_SET_PDEATHSIG = SIGKILL`` (Linux) instead. Note that Linux sends the
-    parent-death signal when the *thread* that started the job ends: call :func:`start`
-    from a thread that lives as long as the job (the tick's main thread).
+    (``kill -9``, the OOM killer), and so does the tick's template process, which gets the
+    same messages: a job dies unless the tick, its watchdog and its template all die at
+    once. A handler forked from the template also has ``PR_SET_PDEATHSIG = SIGKILL``
+    towards it. When no watchdog could be started, the job's main process gets
+    ``PR_SET_PDEATHSIG = SIGKILL`` (Linux) towards the tick instead. Note that Linux sends
+    the parent-death signal when the *thread* that started the job ends: call
+    :func:`start` from a thread that lives as long as the job (the tick's main thread).
 
 Outcomes
     exit 0: SUCCEEDED; exit N: FAILED ``exit code N`` (for a handler that raised, the
@@ -60,7 +68,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cronjobs.durations import format_duration
 from cronjobs.execution.context import JobContext
@@ -75,6 +83,9 @@ from cronjobs.execution.groups import (
 from cronjobs.execution.output import Pump
 from cronjobs.execution.watchdog import Watchdog
 from cronjobs.models import AttemptOutcome
+
+if TYPE_CHECKING:
+    from cronjobs.execution.template import Template
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +157,65 @@ def _one_line(text: str) -> str:
 # -- a running attempt --------------------------------------------------------------------
 
 
+class Main(Protocol):
+    """A job's main process: a child of the tick, or of its template process."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def exited(self) -> bool:
+        """Whether it exited (a child of the tick stays unreaped: it keeps the group id)."""
+
+    def status(self) -> int:
+        """Once exited: its exit code, or minus the signal that killed it."""
+
+    def lost(self) -> str | None:
+        """Why its exit status is unknown (its template process died), else None."""
+
+
+class _Spawned:
+    """A command started by the tick itself with ``posix_spawn``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._status: int | None = None
+
+    def exited(self) -> bool:
+        if self._status is not None:
+            return True
+        return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+    def status(self) -> int:
+        if self._status is None:
+            _, status = os.waitpid(self.pid, 0)
+            self._status = os.waitstatus_to_exitcode(status)
+        return self._status
+
+    def lost(self) -> str | None:
+        return None
+
+
+class _Popened:
+    """A job started by the tick itself."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self._process = process
+        self.pid = process.pid
+
+    def exited(self) -> bool:
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True  # already reaped: Popen.wait() knows its status
+        return info is not None
+
+    def status(self) -> int:
+        return self._process.wait()
+
+    def lost(self) -> str | None:
+        return None
+
+
 class Running:
     """One attempt in progress. Drive it with :meth:`poll` (non-blocking, enforces the
     timeout and the kill grace) until it returns the :class:`Result`. Use it from one thread.
@@ -153,7 +223,7 @@ class Running:
 
     abandoned = False  # a job in a process of its own is always stopped, never left behind
 
-    def __init__(self, work: Work, process: subprocess.Popen[bytes] | None, pump: Pump | None,
+    def __init__(self, work: Work, process: Main | None, pump: Pump | None,
                  watchdog: Watchdog | None, started: float, failure: str | None = None) -> None:
         self.work = work
         self._process = process
@@ -190,7 +260,7 @@ class Running:
                 self._enforce(now)
                 return None
             self._ended = now
-            self._returncode = process.wait()
+            self._returncode = process.status()
             # Reaped, the main pid stays reserved by the kernel for as long as anything
             # left in its group lives on (it is their group id), so signals sent to the
             # group from here on can only reach leftovers of this job.
@@ -246,12 +316,9 @@ class Running:
     # -- internals ------------------------------------------------------------------------
 
     def _main_exited(self) -> bool:
-        """Whether the main process exited, without reaping it (it keeps the group id)."""
-        try:
-            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return True  # already reaped: Popen.wait() knows its status
-        return info is not None
+        """Whether the main process exited (a child of the tick is not reaped yet)."""
+        assert self._process is not None  # noqa: S101 - set unless failed
+        return self._process.exited()
 
     def _request_stop(self, outcome: AttemptOutcome, reason: str, now: float) -> None:
         self._stop = (outcome, reason)
@@ -308,11 +375,14 @@ class Running:
         output = pump.output.text(note)
         exit_code = code if code >= 0 else None
         result: Any = None
+        lost = self._process.lost() if self._process is not None else None
         if self._stop is not None:
             outcome, error = self._stop
             if self._timed_out and self._killed_running:
                 error += (f" (SIGTERM, then SIGKILL after "
                           f"{seconds_text(self.work.kill_grace)})")
+        elif lost is not None:
+            outcome, error, exit_code = AttemptOutcome.FAILED, lost, None
         elif code < 0:
             outcome, error = AttemptOutcome.FAILED, f"killed by signal {signal_name(-code)}"
         elif code != 0:
@@ -351,13 +421,20 @@ def _base_environment() -> dict[bytes, bytes]:
 
 
 def start(work: Work, watchdog: Watchdog | None = None,
-          deadline: float | None = None, wake: threading.Event | None = None) -> Running:
+          deadline: float | None = None, wake: threading.Event | None = None,
+          template: Template | None = None) -> Running:
     """Start ``work`` and return at once. A job that cannot be started at all (no
     /bin/sh, out of processes) gives a Running whose result is FAILED, with pid 0.
     With a ``watchdog``, the job's group is killed if the tick dies, or when ``deadline``
     (``time.monotonic()``; the end of the lease) passes without ``watchdog.renew``.
     ``wake`` is set when the job's main process has exited (and its output ended), so
-    that the caller can wait on it instead of polling."""
+    that the caller can wait on it instead of polling. With a ``template``, a handler
+    runs in a child forked from it (see :mod:`cronjobs.execution.template`) rather than
+    in a fresh interpreter."""
+    if work.kind == "handler" and template is not None and work.env is None:
+        running = _start_forked(work, template, watchdog, deadline, wake)
+        if running is not None:
+            return running
     env = dict(_base_environment() if work.env is None else _encoded(work.env))
     env.update(_encoded(work.context.environment()))
     spec = b""
@@ -366,9 +443,7 @@ def start(work: Work, watchdog: Watchdog | None = None,
         channel_r, channel_w = os.pipe()
         spec_r, spec_w = os.pipe()
         argv = [sys.executable, "-m", "cronjobs.execution.child", "--result-fd", str(channel_w)]
-        spec = json.dumps({"apps": list(work.apps), "handler": work.handler,
-                           "context": work.context.to_dict(),
-                           "result_limit": work.result_limit}).encode()
+        spec = _spec(work)
     else:
         assert work.command is not None  # noqa: S101 - checked by Work
         argv = ["/bin/sh", "-c", work.command]
@@ -376,9 +451,12 @@ def start(work: Work, watchdog: Watchdog | None = None,
     _grow_pipe(output_w)
     # Without a watchdog the parent-death signal is the only guard against outliving a
     # killed tick. With one, it is left out: a preexec function rules out vfork, and
-    # forking the whole tick for every job costs more than the job (`true`) itself.
+    # forking the whole tick for every job costs more than the job (`true`) itself; the
+    # watchdog and the template process fence the job instead.
     guarded = watchdog is not None and watchdog.pid is not None
     started = time.monotonic()
+    if guarded and work.kind == "command":
+        return _spawn_command(work, env, output_r, output_w, watchdog, deadline, wake, started)
     try:
         process = subprocess.Popen(
             argv,
@@ -402,6 +480,78 @@ def start(work: Work, watchdog: Watchdog | None = None,
     pump = Pump(output_r, work.output_limit, channel_r, work.result_limit, spec_w, spec,
                  pid=process.pid, wake=wake)
     pump.start()
-    return Running(work, process, pump, watchdog, started)
+    return Running(work, _Popened(process), pump, watchdog, started)
 
 
+def _spawn_command(work: Work, env: dict[bytes, bytes], output_r: int, output_w: int,
+                   watchdog: Watchdog | None, deadline: float | None,
+                   wake: threading.Event | None, started: float) -> Running:
+    """A command with ``posix_spawn`` (a vfork and an exec, the least a process start
+    costs): /dev/null in, the output pipe out, a session of its own."""
+    assert work.command is not None  # noqa: S101 - checked by Work
+    _close_inherited()
+    try:
+        pid = os.posix_spawn(_SH, [_SH, b"-c", os.fsencode(work.command)], env,
+                             file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                                           (os.POSIX_SPAWN_DUP2, output_w, 1),
+                                           (os.POSIX_SPAWN_DUP2, output_w, 2)],
+                             setsid=True)
+    except (OSError, ValueError) as exc:
+        _close(output_r, output_w)
+        return Running(work, None, None, None, started, failure=f"could not start /bin/sh: {exc}")
+    os.close(output_w)
+    if watchdog is not None:
+        watchdog.watch(pid, deadline)
+    pump = Pump(output_r, work.output_limit, None, work.result_limit, None, b"", pid=pid,
+                 wake=wake)
+    pump.start()
+    return Running(work, _Spawned(pid), pump, watchdog, started)
+
+
+_SH = b"/bin/sh"
+
+
+@functools.lru_cache(maxsize=1)
+def _close_inherited() -> None:
+    """Once per tick: what the tick inherited beyond stdin, stdout and stderr (a file its
+    parent left open) is not passed on to jobs, as ``close_fds`` would not."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            if fd > 2:
+                with contextlib.suppress(OSError):
+                    if os.get_inheritable(fd):
+                        os.set_inheritable(fd, False)
+
+
+def _spec(work: Work) -> bytes:
+    """What a handler's process reads on its stdin."""
+    return json.dumps({"apps": list(work.apps), "handler": work.handler,
+                       "context": work.context.to_dict(),
+                       "environment": work.context.environment(),
+                       "result_limit": work.result_limit}).encode()
+
+
+def _start_forked(work: Work, template: Template, watchdog: Watchdog | None,
+                  deadline: float | None, wake: threading.Event | None) -> Running | None:
+    """A handler in a child of the template process; None when the template cannot take
+    it (it is not ready, or forking is unsafe there): then a fresh interpreter runs it."""
+    spec_r, spec_w = os.pipe()
+    channel_r, channel_w = os.pipe()
+    output_r, output_w = os.pipe()
+    _grow_pipe(output_w)
+    started = time.monotonic()
+    child = template.run(spec_r, output_w, channel_w)
+    _close(spec_r, output_w, channel_w)  # the template holds its own copies
+    if child is None or child.refused is not None:
+        _close(spec_w, channel_r, output_r)
+        if child is None:
+            return None
+        return Running(work, None, None, None, started,
+                       failure=f"could not start the handler: {child.refused}")
+    if watchdog is not None:
+        watchdog.watch(child.pid, deadline)
+    pump = Pump(output_r, work.output_limit, channel_r, work.result_limit, spec_w, _spec(work),
+                 wake=wake)
+    pump.start()
+    return Running(work, child, pump, watchdog, started)

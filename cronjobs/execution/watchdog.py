@@ -10,7 +10,10 @@ import sys
 import threading
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cronjobs.execution.template import Template
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,9 @@ class Watchdog:
         # With autoflush off, messages are sent by flush(): a caller starting many jobs in
         # one pass (the tick) sends them together.
         self.autoflush = True
+        # A second watchdog that gets every line too: the tick's template process, so
+        # that a job survives neither the tick nor its watchdog alone being killed.
+        self.mirror: Template | None = None
 
     @classmethod
     def start(cls) -> Watchdog:
@@ -71,6 +77,8 @@ class Watchdog:
 
     def flush(self) -> None:
         """Send the messages written since the last flush."""
+        if self.mirror is not None:
+            self.mirror.flush()
         with self._lock:
             if self._process is None or self._process.stdin is None:
                 return
@@ -104,6 +112,10 @@ class Watchdog:
         self.close()
 
     def _send(self, line: str) -> None:
+        if self.mirror is not None:
+            self.mirror.line(line.rstrip("\n").encode())
+            if self.autoflush:
+                self.mirror.flush()
         with self._lock:
             if self._process is None:
                 return

@@ -25,7 +25,8 @@ import pytest
 from conftest import peak_rss
 from cronjobs.execution.child import encode_result
 from cronjobs.execution.context import JobContext
-from cronjobs.execution.process import Result, Running, Work, start
+from cronjobs.execution.process import Result, Running, Work, _close_inherited, start
+from cronjobs.execution.template import Template, TemplateChild
 from cronjobs.execution.watchdog import Watchdog
 from cronjobs.models import AttemptOutcome
 
@@ -168,14 +169,34 @@ def app_env(tmp_path: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(tmp_path), READY=str(tmp_path / "ready"))
 
 
-@pytest.fixture
-def handler(app_env: dict[str, str]) -> Callable[..., Result]:
+@pytest.fixture(params=["fresh interpreter", "template"])
+def handler(request: pytest.FixtureRequest, app_env: dict[str, str],
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Result]]:
+    """Runs a handler either way: in a fresh interpreter, or forked from a template process
+    (cronjobs.execution.template) — with the same results."""
+    templates: dict[tuple[str, ...], Template] = {}
+    if request.param == "template":
+        monkeypatch.setenv("PYTHONPATH", app_env["PYTHONPATH"])
+        monkeypatch.setenv("READY", app_env["READY"])
+
     def run(name: str, **options: Any) -> Result:
         options.setdefault("apps", ("myjobs",))
-        return _finish(start(Work(context=CONTEXT, kind="handler", command=None, handler=name,
-                                  env=app_env, **options)))
+        if request.param == "fresh interpreter":
+            return _finish(start(Work(context=CONTEXT, kind="handler", command=None,
+                                      handler=name, env=app_env, **options)))
+        apps = options["apps"]
+        if apps not in templates:
+            templates[apps] = Template(apps)
+            assert not apps or templates[apps].wait_ready(SAFETY)
+        running = start(Work(context=CONTEXT, kind="handler", command=None, handler=name,
+                             **options), template=templates[apps])
+        # forked, not a fresh interpreter (without apps a template only fences)
+        assert isinstance(running._process, TemplateChild) == bool(apps)
+        return _finish(running)
 
-    return run
+    yield run
+    for template in templates.values():
+        template.close()
 
 
 # -- commands ----------------------------------------------------------------------------
@@ -580,3 +601,22 @@ def test_runner_forgets_finished_jobs() -> None:
         assert result.outcome == AttemptOutcome.SUCCEEDED
         assert watchdog.pid is not None and _alive(watchdog.pid)
 
+
+
+def test_a_job_does_not_inherit_the_ticks_other_files(tmp_path: Path) -> None:
+    # what the tick's own parent left open (inheritable) is not passed on, however the
+    # job was started (posix_spawn with a watchdog, Popen without)
+    fd = os.open(tmp_path / "held", os.O_CREAT | os.O_WRONLY)
+    os.set_inheritable(fd, True)
+    # a tick looks once, at its first job, for what it inherited at its start; this process
+    # has started jobs before
+    _close_inherited.cache_clear()
+    try:
+        cmd = f"if [ -e /proc/$$/fd/{fd} ]; then echo inherited; else echo closed; fi"
+        assert command(cmd).output_tail == "closed\n"
+        with Watchdog.start() as watchdog:
+            result = _finish(start(Work(context=CONTEXT, kind="command", command=cmd,
+                                        handler=None), watchdog))
+        assert result.output_tail == "closed\n"
+    finally:
+        os.close(fd)
