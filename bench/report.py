@@ -172,7 +172,7 @@ def claim_rows_table(section: dict[str, Any]) -> list[str]:
 
             def median(what: str, name: str = name) -> str:
                 value = f.get(f"{name}: {what}")
-                return NONE if value is None else f"{value['median']:,.1f}"
+                return NONE if value is None else f"{value['median']:,.4g}"
 
             lines.append(f"| {backlog:,} | {state} | {median('runs')} | {median('rows/run')} | "
                          f"{median('rows/run, net of an empty tick')} | "

