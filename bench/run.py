@@ -524,12 +524,19 @@ class HandLoop(System):
 
 
 class PgQueuerSystem(System):
+    """pgqueuer as its users run it, ``pgq run``'s way: asyncpg, uvloop, batch 10 (the
+    worker of the engine benchmark, workers/pgq_asyncpg_app.py)."""
+
     db_purpose = "tp_pgqueuer"
-    helper_module = "pgq_app"
-    name = "pgqueuer (async no-op entrypoint, batch 10, drain mode)"
+    helper_module = "pgq_asyncpg_app"
+    name = "pgqueuer (asyncpg + uvloop, async no-op entrypoint, batch 10, drain mode)"
+
+    def env(self) -> dict[str, str]:
+        # asyncpg takes only URLs
+        return {**super().env(), "BENCH_DSN": benchlib.url(self.server.conninfo(self.db))}
 
     def prepare(self) -> None:
-        env = {**self.env(), "PGDSN": self.server.conninfo(self.db)}
+        env = {**self.env(), "PGDSN": benchlib.url(self.server.conninfo(self.db))}
         checked(benchlib.run([sys.executable, "-m", "pgqueuer", "install"], env),
                 "pgq install")
 
@@ -537,7 +544,7 @@ class PgQueuerSystem(System):
         self.helper("enqueue", str(count))
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-c", "import sys, pgq_app; pgq_app.main(['work'])"]
+        return [sys.executable, str(WORKERS / "pgq_asyncpg_app.py"), "work"]
 
     def result(self) -> tuple[int, float]:
         row = sql(self.server, self.db, """
