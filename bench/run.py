@@ -3,6 +3,7 @@
     python bench/run.py                          # everything, on an embedded server
     python bench/run.py --database-url URL       # everything, on your server
     python bench/run.py --only empty_tick        # one benchmark (repeatable, or a,b)
+    python bench/run.py --only issue14 --plot docs/engine-throughput.png  # the engine (engine.py)
     python bench/run.py --repeat 3 --json > results.json
     python bench/report.py results.json          # the tables of docs/benchmarks.md
 
