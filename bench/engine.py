@@ -1,0 +1,487 @@
+"""The execution engine's benchmarks: the scaling series against pgqueuer and a hand-written
+loop, rows read per run as the backlog grows, and many jobs due at once.
+
+    python bench/run.py --only engine        # runs/s at K = 1, 2, 4 processes, side by side
+    python bench/run.py --only claim_rows    # rows read per run at 100 … 100,000 queued
+    python bench/run.py --only due_at_once   # 10,000 jobs due in one minute, 4 ticks
+    python bench/run.py --only issue14 --plot docs/engine-throughput.png  # all three
+
+Every drain gets a fresh database cloned from a template prepared once per system, so no
+measurement inherits another's dead rows, statistics or cache of plans. Counters come from
+the server: commits (pg_stat_database.xact_commit), rows read (tup_returned + tup_fetched)
+and statements (pg_stat_statements, where the server loads it), as deltas over the worker
+processes' lifetime, read once they have exited.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import benchlib
+from benchlib import Server, log
+from common import (
+    HANDLER_MODULE,
+    WORKERS,
+    Context,
+    Section,
+    add_definitions,
+    checked,
+    cli_env,
+    db_clock,
+    enqueue_runs,
+    minute_start,
+    sql,
+    tick_argv,
+)
+
+BATCH = 10  # pgqueuer's and the hand loop's batch (pgq run's default)
+CLAIM_RUNS = 100  # runs claimed per claim_rows measurement (the start of the backlog)
+
+
+# -- the systems ----------------------------------------------------------------------------
+
+
+@dataclass
+class Drain:
+    """One measurement: ``processes`` workers started together on a fresh database holding
+    ``queued`` jobs, until they all exited."""
+
+    runs: int  # jobs done
+    span: float  # first job started -> last job finished, from the system's own records
+    wall: float  # first worker spawned -> last worker exited
+    cpu: float  # user + system seconds of the workers and their children
+    counters: dict[str, int]  # deltas of benchlib.counters over the workers' lifetime
+
+
+class System:
+    """A way of draining no-op jobs: its template database, how to queue jobs and start a
+    worker, and how it records what it did."""
+
+    key = ""
+    label = ""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self._template: str | None = None
+
+    def template(self) -> str:
+        if self._template is None:
+            self._template = self.make_template()
+        return self._template
+
+    def make_template(self) -> str:
+        raise NotImplementedError
+
+    def enqueue(self, db: str, count: int) -> None:
+        raise NotImplementedError
+
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def env(self, db: str) -> dict[str, str]:
+        return benchlib.clean_env({"BENCH_DSN": self.server.conninfo(db),
+                                   "PYTHONPATH": str(WORKERS)})
+
+    def result(self, db: str) -> tuple[int, float]:
+        """(jobs done, seconds from the first start to the last finish)."""
+        raise NotImplementedError
+
+    def helper(self, db: str, module: str, *args: str) -> None:
+        code = f"import sys, {module}; {module}.main(sys.argv[1:])"
+        checked(benchlib.run([sys.executable, "-c", code, *args], self.env(db)),
+                f"{module} {args[0]}")
+
+    def drain(self, count: int, processes: int) -> Drain:
+        db = self.server.create_database(f"eng_{self.key}", template=self.template())
+        try:
+            self.enqueue(db, count)
+            before = benchlib.counters(self.server, db)
+            wall, results = benchlib.run_together([self.argv()] * processes, self.env(db))
+            for r in results:
+                checked(r, self.label)
+            after = benchlib.counters(self.server, db)
+            done, span = self.result(db)
+        finally:
+            self.server.drop_database(db)
+        return Drain(done, span, wall, sum(r.cpu for r in results),
+                     {k: after[k] - before[k] for k in after})
+
+
+class Cronjobs(System):
+    """``cronjobs tick`` processes (the real CLI) over runs queued with SQL, as ``cronjobs
+    backfill`` leaves them, spread over 100 definitions with overlap ``allow``."""
+
+    MODES: ClassVar[dict[str, str]] = {
+        "in-process": "cronjobs tick --in-process (no-op Python handlers)",
+        "isolated": "cronjobs tick, isolated handlers (the default mode)",
+        "shell": "cronjobs tick, shell commands (true)"}
+
+    def __init__(self, server: Server, mode: str, appdir: Path) -> None:
+        super().__init__(server)
+        self.mode, self.appdir = mode, appdir
+        self.key = f"cj_{mode.replace('-', '_')}"
+        self.label = self.MODES[mode]
+
+    def make_template(self) -> str:
+        db = self.server.cronjobs_database(f"tpl_{self.key}")
+        if self.mode == "shell":
+            add_definitions(self.server, db, prefix="noop-", count=100, command="true",
+                            overlap="allow")
+        else:
+            add_definitions(self.server, db, prefix="noop-", count=100, kind="handler",
+                            handler="noop", command=None, overlap="allow")
+        sql(self.server, db, "VACUUM ANALYZE job_definitions")
+        return db
+
+    def enqueue(self, db: str, count: int) -> None:
+        enqueue_runs(self.server, db, prefix="noop-", definitions=100, count=count)
+
+    def argv(self) -> list[str]:
+        return tick_argv("--concurrency", "8", "--max-runtime", "10m",
+                         *(["--in-process"] if self.mode == "in-process" else []),
+                         apps=[] if self.mode == "shell" else ["bench_noop_jobs"])
+
+    def env(self, db: str) -> dict[str, str]:
+        return cli_env(self.server, db, PYTHONPATH=str(self.appdir))
+
+    def result(self, db: str) -> tuple[int, float]:
+        row = sql(self.server, db, """
+            SELECT count(*) FILTER (WHERE status = 'succeeded'),
+                   extract(epoch FROM max(finished_at) - min(started_at))::float8
+            FROM job_runs""")[0]
+        return int(row[0]), float(row[1] or 0)
+
+
+class PgQueuer(System):
+    """pgqueuer as ``pgq run`` ships it: asyncpg, uvloop, batch 10, drain mode."""
+
+    key = "pgqueuer"
+    label = "pgqueuer (asyncpg + uvloop, batch 10)"
+
+    def env(self, db: str) -> dict[str, str]:
+        # asyncpg takes only URLs
+        return {**super().env(db), "BENCH_DSN": benchlib.url(self.server.conninfo(db))}
+
+    def make_template(self) -> str:
+        db = self.server.create_database("tpl_pgqueuer")
+        env = {**self.env(db), "PGDSN": benchlib.url(self.server.conninfo(db))}
+        checked(benchlib.run([sys.executable, "-m", "pgqueuer", "install"], env),
+                "pgq install")
+        return db
+
+    def enqueue(self, db: str, count: int) -> None:
+        self.helper(db, "pgq_asyncpg_app", "enqueue", str(count))
+        sql(self.server, db, "VACUUM ANALYZE pgqueuer")
+
+    def argv(self) -> list[str]:
+        return [sys.executable, str(WORKERS / "pgq_asyncpg_app.py"), "work"]
+
+    def result(self, db: str) -> tuple[int, float]:
+        row = sql(self.server, db, """
+            SELECT count(*) FILTER (WHERE status = 'successful'),
+                   extract(epoch FROM max(created) FILTER (WHERE status = 'successful')
+                                    - min(created) FILTER (WHERE status = 'picked'))::float8
+            FROM pgqueuer_log""")[0]
+        left = sql(self.server, db, "SELECT count(*) FROM pgqueuer")[0][0]
+        if left:
+            raise RuntimeError(f"pgqueuer left {left} jobs in the queue")
+        return int(row[0]), float(row[1] or 0)
+
+
+class HandLoop(System):
+    """The floor: claim 10 with SKIP LOCKED, run them in-process, finish the batch in one
+    statement (workers/handloop.py --batch-finish)."""
+
+    key = "handloop"
+    label = "hand-written loop (claim 10, finish the batch at once)"
+
+    def make_template(self) -> str:
+        db = self.server.create_database("tpl_handloop")
+        self.helper(db, "handloop", "setup", "0")
+        return db
+
+    def enqueue(self, db: str, count: int) -> None:
+        self.helper(db, "handloop", "setup", str(count))
+
+    def argv(self) -> list[str]:
+        return [sys.executable, str(WORKERS / "handloop.py"), "work", "--batch-finish"]
+
+    def result(self, db: str) -> tuple[int, float]:
+        row = sql(self.server, db, """
+            SELECT count(*) FILTER (WHERE status = 'succeeded'),
+                   extract(epoch FROM max(finished_at) - min(started_at))::float8
+            FROM handloop_jobs""")[0]
+        return int(row[0]), float(row[1] or 0)
+
+
+def handler_dir() -> Path:
+    """A temporary directory holding the no-op handler module (``--app bench_noop_jobs``)."""
+    appdir = Path(tempfile.mkdtemp(prefix="cjbench-app-"))
+    (appdir / "bench_noop_jobs.py").write_text(HANDLER_MODULE)
+    return appdir
+
+
+# -- 1. the scaling series --------------------------------------------------------------------
+
+
+def bench_engine(ctx: Context) -> Section:
+    n, ks = ctx.repeats("engine"), ctx.processes
+    s = Section(
+        "Execution engine: runs/s at K processes, side by side",
+        f"{ctx.queued:,} queued no-op jobs ({ctx.isolated_queued:,} for isolated handler "
+        f"runs) drained by K = {', '.join(map(str, ks))} worker processes started together; "
+        "every drain on a fresh database cloned from its system's template, the queue "
+        "table VACUUM ANALYZEd after queueing. cronjobs: `cronjobs tick --concurrency 8 "
+        "--max-runtime 10m` processes (the real CLI) with `--in-process` no-op handlers, "
+        "the default isolated handler mode, and shell commands (`true`); runs queued with "
+        "SQL as `cronjobs backfill` leaves them, over 100 definitions with overlap `allow`. "
+        "pgqueuer as `pgq run` ships it: asyncpg driver, uvloop, batch 10, drain mode "
+        "(`pgqueuer.run` on `uvloop.run`, which is what `pgq run` calls). The hand-written "
+        "loop: one psycopg connection, claim 10 with FOR UPDATE SKIP LOCKED, run them "
+        "in-process, finish the batch in one statement. runs/s = jobs / (first start → last "
+        "finish) from each system's own records. Ratios are taken within one repetition "
+        "(the systems of one repetition run one after the other, K by K), then min / median "
+        "over repetitions. Per run: commits = pg_stat_database.xact_commit delta, rows read "
+        "= tup_returned + tup_fetched delta, statements = pg_stat_statements calls delta, "
+        "all of the fresh database over the workers' lifetime (start-up and exit included) "
+        "/ jobs.")
+    s.extra["statements"] = ctx.server.statements_note
+    appdir = handler_dir()
+    systems: list[System] = [Cronjobs(ctx.server, "in-process", appdir),
+                             Cronjobs(ctx.server, "isolated", appdir),
+                             Cronjobs(ctx.server, "shell", appdir),
+                             PgQueuer(ctx.server), HandLoop(ctx.server)]
+    drains: dict[tuple[str, int], list[Drain]] = {}
+    try:
+        for rep in range(n):
+            for k in ks:
+                for system in systems:
+                    count = ctx.isolated_queued if system.key == "cj_isolated" else ctx.queued
+                    log(f"  [{rep + 1}/{n}] K={k} {system.label}: {count:,} jobs")
+                    d = system.drain(count, k)
+                    if d.runs != count:
+                        raise RuntimeError(f"{system.label}: {d.runs} of {count} jobs done")
+                    log(f"    {d.runs / d.span:,.0f} runs/s")
+                    drains.setdefault((system.key, k), []).append(d)
+    finally:
+        shutil.rmtree(appdir, ignore_errors=True)
+    engine_figures(s, systems, drains, ks)
+    return s
+
+
+def engine_figures(s: Section, systems: Sequence[System],
+                   drains: dict[tuple[str, int], list[Drain]], ks: Sequence[int]) -> None:
+    labels = {x.key: x.label for x in systems}
+    s.extra["systems"] = labels
+    s.extra["processes"] = list(ks)
+    for (key, k), ds in drains.items():
+        name = f"{key} x{k}"
+        s.figure(f"{name}: runs/s", "runs/s", [d.runs / d.span for d in ds])
+        s.figure(f"{name}: runs/s incl. start and exit", "runs/s", [d.runs / d.wall for d in ds])
+        s.figure(f"{name}: commits/run", "", [d.counters["commits"] / d.runs for d in ds])
+        s.figure(f"{name}: rows read/run", "", [d.counters["rows"] / d.runs for d in ds])
+        if all("statements" in d.counters for d in ds):
+            s.figure(f"{name}: statements/run", "",
+                     [d.counters["statements"] / d.runs for d in ds])
+            s.figure(f"{name}: BEGIN/COMMIT/run", "",
+                     [d.counters["transaction control"] / d.runs for d in ds])
+        s.figure(f"{name}: CPU ms/run", "ms", [1000 * d.cpu / d.runs for d in ds])
+        s.figure(f"{name}: jobs", "", [d.runs for d in ds])
+        for base in ("pgqueuer", "handloop"):
+            if key == base or (base, k) not in drains:
+                continue
+            paired = [(d.runs / d.span) / (b.runs / b.span)
+                      for d, b in zip(ds, drains[(base, k)], strict=True)]
+            s.figure(f"{name} / {base} x{k}", "x", paired)
+    for k in (1, 4):
+        if ("cj_in_process", k) not in drains:
+            continue
+        for base, limit in (("pgqueuer", 1.5), ("handloop", 0.6)):
+            r = s.figures.get(f"cj_in_process x{k} / {base} x{k}")
+            if r:
+                s.target(f"in-process >= {limit} x {labels[base].split(' (')[0]} at K={k}",
+                         (r["min"], r["median"]), ">=", limit, "x")
+    for key, limit in (("cj_isolated", 300.0), ("cj_shell", 1000.0)):
+        rate = s.figures.get(f"{key} x4: runs/s")
+        if rate:
+            s.target(f"{key.removeprefix('cj_')} >= {limit:,.0f} runs/s at K=4",
+                     (rate["min"], rate["median"]), ">=", limit, "runs/s")
+
+
+# -- 2. rows read per run as the backlog grows ----------------------------------------------
+
+
+def bench_claim_rows(ctx: Context) -> Section:
+    s = Section(
+        "Rows read per run as the backlog grows",
+        f"A fresh database per backlog size and statistics state, 100 no-op handler "
+        "definitions, autovacuum off on job_runs (so the statistics stay as set). N runs "
+        "queued with one INSERT (as `cronjobs backfill` leaves them); then either nothing "
+        "(no statistics on job_runs: never analysed) or ANALYZE job_runs. One `cronjobs tick "
+        f"--in-process --concurrency 8 --max-runs {CLAIM_RUNS:,}` (K = 1) runs the first "
+        f"min(N, {CLAIM_RUNS:,}) runs. Rows read = pg_stat_database tup_returned + "
+        "tup_fetched delta of the database over the tick's lifetime; per run, and net of "
+        "an empty tick (the same command on the same database before the runs were queued: "
+        "start-up, materialisation, an empty claim), so that what remains is the execution "
+        "path's cost per run. Statements per run likewise, where pg_stat_statements is "
+        "loaded.")
+    appdir = handler_dir()
+    system = Cronjobs(ctx.server, "in-process", appdir)
+    n = ctx.repeats("claim_rows")
+    argv = tick_argv("--in-process", "--concurrency", "8", "--max-runtime", "10m",
+                     "--max-runs", str(CLAIM_RUNS), apps=["bench_noop_jobs"])
+    values: dict[str, list[float]] = {}
+    try:
+        for _ in range(n):
+            for backlog in ctx.backlogs:
+                for analysed in (False, True):
+                    db = ctx.server.create_database("rows", template=system.template())
+                    try:
+                        sql(ctx.server, db,
+                            "ALTER TABLE job_runs SET (autovacuum_enabled = false)")
+                        env = system.env(db)
+                        c0 = benchlib.counters(ctx.server, db)
+                        checked(benchlib.run(argv, env), "empty tick")
+                        c1 = benchlib.counters(ctx.server, db)
+                        enqueue(ctx.server, db, backlog, analysed=analysed)
+                        c2 = benchlib.counters(ctx.server, db)
+                        checked(benchlib.run(argv, env), "tick")
+                        c3 = benchlib.counters(ctx.server, db)
+                        runs = int(sql(ctx.server, db, "SELECT count(*) FROM job_runs "
+                                       "WHERE status = 'succeeded'")[0][0])
+                    finally:
+                        ctx.server.drop_database(db)
+                    if runs != min(backlog, CLAIM_RUNS):
+                        raise RuntimeError(f"{backlog} queued: {runs} runs done")
+                    state = "ANALYZE" if analysed else "no statistics"
+                    name = f"{backlog:,} queued, {state}"
+                    log(f"  {name}: {(c3['rows'] - c2['rows']) / runs:,.1f} rows/run")
+                    for what in ("rows", "statements", "commits"):
+                        if what not in c3:
+                            continue
+                        empty, full = c1[what] - c0[what], c3[what] - c2[what]
+                        values.setdefault(f"{name}: {what}/run", []).append(full / runs)
+                        values.setdefault(f"{name}: {what}/run, net of an empty tick",
+                                          []).append((full - empty) / runs)
+                    values.setdefault(f"{name}: runs", []).append(runs)
+    finally:
+        shutil.rmtree(appdir, ignore_errors=True)
+    for name, vs in values.items():
+        s.figure(name, "", vs)
+    s.extra["backlogs"] = list(ctx.backlogs)
+    s.extra["statements"] = ctx.server.statements_note
+    for backlog in (100, 100_000):
+        for state in ("no statistics", "ANALYZE"):
+            f = s.figures.get(f"{backlog:,} queued, {state}: rows/run, net of an empty tick")
+            if f:
+                s.target(f"rows read/run <= 20 at {backlog:,} queued, {state}",
+                         (f["min"], f["median"]), "<=", 20.0)
+    return s
+
+
+def enqueue(server: Server, db: str, count: int, *, analysed: bool) -> None:
+    """``count`` queued runs over the 100 definitions; ANALYZE job_runs when ``analysed``
+    (nothing else touches the statistics: no VACUUM, autovacuum off)."""
+    sql(server, db, """
+        INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts, exclusive,
+                              eligible_at)
+        SELECT d.id, date_trunc('minute', now()) - g * interval '1 minute', 'backfill', 1,
+               false, now() - interval '1 second'
+        FROM generate_series(1, %(count)s) AS g
+        JOIN job_definitions AS d ON d.name = 'noop-' || (1 + g %% 100)
+        ORDER BY g
+        """, {"count": count})
+    if analysed:
+        sql(server, db, "ANALYZE job_runs")
+
+
+# -- 3. due at once ------------------------------------------------------------------------
+
+
+def bench_due_at_once(ctx: Context) -> Section:
+    due, ticks = ctx.due, ctx.due_ticks
+    s = Section(
+        "Due at once",
+        f"{due:,} definitions `* * * * *` (no-op Python handlers, overlap skip) whose cursor "
+        f"is 30 s before the current minute, so each has that minute's slot due; {ticks} "
+        "`cronjobs tick --in-process --concurrency 8 --max-runtime 10m` started together at "
+        "t0 (the database clock just before), on a fresh database per repetition. Lateness "
+        "of a run = started_at - t0 (as if cron had started the ticks exactly at the minute); "
+        "makespan = the last finished_at - t0. Baseline in the same repetition: the same "
+        f"{ticks} ticks started together on a database with nothing due.")
+    appdir = handler_dir()
+    system = Cronjobs(ctx.server, "in-process", appdir)
+    argv = system.argv()
+    n = ctx.repeats("due_at_once")
+    figures: dict[str, list[float]] = {}
+    pooled: list[float] = []
+    empty_db = ctx.server.create_database("due_empty", template=system.template())
+    try:
+        for _ in range(n):
+            db = ctx.server.create_database("due", template=system.template())
+            try:
+                sql(ctx.server, db, """
+                    INSERT INTO job_definitions (name, schedule, kind, handler, overlap,
+                                                 cursor_at, next_due_at)
+                    SELECT 'due-' || g, '* * * * *', 'handler', 'noop', 'skip', now(), now()
+                    FROM generate_series(1, %s) AS g""", (due,))
+                minute = minute_start(ctx.server, latest_second=30)
+                sql(ctx.server, db, "UPDATE job_definitions SET cursor_at = %s, "
+                    "next_due_at = %s WHERE name LIKE 'due-%%'",
+                    (minute - dt.timedelta(seconds=30), minute))
+                sql(ctx.server, db, "VACUUM ANALYZE")
+                empty, _ = benchlib.run_together([argv] * ticks, system.env(empty_db))
+                t0 = db_clock(ctx.server)
+                wall, results = benchlib.run_together([argv] * ticks, system.env(db))
+                for r in results:
+                    checked(r, "tick")
+                rows = sql(ctx.server, db, """
+                    SELECT extract(epoch FROM r.started_at - %(t0)s)::float8,
+                           extract(epoch FROM r.finished_at - %(t0)s)::float8
+                    FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+                    WHERE d.name LIKE 'due-%%' AND r.scheduled_for = %(minute)s
+                      AND r.status = 'succeeded'""", {"t0": t0, "minute": minute})
+            finally:
+                ctx.server.drop_database(db)
+            if len(rows) != due:
+                raise RuntimeError(f"expected {due} succeeded runs, found {len(rows)}")
+            late = [float(r[0]) for r in rows]
+            pooled += late
+            for q in (50, 99):
+                figures.setdefault(f"lateness p{q}", []).append(benchlib.percentile(late, q))
+            figures.setdefault("lateness max", []).append(max(late))
+            figures.setdefault("makespan (t0 → last finish)", []).append(
+                max(float(r[1]) for r in rows))
+            figures.setdefault(f"{ticks} ticks, spawn → last exit", []).append(wall)
+            figures.setdefault(f"{ticks} empty ticks, spawn → last exit", []).append(empty)
+            log(f"  p99 {figures['lateness p99'][-1]:.2f} s, makespan "
+                f"{figures['makespan (t0 → last finish)'][-1]:.2f} s")
+    finally:
+        ctx.server.drop_database(empty_db)
+        shutil.rmtree(appdir, ignore_errors=True)
+    for name, vs in figures.items():
+        s.figure(name, "s", vs)
+    s.extra["pooled percentiles (all repetitions)"] = {
+        f"p{q}": benchlib.percentile(pooled, q) for q in (50, 90, 99)} | {"max": max(pooled)}
+    s.extra["jobs, ticks"] = f"{due:,} jobs, {ticks} ticks"
+    p99 = s.figures["lateness p99"]
+    s.target(f"due at once ({due:,} jobs, {ticks} ticks): lateness p99 <= 2 s",
+             (p99["min"], p99["median"]), "<=", 2.0, "s")
+    if due >= 50_000:
+        m = s.figures["makespan (t0 → last finish)"]
+        s.target(f"due at once ({due:,} jobs, {ticks} ticks): makespan <= 3 s",
+                 (m["min"], m["median"]), "<=", 3.0, "s")
+    return s
+
+
+BENCHMARKS = {"engine": bench_engine, "claim_rows": bench_claim_rows,
+              "due_at_once": bench_due_at_once}
+GROUPS = {"issue14": tuple(BENCHMARKS)}
+
