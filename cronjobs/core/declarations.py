@@ -64,6 +64,8 @@ def read_jobs_file(path: str | Path) -> JobsFile:
     ``source = "name"`` and one ``[jobs.NAME]`` table per job. Checks the structure and
     every field's type; the values are checked by :func:`to_specs`."""
     shown = str(path)
+    if "\x00" in shown:
+        raise InvalidDefinition("cannot read jobs file: its path contains a NUL character")
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:

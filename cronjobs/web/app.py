@@ -67,6 +67,8 @@ def create_app(settings: Settings) -> Starlette:
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
         HTTPException: _http_error, CronjobsError: _cronjobs_error, Exception: _internal})
     app.state.site = site
+    # /jobs/NAME/ is not /jobs/NAME: a 404, never a redirect that turns one path into another
+    app.router.redirect_slashes = False
     app.add_middleware(Bounded)
     return app
 
