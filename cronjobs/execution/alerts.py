@@ -31,12 +31,25 @@ class Event:
 
 
 class Alerts:
-    """The alert commands started by one tick."""
+    """The alert commands started by one tick. The alerts of one run start in the order they
+    were fired, each after the one before has ended (a run that dies and pauses its job
+    says "dead", then "paused"); those of different runs run side by side."""
 
     def __init__(self) -> None:
         self.running: list[tuple[Event, Running]] = []
+        self.pending: list[tuple[str, Event]] = []  # waiting for an earlier alert of its run
 
     def fire(self, command: str, event: Event) -> None:
+        if self._busy(event.run_id):
+            self.pending.append((command, event))
+        else:
+            self._start(command, event)
+
+    def _busy(self, run_id: int) -> bool:
+        return (any(e.run_id == run_id for e, _ in self.running)
+                or any(e.run_id == run_id for _, e in self.pending))
+
+    def _start(self, command: str, event: Event) -> None:
         env = dict(os.environ)
         env.update({
             "CRONJOBS_ALERT_EVENT": event.kind,
@@ -63,9 +76,14 @@ class Alerts:
                 log.warning("alert command for run %s failed: %s", event.run_id, result.error,
                             extra={"action": "alert", "run_id": event.run_id})
         self.running = still
+        waiting, self.pending = self.pending, []
+        for command, event in waiting:
+            self.fire(command, event)  # starts it when its run's earlier alerts have ended
 
     def wait(self) -> None:
-        """Let the alert commands finish (each is bounded by its timeout)."""
-        for _, job in self.running:
-            job.wait()
-        self.poll()
+        """Let the alert commands finish (each is bounded by its timeout), the queued ones
+        too."""
+        while self.running or self.pending:
+            for _, job in self.running:
+                job.wait()
+            self.poll()
