@@ -165,8 +165,8 @@ def test_a_bad_decorator_argument_names_the_function_the_job_and_the_field() -> 
     ('[jobs.a]\nschedule = "@daily"\nnotify = ["https://h.example.com/***"]\n',
      "jobs.toml:1: job 'a': field 'notify': URL is masked (export with --show-secrets or "
      "write the real URL)"),
-    ('[jobs.a]\nschedule = "@daily"\nnotify = [%s]\n'
-     % ", ".join(f'"https://h.example.com/{i}"' for i in range(11)),
+    ('[jobs.a]\nschedule = "@daily"\nnotify = [' + ", ".join(
+        f'"https://h.example.com/{i}"' for i in range(11)) + "]\n",
      "jobs.toml:1: job 'a': invalid notify: at most 10 URLs per job"),
     ('[jobs.a]\nschedule = "@daily"\nnotify_on = ["dead", "never"]\n',
      "jobs.toml:1: job 'a': invalid notify_on 'never': use dead, failure, recovery"),
