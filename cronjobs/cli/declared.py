@@ -31,7 +31,9 @@ def apply(app: App, file: str | None, source: str | None, dry_run: bool, prune: 
     unchanged count), then applies it in one transaction: all or nothing. Safe when many
     pods apply at once (they take turns; the result is that of one apply). Bad input exits
     2 naming the file and line or the function, the job and the field. A declared job that
-    was made by hand or by another source is refused unless --adopt.
+    was made by hand or by another source is refused unless --adopt. Notify URLs are
+    secrets: the diff shows them masked (a changed token as "(changed)"), and a masked URL
+    (from an export without --show-secrets) is refused.
 
     Exit codes: 0 applied or in sync; 4 with --dry-run when changes are pending (a CI check
     that the database is in sync); 2 bad input or a conflict (nothing written).
