@@ -116,16 +116,20 @@ class Client:
                backoff: str | None = None, timeout: str | None = None,
                lease: str | None = None, alert_command: str | None = None,
                alert_on_failure: bool | None = None, pause_after_failures: int | None = None,
-               group: str | None = None) -> definitions.DefineResult:
+               group: str | None = None, notify: str | Sequence[str] | None = None,
+               notify_on: str | Sequence[str] | None = None) -> definitions.DefineResult:
         """``cronjobs define``: create or update a job (the whole job: options left out
-        take their defaults)."""
+        take their defaults). ``notify`` is one webhook URL or several; ``notify_on`` a
+        list of events (dead, failure, recovery) or a comma-separated string."""
         given = {"schedule": schedule, "tz": tz, "command": command, "handler": handler,
                  "payload": payload, "catchup": catchup, "catchup_limit": catchup_limit,
                  "starting_deadline": starting_deadline, "overlap": overlap,
                  "max_attempts": max_attempts, "backoff": backoff, "timeout": timeout,
                  "lease": lease, "alert_command": alert_command,
                  "alert_on_failure": alert_on_failure,
-                 "pause_after_failures": pause_after_failures, "group": group}
+                 "pause_after_failures": pause_after_failures, "group": group,
+                 "notify": notify,
+                 "notify_on": notify_on}
         spec = to_spec(Declaration(name, {k: v for k, v in given.items() if v is not None},
                                    "Client.define"))
         with self._using() as store:
@@ -141,9 +145,11 @@ class Client:
             return apply_declared(store, file=file, modules=modules, source=source,
                                   prune=prune, adopt=adopt, dry_run=dry_run)
 
-    def export(self, *names: str) -> applying.Export:
+    def export(self, *names: str, show_secrets: bool = False) -> applying.Export:
+        """``cronjobs export``: the jobs as declarations; the notify URLs masked unless
+        ``show_secrets`` (``Export.masked`` names the jobs whose URLs were)."""
         with self._using() as store:
-            return applying.export(store, names)
+            return applying.export(store, names, show_secrets=show_secrets)
 
     def jobs(self) -> list[definitions.Listing]:
         with self._using() as store:

@@ -103,6 +103,18 @@ def _admin(url: str) -> psycopg.Connection[Any]:
     return psycopg.connect(url, autocommit=True)
 
 
+@pytest.fixture(autouse=True)
+def _forget_test_passwords() -> Iterator[None]:
+    """The database passwords a test made the process remember are forgotten after it:
+    scrub() masks every 4-character piece of them, so one test's 's3cret' must not mask
+    another test's output ('--show-secrets')."""
+    from cronjobs.db import config
+
+    before = set(config._remembered)
+    yield
+    config._remembered.intersection_update(before)
+
+
 @pytest.fixture(scope="session")
 def server_url() -> Iterator[str]:
     """A maintenance connection string for the test server."""

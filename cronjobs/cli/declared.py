@@ -31,7 +31,9 @@ def apply(app: App, file: str | None, source: str | None, dry_run: bool, prune: 
     unchanged count), then applies it in one transaction: all or nothing. Safe when many
     pods apply at once (they take turns; the result is that of one apply). Bad input exits
     2 naming the file and line or the function, the job and the field. A declared job that
-    was made by hand or by another source is refused unless --adopt.
+    was made by hand or by another source is refused unless --adopt. Notify URLs are
+    secrets: the diff shows them masked (a changed token as "(changed)"), and a masked URL
+    (from an export without --show-secrets) is refused.
 
     Exit codes: 0 applied or in sync; 4 with --dry-run when changes are pending (a CI check
     that the database is in sync); 2 bad input or a conflict (nothing written).
@@ -63,23 +65,35 @@ def apply(app: App, file: str | None, source: str | None, dry_run: bool, prune: 
 @click.argument("names", nargs=-1, metavar="[NAME...]")
 @click.option("--format", "fmt", type=click.Choice(["toml", "json"]), default="toml",
               show_default=True, help="A jobs file (toml) or a JSON document.")
+@click.option("--show-secrets", is_flag=True,
+              help="Write the notify URLs in full (default: masked, which apply refuses).")
 @json_option
 @pass_app
-def export(app: App, names: tuple[str, ...], fmt: str, as_json: bool) -> None:
+def export(app: App, names: tuple[str, ...], fmt: str, show_secrets: bool,
+           as_json: bool) -> None:
     """Print jobs NAME... (default: every job) as a jobs file that `apply` reads back.
 
     Applying the export again changes nothing (the file names the jobs' source when they
     share one; jobs made by hand need `apply --adopt` to be owned by it).
 
+    The notify URLs are secrets (they often hold a token): written masked, with a warning
+    on stderr naming the jobs, unless --show-secrets. apply refuses a masked URL, so the
+    round trip needs --show-secrets (or the real URLs written back).
+
     \b
     Examples:
       cronjobs export > jobs.toml
+      cronjobs export --show-secrets > jobs.toml
       cronjobs export nightly_cleanup backup --format json
     """
     from cronjobs.cli.diff import export_json, export_toml
     from cronjobs.cli.render import to_json
     from cronjobs.core.apply import export as run_export
 
-    result = run_export(app.store(), names)
+    result = run_export(app.store(), names, show_secrets=show_secrets)
     as_json = as_json or fmt == "json"
     click.echo(to_json(export_json(result)) if as_json else export_toml(result), nl=as_json)
+    if result.masked:
+        click.echo(f"warning: notify URLs masked (secrets) for job(s) "
+                   f"{', '.join(result.masked)}; export with --show-secrets to write them in "
+                   "full", err=True)

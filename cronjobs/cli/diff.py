@@ -41,6 +41,8 @@ def _job_json(diff: JobDiff) -> dict[str, Any]:
 
 def _change_json(change: FieldChange, diff: JobDiff) -> dict[str, Any]:
     data = {"old": change.old, "new": change.new}
+    if change.old == change.new:  # a secret changed behind its mask
+        data["note"] = "changed (secret part masked)"
     if change.field == "schedule":
         words = schedule_in_words(change, diff)
         data["description"] = words
@@ -78,7 +80,9 @@ def apply_text(result: ApplyResult) -> str:
 
 
 def _change(change: FieldChange, diff: JobDiff) -> list[str]:
-    lines = [f"{change.field}: {_shown(change.old)} -> {_shown(change.new)}"]
+    # notify URLs come masked: a changed token looks the same on both sides
+    hidden = " (changed)" if change.old == change.new else ""
+    lines = [f"{change.field}: {_shown(change.old)} -> {_shown(change.new)}{hidden}"]
     if change.field == "schedule":
         words = schedule_in_words(change, diff)
         if words is not None:
@@ -112,6 +116,8 @@ def _shown(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, dict):
         return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(str(item) for item in value) + "]"
     if isinstance(value, str):
         return repr(value)
     return str(value)

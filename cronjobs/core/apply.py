@@ -18,7 +18,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cronjobs.core.declarations import declared_fields, fields_of
+from cronjobs.core.declarations import SECRET_FIELDS, declared_fields, fields_of, masked
 from cronjobs.core.definitions import define, get
 from cronjobs.db.store import Store
 from cronjobs.errors import Refused
@@ -28,6 +28,9 @@ from cronjobs.validation import check_name
 
 @dataclass(frozen=True)
 class FieldChange:
+    """One field's old and new value, as they may be shown: a secret (the notify URLs) is
+    masked, so old and new may look the same when only a URL's secret part changed."""
+
     field: str
     old: Any
     new: Any
@@ -39,7 +42,8 @@ class JobDiff:
 
     name: str
     action: str  # "add", "change" or "remove"
-    fields: dict[str, Any]  # the declared fields (add, change), or the removed job's
+    fields: dict[str, Any]  # the declared fields (add, change), or the removed job's;
+    # secrets masked
     changes: tuple[FieldChange, ...] = ()
     adopted_from: str | None = None  # with adopt: the owner before ("" for hand-made)
     cancelled_runs: int = 0  # remove: its waiting runs, cancelled
@@ -68,10 +72,13 @@ class ApplyResult:
 
 @dataclass(frozen=True)
 class Export:
-    """Definitions as declarations: the source they share (if one), name -> fields."""
+    """Definitions as declarations: the source they share (if one), name -> fields; and the
+    jobs whose notify URLs were masked (exported without ``show_secrets``), which apply
+    refuses until the real URLs are written back."""
 
     source: str | None
     jobs: dict[str, dict[str, Any]]
+    masked: tuple[str, ...] = ()
 
 
 def default_source(file: str | None, modules: Sequence[str]) -> str:
@@ -107,8 +114,8 @@ def apply(store: Store, specs: Sequence[DefinitionSpec], *, source: str, prune: 
         declared = {spec.name for spec in specs}
         stale = sorted(name for name, d in current.items()
                        if d.source == source and name not in declared)
-        removed = tuple(JobDiff(name, "remove", fields_of(current[name])) for name in stale
-                        ) if prune else ()
+        removed = tuple(JobDiff(name, "remove", masked(fields_of(current[name])))
+                        for name in stale) if prune else ()
         if dry_run:
             return ApplyResult(source, True, added, changed, removed, unchanged,
                                () if prune else tuple(stale))
@@ -136,12 +143,14 @@ def _diff(specs: Iterable[DefinitionSpec], current: dict[str, Definition], sourc
     unchanged = 0
     for spec in specs:
         new = fields_of(spec)
+        shown = masked(new)
         existing = current.get(spec.name)
         if existing is None:
-            added.append(JobDiff(spec.name, "add", new))
+            added.append(JobDiff(spec.name, "add", shown))
             continue
         old = fields_of(existing)
-        changes = tuple(FieldChange(key, old[key], new[key]) for key in new
+        # compared in full (a changed token is a change), shown masked
+        changes = tuple(FieldChange(key, masked(old)[key], shown[key]) for key in new
                         if old[key] != new[key])
         if existing.invalid_reason is not None:
             changes += (FieldChange("invalid", existing.invalid_reason, None),)
@@ -149,10 +158,10 @@ def _diff(specs: Iterable[DefinitionSpec], current: dict[str, Definition], sourc
             if not adopt:
                 conflicts.append(spec.name)
                 continue
-            changed.append(JobDiff(spec.name, "change", new, changes,
+            changed.append(JobDiff(spec.name, "change", shown, changes,
                                    adopted_from=existing.source or ""))
         elif changes:
-            changed.append(JobDiff(spec.name, "change", new, changes))
+            changed.append(JobDiff(spec.name, "change", shown, changes))
         else:
             unchanged += 1
     return tuple(added), tuple(changed), conflicts, unchanged
@@ -167,13 +176,19 @@ def _write(store: Store, spec: DefinitionSpec, diff: JobDiff, source: str,
                    warning=warning)
 
 
-def export(store: Store, names: Sequence[str] = ()) -> Export:
+def export(store: Store, names: Sequence[str] = (), *, show_secrets: bool = False) -> Export:
     """The named jobs (default: every job) as declarations; applying them again (with the
-    source they share) changes nothing."""
+    source they share) changes nothing. The notify URLs are secrets: masked unless
+    ``show_secrets`` (and a masked URL is refused by apply)."""
     if names:
         definitions = [get(store, check_name(name)) for name in dict.fromkeys(names)]
     else:
         definitions = [summary.definition for summary in store.list_definitions()]
     sources = {d.source for d in definitions}
     shared = sources.pop() if len(sources) == 1 else None
-    return Export(shared, {d.name: declared_fields(d) for d in definitions})
+    jobs = {d.name: declared_fields(d) for d in definitions}
+    hidden = tuple(name for name, fields in jobs.items()
+                   if any(fields.get(field) for field in SECRET_FIELDS))
+    if show_secrets or not hidden:
+        return Export(shared, jobs)
+    return Export(shared, {name: masked(fields) for name, fields in jobs.items()}, hidden)

@@ -23,7 +23,7 @@ from cronjobs.core.spec import build_spec
 from cronjobs.durations import format_duration
 from cronjobs.errors import InvalidDefinition, UsageError
 from cronjobs.models import Definition, DefinitionSpec
-from cronjobs.validation import check_name, check_text
+from cronjobs.validation import check_name, check_text, mask_url
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
@@ -34,11 +34,13 @@ FIELDS: dict[str, str] = {
     "starting_deadline": "duration", "overlap": "text", "max_attempts": "integer",
     "backoff": "duration", "timeout": "duration", "lease": "duration",
     "alert_command": "text", "alert_on_failure": "boolean", "pause_after_failures": "integer",
-    "group": "text",
+    "group": "text", "notify": "urls", "notify_on": "events",
 }
 DURATION_FIELDS = {name for name, kind in FIELDS.items() if kind == "duration"}
 _OPTION = re.compile(r"--([a-z]+(?:-[a-z]+)*)")
 _HEADER = re.compile(r"^\s*\[\s*jobs\s*\.\s*(.+?)\s*\]\s*(?:#.*)?$")
+MASK = "***"  # what mask_url puts in place of a URL's secret part
+SECRET_FIELDS = ("notify",)  # fields holding URLs that may carry tokens: shown masked
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,9 @@ def to_spec(declaration: Declaration) -> DefinitionSpec:
     options: dict[str, Any] = {}
     for field, value in fields.items():
         options[field] = _typed(prefix, field, value)
+    if any(MASK in url for url in options.get("notify", ())):
+        raise InvalidDefinition(f"{prefix}: field 'notify': URL is masked (export with "
+                                "--show-secrets or write the real URL)")
     try:
         spec = build_spec(name=name, **options)
         validate_spec(spec)
@@ -180,6 +185,8 @@ def to_spec(declaration: Declaration) -> DefinitionSpec:
 def _typed(prefix: str, field: str, value: Any) -> Any:
     """A field's value as build_spec takes it, or an error naming the field and the type."""
     kind = FIELDS[field]
+    if kind in ("urls", "events"):
+        return _texts(prefix, field, value)
     if kind == "table":
         if isinstance(value, str):
             return value
@@ -208,6 +215,26 @@ def _typed(prefix: str, field: str, value: Any) -> Any:
         raise InvalidDefinition(f"{prefix}: field {field!r} must be {expected}, got "
                                 f"{_kind(value)}")
     return value
+
+
+def _texts(prefix: str, field: str, value: Any) -> tuple[str, ...]:
+    """notify (URLs) and notify_on (events): an array of text, or one text (for notify_on,
+    comma-separated as on the command line)."""
+    if isinstance(value, str):
+        return (value,)
+    expected = ("a URL or an array of URLs" if field == "notify"
+                else "an array of events or comma-separated text")
+    if not isinstance(value, list | tuple):
+        raise InvalidDefinition(f"{prefix}: field {field!r} must be {expected}, got "
+                                f"{_kind(value)}")
+    for item in value:
+        if not isinstance(item, str):
+            raise InvalidDefinition(f"{prefix}: field {field!r} must be {expected}, got "
+                                    f"an array holding {_kind(item)}")
+    if field == "notify_on" and not value:
+        raise InvalidDefinition(f"{prefix}: field 'notify_on' is empty (use dead, failure or "
+                                "recovery; leave it out for dead and recovery)")
+    return tuple(value)
 
 
 def _kind(value: Any) -> str:
@@ -247,7 +274,18 @@ def fields_of(job: DefinitionSpec | Definition) -> dict[str, Any]:
         "alert_on_failure": job.alert_on_failure,
         "pause_after_failures": job.pause_after_failures,
         "group": job.group_name,
+        "notify": list(job.notify_urls),
+        "notify_on": [str(event) for event in job.notify_on],
     }
+
+
+def masked(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` as they may be shown: the notify URLs masked (they are secrets)."""
+    shown = dict(fields)
+    for field in SECRET_FIELDS:
+        if shown.get(field):
+            shown[field] = [mask_url(str(url)) for url in shown[field]]
+    return shown
 
 
 def declared_fields(job: Definition) -> dict[str, Any]:
@@ -279,6 +317,8 @@ def dump_toml(source: str | None, jobs: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def _value(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_value(item) for item in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):

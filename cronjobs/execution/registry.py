@@ -8,7 +8,7 @@ import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -55,6 +55,8 @@ def job(
     alert_on_failure: bool | None = None,
     pause_after_failures: int | None = None,
     group: str | None = None,
+    notify: str | Sequence[str] | None = None,
+    notify_on: str | Sequence[str] | None = None,
 ) -> Callable[[F], F]:
     """Register the decorated function as the handler called ``name``::
 
@@ -67,8 +69,13 @@ def job(
     validation; left out, an option takes its default::
 
         @cronjobs.job("nightly_cleanup", schedule="0 3 * * *", tz="Europe/Berlin",
-                      overlap="skip", timeout="1h")
+                      overlap="skip", timeout="1h",
+                      notify=["https://hooks.example.com/T000/XXXX"],
+                      notify_on=["dead", "recovery"])
         def nightly_cleanup(ctx): ...
+
+    ``notify`` is one URL or a list of them; ``notify_on`` a list of events or a
+    comma-separated string (``"dead,recovery"``).
     """
     check_name(name, what="handler name")
     given = {key: value for key, value in (
@@ -77,7 +84,8 @@ def job(
         ("overlap", overlap), ("max_attempts", max_attempts), ("backoff", backoff),
         ("timeout", timeout), ("lease", lease), ("alert_command", alert_command),
         ("alert_on_failure", alert_on_failure), ("pause_after_failures", pause_after_failures),
-        ("group", group)) if value is not None}
+        ("group", group), ("notify", _listed(notify)), ("notify_on", _listed(notify_on)))
+        if value is not None}
     if schedule is None and given:
         raise UsageError(f"job {name!r}: {', '.join(sorted(given))} given without a schedule "
                          "(a job is declared on its handler by its schedule)")
@@ -97,6 +105,13 @@ def job(
         return func
 
     return register
+
+
+def _listed(value: str | Sequence[str] | None) -> Any:
+    """A sequence as the jobs file's array (a list), so both declare alike; else as given."""
+    if value is None or isinstance(value, str):
+        return value
+    return list(value) if isinstance(value, list | tuple) else value  # others: apply says
 
 
 def declared(modules: Iterable[str] | None = None) -> dict[str, Declared]:

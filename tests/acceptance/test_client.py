@@ -59,6 +59,25 @@ with Client() as client:                       # CRONJOBS_DATABASE_URL, as the C
     out["apply"] = [[d.name for d in applied.added], applied.unchanged, applied.source]
     out["dry"] = client.apply(sys.argv[1], dry_run=True).in_sync
     out["export"] = client.export("nightly").jobs
+    hooked = client.define("hooked", "@daily", command="true",
+                           notify="https://hooks.example.com/T1/s3cret",
+                           notify_on=["recovery", "failure"]).definition
+    out["notify"] = [list(hooked.notify_urls), list(hooked.notify_on)]
+    out["notify_again"] = client.define(
+        "hooked", "@daily", command="true", notify=("https://hooks.example.com/T1/s3cret",),
+        notify_on="failure,recovery").outcome
+    masked = client.export("hooked")
+    out["notify_masked"] = [masked.jobs["hooked"]["notify"], list(masked.masked)]
+    out["notify_full"] = client.export("hooked", show_secrets=True).jobs["hooked"]["notify"]
+    try:
+        client.define("hooked", "@daily", command="true", notify_on="never")
+    except UsageError as exc:
+        out["bad_notify_on"] = exc.message
+    try:
+        client.define("hooked", "@daily", command="true", notify="https://h.example.com/***")
+    except UsageError as exc:
+        out["masked_notify"] = exc.message
+    client.remove("hooked")
     removed = client.remove("report")
     out["remove"] = [removed.definition.state, removed.cancelled_runs]
     try:
@@ -105,11 +124,21 @@ def test_the_client_from_a_plain_python_process(database_url: str, db: psycopg.C
     assert out["apply"] == [["nightly"], 0, "file:jobs.toml"]
     assert out["dry"] is True
     assert out["export"] == {"nightly": {"schedule": "0 3 * * *", "command": "true"}}
+    assert out["notify"] == [["https://hooks.example.com/T1/s3cret"], ["failure", "recovery"]]
+    assert out["notify_again"] == "unchanged"
+    assert out["notify_masked"] == [["https://hooks.example.com/***"], ["hooked"]]
+    assert out["notify_full"] == ["https://hooks.example.com/T1/s3cret"]
+    assert out["bad_notify_on"].startswith("Client.define: job 'hooked': invalid notify_on "
+                                           "'never'")
+    assert out["masked_notify"] == ("Client.define: job 'hooked': field 'notify': URL is "
+                                    "masked (export with --show-secrets or write the real "
+                                    "URL)")
     assert out["remove"] == ["removed", 1]
     assert out["missing"] == "no job named 'report' (see `cronjobs list`)"
     assert out["error_base"] is True
     # exactly what was asked, nothing more
     assert db.execute("SELECT name, removed_at IS NULL FROM job_definitions ORDER BY id"
-                      ).fetchall() == [("report", False), ("nightly", True)]
+                      ).fetchall() == [("report", False), ("nightly", True),
+                                       ("hooked", False)]
     assert db.execute("SELECT count(*), min(status) FROM job_runs").fetchone() == (
         2, "cancelled")

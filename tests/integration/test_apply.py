@@ -175,6 +175,108 @@ def test_export_then_apply_changes_nothing(cli: Invoke, db: psycopg.Connection[A
     assert cli("export", "missing").exit_code == 2
 
 
+HOOKED = '''
+source = "billing"
+
+[jobs.hooked]
+schedule = "*/5 * * * *"
+command = "echo hooked"
+notify = ["https://hooks.example.com/services/T0/B0/s3cretToken", "http://10.1.2.3:8080/rcv-X9"]
+notify_on = "dead, failure"
+
+[jobs.quiet]
+schedule = "@daily"
+command = "true"
+'''
+SECRETS = ("s3cretToken", "T0/B0", "rcv-X9", "0th3rToken")
+
+
+def _no_secret(*outputs: str) -> None:
+    for secret in SECRETS:
+        for output in outputs:
+            assert secret not in output, (secret, output)
+
+
+def test_the_diff_shows_notify_urls_masked(cli: Invoke, db: psycopg.Connection[Any],
+                                           tmp_path: Path) -> None:
+    path = _write(tmp_path, HOOKED)
+    added = cli("apply", path, "--json")
+    assert added.exit_code == 0, added.stderr
+    fields = json.loads(added.stdout)["added"][0]["fields"]
+    assert fields["notify"] == ["https://hooks.example.com/***", "http://10.1.2.3:8080/***"]
+    assert fields["notify_on"] == ["dead", "failure"]
+    _no_secret(added.stdout, added.stderr)
+    assert db.execute("SELECT notify_urls, notify_on FROM job_definitions WHERE name = "
+                      "'hooked'").fetchone() == (
+        ["https://hooks.example.com/services/T0/B0/s3cretToken", "http://10.1.2.3:8080/rcv-X9"],
+        ["dead", "failure"])
+    # only the token changes: still a change, masked on both sides
+    _write(tmp_path, HOOKED.replace("s3cretToken", "0th3rToken"))
+    dry = cli("apply", path, "--dry-run")
+    assert dry.exit_code == 4, dry.stderr
+    assert ("~ hooked\n    notify: [https://hooks.example.com/***, http://10.1.2.3:8080/***] "
+            "-> [https://hooks.example.com/***, http://10.1.2.3:8080/***] (changed)\n"
+            ) in dry.stdout
+    as_json = cli("apply", path, "--dry-run", "--json")
+    assert json.loads(as_json.stdout)["changed"][0]["changes"] == {"notify": {
+        "old": ["https://hooks.example.com/***", "http://10.1.2.3:8080/***"],
+        "new": ["https://hooks.example.com/***", "http://10.1.2.3:8080/***"],
+        "note": "changed (secret part masked)"}}
+    _no_secret(dry.stdout, dry.stderr, as_json.stdout, as_json.stderr)
+    # a receiver and the events change: old -> new, masked
+    _write(tmp_path, HOOKED.replace(', "http://10.1.2.3:8080/rcv-X9"', "").replace(
+        '"dead, failure"', '["recovery"]'))
+    applied = cli("apply", path)
+    assert applied.exit_code == 0, applied.stderr
+    assert ("    notify: [https://hooks.example.com/***, http://10.1.2.3:8080/***] -> "
+            "[https://hooks.example.com/***]\n"
+            "    notify_on: [dead, failure] -> [recovery]\n") in applied.stdout
+    _no_secret(applied.stdout, applied.stderr)
+    assert db.execute("SELECT notify_urls, notify_on FROM job_definitions WHERE name = "
+                      "'hooked'").fetchone() == (
+        ["https://hooks.example.com/services/T0/B0/s3cretToken"], ["recovery"])
+
+
+def test_export_masks_notify_urls_unless_asked_and_apply_refuses_them(
+        cli: Invoke, db: psycopg.Connection[Any], tmp_path: Path) -> None:
+    assert cli("apply", _write(tmp_path, HOOKED)).exit_code == 0
+    exported = cli("export")
+    assert exported.exit_code == 0, exported.stderr
+    assert ("notify = ['https://hooks.example.com/***', 'http://10.1.2.3:8080/***']\n"
+            "notify_on = ['dead', 'failure']\n") in exported.stdout
+    assert exported.stderr == ("warning: notify URLs masked (secrets) for job(s) hooked; "
+                               "export with --show-secrets to write them in full\n")
+    _no_secret(exported.stdout, exported.stderr)
+    as_json = cli("export", "--format", "json")
+    assert json.loads(as_json.stdout)["jobs"]["hooked"]["notify"] == [
+        "https://hooks.example.com/***", "http://10.1.2.3:8080/***"]
+    assert as_json.stderr.startswith("warning: notify URLs masked")
+    _no_secret(as_json.stdout)
+    assert cli("export", "quiet").stderr == ""  # no URLs: nothing masked, no warning
+    # a masked export is never applied: exit 2, nothing written
+    masked = _write(tmp_path, exported.stdout, "masked.toml")
+    before = snapshot(db)
+    refused = cli("apply", masked)
+    assert refused.exit_code == 2
+    assert refused.stdout == ""
+    assert refused.stderr == (
+        f"error: {masked}:6: job 'hooked': field 'notify': URL is masked (export with "
+        "--show-secrets or write the real URL)\n")
+    assert snapshot(db) == before
+    # --show-secrets: the round trip changes nothing
+    full = cli("export", "--show-secrets")
+    assert full.exit_code == 0 and full.stderr == ""
+    assert "s3cretToken" in full.stdout and "'http://10.1.2.3:8080/rcv-X9'" in full.stdout
+    again = _write(tmp_path, full.stdout, "full.toml")
+    dry = cli("apply", again, "--dry-run")
+    assert dry.exit_code == 0, (dry.stdout, dry.stderr)
+    assert "= 2 unchanged\nin sync: nothing to change" in dry.stdout
+    assert cli("apply", again).exit_code == 0
+    assert snapshot(db) == before
+    as_json = json.loads(cli("export", "hooked", "--show-secrets", "--json").stdout)
+    assert as_json["jobs"]["hooked"]["notify"][0].endswith("/s3cretToken")
+
+
 def test_hand_made_jobs_exported_are_adopted_once(cli: Invoke, db: psycopg.Connection[Any],
                                                   tmp_path: Path) -> None:
     assert cli("define", "report", "@daily", "--payload", '{"a": null}', "--overlap",
@@ -203,7 +305,8 @@ def test_a_bad_file_applies_nothing(cli: Invoke, db: psycopg.Connection[Any],
 MODULE = '''
 import cronjobs
 
-@cronjobs.job("cleanup", schedule="0 3 * * *", tz="Europe/Berlin", timeout="2h")
+@cronjobs.job("cleanup", schedule="0 3 * * *", tz="Europe/Berlin", timeout="2h",
+              notify=["https://hooks.example.com/T1/s3cret"], notify_on="failure,recovery")
 def cleanup(ctx):
     pass
 '''
@@ -219,11 +322,15 @@ def test_the_decorator_and_the_file_apply_identical_definitions(
     assert result.exit_code == 0, result.stderr
     columns = ("SELECT schedule, timezone, kind, handler, command, payload, catchup, "
                "catchup_limit, starting_deadline, overlap, max_attempts, backoff, backoff_max, "
-               "timeout, lease, alert_command, alert_on_failure, pause_after_failures "
-               "FROM job_definitions")
+               "timeout, lease, alert_command, alert_on_failure, pause_after_failures, "
+               "group_name, notify_urls, notify_on FROM job_definitions")
     from_code = db.execute(columns).fetchall()
+    assert from_code[0][-2:] == (["https://hooks.example.com/T1/s3cret"],
+                                 ["failure", "recovery"])
     first = JOBS.split("[jobs.backup]", maxsplit=1)[0]
-    path = _write(tmp_path, first.replace('"billing"', '"code"'))
+    path = _write(tmp_path, first.replace('"billing"', '"code"') + (
+        'notify = ["https://hooks.example.com/T1/s3cret"]\n'
+        'notify_on = ["recovery", "failure"]\n'))
     assert json.loads(cli("apply", path, "--json").stdout)["unchanged"] == 1
     assert db.execute(columns).fetchall() == from_code
 

@@ -321,7 +321,8 @@ GOOD_JOB = '[jobs.good]\nschedule = "@daily"\ncommand = "true"\n'
 _toml_keys = st.sampled_from(["schedule", "tz", "command", "handler", "payload", "catchup",
                               "catchup_limit", "starting_deadline", "overlap", "max_attempts",
                               "backoff", "timeout", "lease", "alert_command",
-                              "alert_on_failure", "pause_after_failures"])
+                              "alert_on_failure", "pause_after_failures", "notify",
+                              "notify_on"])
 
 
 def _toml_string(text: str) -> str:
@@ -329,11 +330,35 @@ def _toml_string(text: str) -> str:
                          for c in text if not 0xD800 <= ord(c) <= 0xDFFF) + '"'
 
 
+_bad_notify = st.sampled_from([
+    '"ftp://hooks.example.com/x"', '["https://"]', '["not a url"]', '[""]', "5", "true",
+    '["https://hooks.example.com/x", 1]', '["https://hooks.example.com/***"]',
+    '"https://hooks.example.com:0/x"', '["https://hooks.example.com/a b"]',
+    '["https://hooks.example.com/\u00e9"]', "{ url = \"https://hooks.example.com\" }",
+    "[" + ", ".join(f'"https://hooks.example.com/{i}"' for i in range(11)) + "]",
+])
+_bad_notify_on = st.one_of(
+    st.sampled_from(['""', '" , "', "[]", '["dead", 1]', "{ dead = true }", "3",
+                     '["dead", "sometimes"]']),
+    nasty_text.map(lambda t: "".join(c for c in t if not 0xD800 <= ord(c) <= 0xDFFF))
+    .filter(lambda t: bool(t.strip()) and not all(
+        p.strip().lower() in ("dead", "failure", "recovery", "") for p in t.split(",")))
+    .map(_toml_string))
+
+
 @st.composite
 def bad_job_files(draw: st.DrawFn) -> str:
     """A jobs file whose last job is wrong: broken TOML, an unknown field, a value of the
     wrong type or out of range, or a name declared twice."""
-    kind = draw(st.sampled_from(["syntax", "unknown", "value", "type", "twice", "name"]))
+    kind = draw(st.sampled_from(["syntax", "unknown", "value", "type", "twice", "name",
+                                 "notify"]))
+    if kind == "notify":
+        key, value = draw(st.sampled_from([("notify", _bad_notify),
+                                           ("notify_on", _bad_notify_on)]).flatmap(
+            lambda pair: st.tuples(st.just(pair[0]), pair[1])))
+        return (GOOD_JOB + '[jobs.bad]\nschedule = "@daily"\nnotify = '
+                '["https://hooks.example.com/ok"]\n' if key == "notify_on" else
+                GOOD_JOB + '[jobs.bad]\nschedule = "@daily"\n') + f"{key} = {value}\n"
     if kind == "syntax":
         return GOOD_JOB + draw(st.sampled_from(
             ["[jobs.bad\n", "[jobs.bad]\nschedule = \n", "[jobs.bad]\nschedule = '@daily\n",
@@ -349,7 +374,8 @@ def bad_job_files(draw: st.DrawFn) -> str:
             lambda k: k not in ("schedule", "tz", "command", "handler", "payload", "catchup",
                                 "catchup_limit", "starting_deadline", "overlap", "max_attempts",
                                 "backoff", "timeout", "lease", "alert_command",
-                                "alert_on_failure", "pause_after_failures")))
+                                "alert_on_failure", "pause_after_failures", "group",
+                                "notify", "notify_on")))
         return GOOD_JOB + f'[jobs.bad]\nschedule = "@daily"\n{key} = 1\n'
     if kind == "type":
         key = draw(_toml_keys)

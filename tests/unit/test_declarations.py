@@ -23,6 +23,7 @@ from cronjobs.core.declarations import (
 from cronjobs.core.spec import build_spec
 from cronjobs.errors import InvalidDefinition, UsageError
 from cronjobs.execution.registry import declared, job, load_apps
+from cronjobs.models import NotifyEvent
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,8 +42,11 @@ def test_the_example_file_declares_its_jobs() -> None:
     assert specs[0].timezone == "Europe/Berlin"
     assert specs[0].payload == {"days": 7}
     assert specs[0].pause_after_failures == 5
+    assert specs[0].notify_urls == ("https://hooks.example.com/services/T000/B000/XXXX",)
+    assert specs[0].notify_on == (NotifyEvent.DEAD, NotifyEvent.RECOVERY)
     assert specs[1].command == "pg_dump mydb > /backups/db.sql"
     assert specs[1].handler is None
+    assert specs[1].notify_urls == ()
 
 
 def test_the_decorator_and_the_file_give_identical_definitions(
@@ -54,7 +58,9 @@ def test_the_decorator_and_the_file_give_identical_definitions(
                       overlap="queue", timeout="2h", payload={"days": 7, "dry": False},
                       catchup="all", catchup_limit=10, starting_deadline="10m",
                       max_attempts=5, backoff="1m", lease="2m", alert_command="echo dead",
-                      alert_on_failure=True, pause_after_failures=3)
+                      alert_on_failure=True, pause_after_failures=3,
+                      notify=["https://hooks.example.com/T1/s3cret", "http://10.0.0.5:8080/h"],
+                      notify_on="failure,dead")
         def cleanup(ctx):
             pass
     '''))
@@ -78,6 +84,8 @@ def test_the_decorator_and_the_file_give_identical_definitions(
         alert_command = "echo dead"
         alert_on_failure = true
         pause_after_failures = 3
+        notify = ["https://hooks.example.com/T1/s3cret", "http://10.0.0.5:8080/h"]
+        notify_on = ["dead", "failure"]
     ''')
     from_file = read_jobs_file(path).declarations
     code_spec = to_specs([Declaration(from_code.name, from_code.options, from_code.where)])
@@ -86,7 +94,18 @@ def test_the_decorator_and_the_file_give_identical_definitions(
         name="decl_cleanup", schedule="0 3 * * *", tz="Europe/Berlin", overlap="queue",
         timeout="2h", payload='{"days": 7, "dry": false}', catchup="all", catchup_limit=10,
         starting_deadline="10m", max_attempts=5, backoff="1m", lease="2m",
-        alert_command="echo dead", alert_on_failure=True, pause_after_failures=3)
+        alert_command="echo dead", alert_on_failure=True, pause_after_failures=3,
+        notify=("https://hooks.example.com/T1/s3cret", "http://10.0.0.5:8080/h"),
+        notify_on=("dead", "failure"))
+    assert code_spec[0].notify_on == (NotifyEvent.DEAD, NotifyEvent.FAILURE)
+    # one URL as a string, the events as an array: the same job again
+    one = job("decl_one", schedule="@daily", notify="https://hooks.example.com/x",
+              notify_on=("recovery",))
+    one(_fuzzed)
+    found = declared()["decl_one"]
+    (spec,) = to_specs([Declaration(found.name, found.options, found.where)])
+    assert spec.notify_urls == ("https://hooks.example.com/x",)
+    assert spec.notify_on == (NotifyEvent.RECOVERY,)
 
 
 def test_a_decorator_without_a_schedule_only_registers_a_handler() -> None:
@@ -136,6 +155,30 @@ def test_a_bad_decorator_argument_names_the_function_the_job_and_the_field() -> 
      "jobs.toml:1: job 'a': invalid payload: expected a JSON object"),
     ('[jobs.a]\nschedule = "@daily"\npayload = { at = 2026-01-01 }\n',
      "jobs.toml:1: job 'a': field 'payload' is not JSON"),
+    ('[jobs.a]\nschedule = "@daily"\nnotify = 1\n',
+     "jobs.toml:1: job 'a': field 'notify' must be a URL or an array of URLs, got a number"),
+    ('[jobs.a]\nschedule = "@daily"\nnotify = ["https://h.example.com", 2]\n',
+     "jobs.toml:1: job 'a': field 'notify' must be a URL or an array of URLs, got an array "
+     "holding a number"),
+    ('[jobs.a]\nschedule = "@daily"\nnotify = ["ftp://h.example.com/x"]\n',
+     "jobs.toml:1: job 'a': invalid notify: only http:// and https:// URLs are supported"),
+    ('[jobs.a]\nschedule = "@daily"\nnotify = ["https://h.example.com/***"]\n',
+     "jobs.toml:1: job 'a': field 'notify': URL is masked (export with --show-secrets or "
+     "write the real URL)"),
+    ('[jobs.a]\nschedule = "@daily"\nnotify = [' + ", ".join(
+        f'"https://h.example.com/{i}"' for i in range(11)) + "]\n",
+     "jobs.toml:1: job 'a': invalid notify: at most 10 URLs per job"),
+    ('[jobs.a]\nschedule = "@daily"\nnotify_on = ["dead", "never"]\n',
+     "jobs.toml:1: job 'a': invalid notify_on 'never': use dead, failure, recovery"),
+    ('[jobs.a]\nschedule = "@daily"\nnotify_on = "dead,,sometimes"\n',
+     "jobs.toml:1: job 'a': invalid notify_on 'sometimes'"),
+    ('[jobs.a]\nschedule = "@daily"\nnotify_on = []\n',
+     "jobs.toml:1: job 'a': field 'notify_on' is empty"),
+    ('[jobs.a]\nschedule = "@daily"\nnotify_on = " , "\n',
+     "jobs.toml:1: job 'a': invalid notify_on: empty"),
+    ('[jobs.a]\nschedule = "@daily"\nnotify_on = { dead = true }\n',
+     "jobs.toml:1: job 'a': field 'notify_on' must be an array of events or comma-separated "
+     "text, got a table"),
     ('sources = "x"\n', "jobs.toml: unknown top-level key 'sources'"),
     ('jobs = 1\n', "jobs.toml: 'jobs' must be a table"),
 ])
@@ -169,6 +212,13 @@ def test_written_fields_read_back_the_same(tmp_path: Path) -> None:
     assert parsed.source == "team's"
     assert to_specs(parsed.declarations) == [spec]
     assert declared_fields  # used by export (tested against the database)
+    hooked = build_spec(name="hooked", schedule="@daily", notify=(
+        "https://hooks.example.com/T0/B0/x'y", 'http://h.example.com/"q"'),
+        notify_on=("failure", "recovery"))
+    path.write_text(dump_toml(None, {"hooked": {
+        "schedule": "@daily", "notify": list(hooked.notify_urls),
+        "notify_on": ["failure", "recovery"]}}))
+    assert to_specs(read_jobs_file(path).declarations) == [hooked]
 
 
 def test_apply_takes_the_declarations_of_the_named_modules_only(
@@ -208,6 +258,15 @@ _BAD_VALUES = {
     "alert_command": st.sampled_from(["", "   ", "a\x00b"]),
     "group": st.sampled_from(["", "bad name", "_x", "x" * 129]),
     "schedule": st.sampled_from(["61 * * * *", "@never", "", "* * *"]),
+    "notify": st.sampled_from(["ftp://h.example.com/x", "https://", "not a url", "", 5,
+                               ["https://h.example.com/x", None], "https://h.example.com/***",
+                               [f"https://h.example.com/{i}" for i in range(11)],
+                               "https://h.example.com:0/x", "https://h.example.com/\u00e9"]),
+    "notify_on": st.one_of(
+        st.sampled_from(["", " , ", [], ["dead", 1], {"dead": True}]),
+        st.text(max_size=12).filter(lambda t: t.strip() and not all(
+            p.strip().lower() in ("dead", "failure", "recovery", "")
+            for p in t.split(",")))),
 }
 
 
