@@ -121,6 +121,9 @@ def check_notify_url(url: str, *, what: str = "--notify") -> str:
                          f"supported{shown}")
     if not parts.hostname:
         raise UsageError(f"invalid {what}: the URL has no host")
+    if parts.path.endswith("/***") and not parts.query:
+        raise UsageError(f"invalid {what}: the URL is masked, as cronjobs shows it; give "
+                         "the real URL")
     if port == 0:
         raise UsageError(f"invalid {what}: port 0 is not a port")
     return url

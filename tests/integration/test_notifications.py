@@ -151,7 +151,8 @@ def test_urls_are_masked_in_every_output(cli: Invoke, receiver: Receiver) -> Non
 @pytest.mark.parametrize("url", ["ftp://example.com/" + SECRET, "file:///" + SECRET,
                                  "javascript:" + SECRET, "https:///" + SECRET,
                                  "https://example.com:99999/" + SECRET,
-                                 "https://exa mple.com/" + SECRET])
+                                 "https://exa mple.com/" + SECRET,
+                                 "https://" + SECRET + ".example.com/***"])
 def test_a_bad_url_is_refused_without_quoting_it(cli: Invoke, db: psycopg.Connection[Any],
                                                  url: str) -> None:
     before = snapshot(db)
