@@ -213,6 +213,28 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class UpsertedDefinition(Definition):
+    """A definition as ``upsert_definition`` returns it: whether the row is new."""
+
+    created: bool
+
+
+@dataclass(frozen=True)
+class ListedDefinition(Definition):
+    """A definition as ``list_definitions`` returns it: with its latest run."""
+
+    last_run_status: str | None
+    last_run_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class JobRun(Run):
+    """A run with its job's name (``run_by_id``, ``list_runs``)."""
+
+    job: str
+
+
+@dataclass(frozen=True)
 class DefinitionSummary:
     """A definition with its latest run, as `cronjobs list` shows it."""
 
@@ -331,3 +353,113 @@ class Outcome:
     result: Any
     retry_in: dt.timedelta | None = None
     extra_attempts: int = 0
+
+
+@dataclass(frozen=True)
+class TickStarted:
+    """A tick's row just inserted: its id and its instant."""
+
+    id: int
+    tick_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class LeaseHeld:
+    """A lease a heartbeat renewed, and whether the run was asked to stop."""
+
+    id: int
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class Reclaimed:
+    """A run whose expired lease a tick took over: back to the queue, or dead."""
+
+    id: int
+    status: str
+    definition_id: int
+    lease_owner: str | None
+    error: str | None
+    scheduled_for: dt.datetime
+    attempt: int
+    job: str
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    """A failed attempt counted against its job: what alerting needs to know."""
+
+    name: str
+    alert_command: str | None
+    alert_on_failure: bool
+    just_paused: bool
+    pause_note: str | None
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """A run deleted by one batch of prune."""
+
+    id: int
+    finished_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class Health:
+    """The installation's numbers at an instant (``status``, ``metrics``)."""
+
+    last_tick_at: dt.datetime | None
+    last_tick_worker: str | None
+    last_tick_status: str | None
+    ticks_last_hour: int
+    backlog: int
+    backlog_oldest: dt.datetime | None
+    running: int
+    failed_last_day: int
+    dead_last_day: int
+    jobs: int
+
+
+@dataclass(frozen=True)
+class RunningRun:
+    """A run held by a worker, as ``status`` lists it."""
+
+    id: int
+    job: str
+    attempt: int
+    lease_owner: str | None
+    started_at: dt.datetime | None
+    heartbeat_at: dt.datetime | None
+    lease_expires_at: dt.datetime
+    cancel_requested_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class JobStats:
+    """One job's numbers for ``status`` and ``metrics``."""
+
+    id: int
+    name: str
+    schedule: str
+    timezone: str
+    created_at: dt.datetime
+    schedule_since: dt.datetime
+    paused_at: dt.datetime | None
+    invalid_reason: str | None
+    last_success_at: dt.datetime | None
+    last_duration: dt.timedelta | None
+    last_lateness: dt.timedelta | None
+    dead_unacknowledged: int
+    latest_dead_id: int | None
+    runs_by_status: dict[str, int]
+    retries: int
+
+
+@dataclass(frozen=True)
+class WaitingRuns:
+    """Due runs of a handler that no tick (or not this one) has loaded: they wait, attempts
+    untouched."""
+
+    handler: str
+    runs: int
+    oldest: dt.datetime

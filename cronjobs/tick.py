@@ -21,21 +21,13 @@ from cronjobs.db.store import Store
 from cronjobs.durations import format_duration
 from cronjobs.errors import UsageError
 from cronjobs.execution.executor import ExecOptions, ExecReport, Executor
-from cronjobs.models import TickStatus
+from cronjobs.models import TickStatus, WaitingRuns
 
 log = logging.getLogger(__name__)
 
 # How far ahead of the database clock --now may be without --allow-future: the clocks of
 # the host that typed it and of the database may differ a little, never by more.
 FUTURE_SKEW = dt.timedelta(minutes=1)
-
-
-class WaitingRuns(NamedTuple):
-    """Due runs of a handler that this tick has not loaded: they wait, attempts untouched."""
-
-    handler: str
-    runs: int
-    oldest: dt.datetime
 
 
 class TickOptions(NamedTuple):
@@ -113,8 +105,7 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
             due_at=now),
             reconnect=reconnect, should_stop=should_stop)
         report.execute = executor.run()
-        report.waiting = [WaitingRuns(row["handler"], row["runs"], row["oldest"]) for row in
-                          executor.store.waiting_for_handlers(now=now, handlers=handlers)]
+        report.waiting = executor.store.waiting_for_handlers(now=now, handlers=handlers)
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.
             from cronjobs.core.prune import prune  # noqa: PLC0415 - only with --retention

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronjobs.durations import format_duration
-from cronjobs.models import Attempt, Definition, Run
+from cronjobs.models import Attempt, Definition, Run, WaitingRuns
 
 if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cronjobs
     from cronjobs.core.definitions import DefineResult, Description, Listing, Preview, Slot
@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cr
     from cronjobs.core.health import Status
     from cronjobs.core.materialise import BackfillReport, Decided
     from cronjobs.core.operations import Acknowledged, RunDetail
-    from cronjobs.tick import TickReport, WaitingRuns
+    from cronjobs.tick import TickReport
 
 
 def to_json(value: Any) -> str:
@@ -264,14 +264,13 @@ def tick_json(report: TickReport) -> dict[str, Any]:
                   "outcome": f.outcome, "status": f.status, "error": f.error}
                  for f in report.execute.finished],
         "handlers": list(report.handlers),
-        "waiting_for_handlers": [waiting_json(w._asdict()) for w in report.waiting],
+        "waiting_for_handlers": [waiting_json(w) for w in report.waiting],
     }
 
 
-def waiting_json(w: dict[str, Any]) -> dict[str, Any]:
+def waiting_json(w: WaitingRuns) -> dict[str, Any]:
     """Due runs waiting for a handler (a tick's, status's, explain's)."""
-    return {"handler": w["handler"], "runs": w["runs"],
-            "oldest_eligible_at": instant(w["oldest"])}
+    return {"handler": w.handler, "runs": w.runs, "oldest_eligible_at": instant(w.oldest)}
 
 
 def waiting_lines(waiting: Iterable[WaitingRuns]) -> list[str]:
@@ -321,8 +320,8 @@ def _explain_waiting(e: Explanation) -> str:
     if e.waiting is None:
         return ""
     w = e.waiting
-    return (f"\n{w['runs']} due run(s) wait for handler {w['handler']!r}, since "
-            f"{short(w['oldest'])}: no tick of the last 5m registers it (try --app MODULE "
+    return (f"\n{w.runs} due run(s) wait for handler {w.handler!r}, since "
+            f"{short(w.oldest)}: no tick of the last 5m registers it (try --app MODULE "
             "on a tick)")
 
 
@@ -444,60 +443,60 @@ def status_json(st: Status) -> dict[str, Any]:
         "now": instant(st.now),
         "healthy": st.healthy,
         "problems": st.problems,
-        "last_tick": {"at": instant(n["last_tick_at"]), "worker": n["last_tick_worker"],
-                      "status": n["last_tick_status"]},
-        "ticks_last_hour": n["ticks_last_hour"],
-        "ticks_per_minute": round(n["ticks_last_hour"] / 60, 2),
-        "backlog": {"runs": n["backlog"], "oldest_eligible_at": instant(n["backlog_oldest"])},
-        "running": [{"run_id": r["id"], "job": r["job"], "attempt": r["attempt"],
-                     "worker": r["lease_owner"], "started_at": instant(r["started_at"]),
-                     "heartbeat_at": instant(r["heartbeat_at"]),
-                     "lease_expires_at": instant(r["lease_expires_at"])}
+        "last_tick": {"at": instant(n.last_tick_at), "worker": n.last_tick_worker,
+                      "status": n.last_tick_status},
+        "ticks_last_hour": n.ticks_last_hour,
+        "ticks_per_minute": round(n.ticks_last_hour / 60, 2),
+        "backlog": {"runs": n.backlog, "oldest_eligible_at": instant(n.backlog_oldest)},
+        "running": [{"run_id": r.id, "job": r.job, "attempt": r.attempt,
+                     "worker": r.lease_owner, "started_at": instant(r.started_at),
+                     "heartbeat_at": instant(r.heartbeat_at),
+                     "lease_expires_at": instant(r.lease_expires_at)}
                     for r in st.running],
-        "failed_last_day": n["failed_last_day"],
-        "dead_last_day": n["dead_last_day"],
-        "dead_unacknowledged": n["dead_unacknowledged"],
+        "failed_last_day": n.failed_last_day,
+        "dead_last_day": n.dead_last_day,
+        "dead_unacknowledged": st.dead_unacknowledged,
         "waiting_for_handlers": [waiting_json(w) for w in st.waiting],
-        "jobs": [{"name": j["name"], "state": "invalid" if j["invalid_reason"] else
-                  "paused" if j["paused_at"] else "active",
-                  "invalid_reason": j["invalid_reason"],
-                  "last_success_at": instant(j["last_success_at"]),
-                  "overdue": j["overdue"],
-                  "dead_unacknowledged": j["dead_unacknowledged"]} for j in st.jobs],
+        "jobs": [{"name": j.name, "state": "invalid" if j.invalid_reason else
+                  "paused" if j.paused_at else "active",
+                  "invalid_reason": j.invalid_reason,
+                  "last_success_at": instant(j.last_success_at),
+                  "overdue": st.overdue.get(j.name),
+                  "dead_unacknowledged": j.dead_unacknowledged} for j in st.jobs],
     }
 
 
 def status_text(st: Status) -> str:
     n = st.numbers
-    last = (f"{short(n['last_tick_at'])} by {n['last_tick_worker']} ({n['last_tick_status']})"
-            if n["last_tick_at"] else "never")
-    oldest = (f", oldest due since {short(n['backlog_oldest'])}" if n["backlog_oldest"]
+    last = (f"{short(n.last_tick_at)} by {n.last_tick_worker} ({n.last_tick_status})"
+            if n.last_tick_at else "never")
+    oldest = (f", oldest due since {short(n.backlog_oldest)}" if n.backlog_oldest
               else "")
     lines = [
         f"last tick       {last}",
-        f"ticks           {n['ticks_last_hour']} in the last hour "
-        f"({n['ticks_last_hour'] / 60:.2f}/min)",
-        f"backlog         {n['backlog']} due run(s) unclaimed{oldest}",
-        f"running         {n['running']}",
-        f"last day        {n['failed_last_day']} failed (awaiting retry), "
-        f"{n['dead_last_day']} dead",
-        f"dead, not acked {n['dead_unacknowledged']}",
-        f"jobs            {n['jobs']} ({sum(1 for j in st.jobs if j['paused_at'])} paused, "
-        f"{sum(1 for j in st.jobs if j['invalid_reason'])} invalid)",
+        f"ticks           {n.ticks_last_hour} in the last hour "
+        f"({n.ticks_last_hour / 60:.2f}/min)",
+        f"backlog         {n.backlog} due run(s) unclaimed{oldest}",
+        f"running         {n.running}",
+        f"last day        {n.failed_last_day} failed (awaiting retry), "
+        f"{n.dead_last_day} dead",
+        f"dead, not acked {st.dead_unacknowledged}",
+        f"jobs            {n.jobs} ({sum(1 for j in st.jobs if j.paused_at)} paused, "
+        f"{sum(1 for j in st.jobs if j.invalid_reason)} invalid)",
     ]
     if st.running:
         lines += ["", table(["RUN", "JOB", "ATTEMPT", "WORKER", "STARTED", "LEASE UNTIL"],
-                            [(r["id"], r["job"], r["attempt"], r["lease_owner"],
-                              short(r["started_at"]), short(r["lease_expires_at"]))
+                            [(r.id, r.job, r.attempt, r.lease_owner,
+                              short(r.started_at), short(r.lease_expires_at))
                              for r in st.running])]
     if st.waiting:
         lines += ["", table(["HANDLER", "WAITING RUNS", "OLDEST DUE", "NOTE"],
-                            [(w["handler"], w["runs"], short(w["oldest"]),
+                            [(w.handler, w.runs, short(w.oldest),
                               "no recent tick registers it (try --app MODULE)")
                              for w in st.waiting])]
-    paused = [j for j in st.jobs if j["paused_at"]]
+    paused = [j for j in st.jobs if j.paused_at]
     if paused:
-        lines += ["", "paused: " + ", ".join(j["name"] for j in paused)]
+        lines += ["", "paused: " + ", ".join(j.name for j in paused)]
     lines += ["", "problems:" if st.problems else "all well"]
     lines += [f"  - {p}" for p in st.problems]
     return "\n".join(lines)

@@ -6,12 +6,11 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from dataclasses import dataclass
-from typing import Any
 
 from cronjobs import cron as schedules
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
-from cronjobs.models import Definition, Run, RunStatus, Skip
+from cronjobs.models import Definition, Run, RunStatus, Skip, WaitingRuns
 from cronjobs.validation import check_name
 
 TICK = dt.timedelta(microseconds=1)
@@ -53,7 +52,7 @@ class Explanation:
     rows: tuple[Explained, ...]
     # the job's due runs that wait for its handler, which no recent tick has loaded
     # (handler, runs, oldest), or None
-    waiting: dict[str, Any] | None = None
+    waiting: WaitingRuns | None = None
 
 
 def explain(store: Store, name: str, *, start: dt.datetime | None = None,

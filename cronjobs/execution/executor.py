@@ -26,7 +26,7 @@ from cronjobs.clock import Clock
 from cronjobs.db.retry import DEFAULT, RetryPolicy, retrying
 from cronjobs.db.store import Store
 from cronjobs.errors import DatabaseUnavailable
-from cronjobs.models import AttemptOutcome, Claimed, Outcome, RunStatus
+from cronjobs.models import AttemptOutcome, Claimed, JobFailure, Outcome, Reclaimed, RunStatus
 
 if TYPE_CHECKING:  # imported when there is something to run: an idle tick stays light
     from cronjobs.execution.alerts import Alerts, Event
@@ -208,26 +208,25 @@ class Executor:
     # -- steps --------------------------------------------------------------------------
 
     def _reclaim(self) -> None:
-        def reclaim(store: Store) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        def reclaim(store: Store) -> list[tuple[Reclaimed, JobFailure]]:
             # the takeover and the count of the lost attempts in one transaction
             now = self.clock.now()
             with store.transaction():
-                rows = sorted(store.reclaim_expired(now=now), key=lambda r: r["definition_id"])
-                return [(row, store.record_reclaimed_failure(row["definition_id"],
-                                                             error=row["error"], now=now))
+                rows = sorted(store.reclaim_expired(now=now), key=lambda r: r.definition_id)
+                return [(row, store.record_reclaimed_failure(row.definition_id,
+                                                             error=row.error, now=now))
                         for row in rows]
 
         for row, failure in self._db(reclaim) or []:
             self.report.reclaimed += 1
-            log.warning("lease expired: run %s back to %s", row["id"], row["status"],
-                        extra={"action": "reclaim", "run_id": row["id"],
-                               "worker": row["lease_owner"]})
+            log.warning("lease expired: run %s back to %s", row.id, row.status,
+                        extra={"action": "reclaim", "run_id": row.id,
+                               "worker": row.lease_owner})
             from cronjobs.execution.alerts import Event  # noqa: PLC0415 - see the imports above
 
             self._after_attempt(failure, Event(
-                "dead" if row["status"] == RunStatus.DEAD else "failed", row["id"],
-                row["job"], row["scheduled_for"], row["attempt"], row["status"], row["error"],
-                None))
+                "dead" if row.status == RunStatus.DEAD else "failed", row.id,
+                row.job, row.scheduled_for, row.attempt, row.status, row.error, None))
 
     def _refusal(self, claim: Claimed) -> str | None:
         """Why this worker will not run ``claim`` (a security setting), or None."""
@@ -380,7 +379,7 @@ class Executor:
         # two finishes is retried by the policy: the whole transaction is fenced)
         failing = [o for a, _, o in sorted(writes, key=lambda w: w[0].claim.definition_id)
                    if o.status in (RunStatus.FAILED, RunStatus.DEAD)]
-        failures: dict[int, dict[str, Any] | None] = {}
+        failures: dict[int, JobFailure | None] = {}
 
         def write(store: Store) -> tuple[set[int], list[Claimed]]:
             if claim_limit > 0:
@@ -449,27 +448,27 @@ class Executor:
         self.report.finished.append(Finished(claim.id, claim.name, claim.attempt, outcome,
                                              None, error))
 
-    def _after_attempt(self, row: dict[str, Any] | None, event: Event) -> None:
+    def _after_attempt(self, row: JobFailure | None, event: Event) -> None:
         """After a failure was counted (``row``: the job's failures in a row, and whether
         that paused it), fire the alert command the outcome calls for."""
         if row is None:  # the lease was lost before the failure was counted
             log.warning("run %s: lease lost, its failure was not counted", event.run_id,
                         extra={"action": "lost", "run_id": event.run_id})
             return
-        command = row["alert_command"] or self.options.alert_command
-        if row["just_paused"]:
-            log.warning("job %r paused: %s", row["name"], row["pause_note"],
-                        extra={"action": "pause", "job": row["name"]})
+        command = row.alert_command or self.options.alert_command
+        if row.just_paused:
+            log.warning("job %r paused: %s", row.name, row.pause_note,
+                        extra={"action": "pause", "job": row.name})
         if command is None:
             return
-        if event.kind == "dead" or row["alert_on_failure"]:
+        if event.kind == "dead" or row.alert_on_failure:
             self.alerts.fire(command, event)
-        if row["just_paused"]:
+        if row.just_paused:
             from cronjobs.execution.alerts import Event  # noqa: PLC0415 - see the imports above
 
             self.alerts.fire(command, Event("paused", event.run_id, event.job,
                                             event.scheduled_for, event.attempt, event.status,
-                                            row["pause_note"], event.exit_code))
+                                            row.pause_note, event.exit_code))
 
     # -- database access that survives a blip -------------------------------------------
 
