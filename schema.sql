@@ -171,10 +171,11 @@ CREATE UNIQUE INDEX job_runs_slot_key
 -- at most one exclusive run of a job holds a lease at a time, whatever races the claims
 CREATE UNIQUE INDEX job_runs_exclusive_running_key
     ON job_runs (definition_id) WHERE status = 'running' AND exclusive;
--- what is due: only waiting runs are indexed, however many finished runs the table holds;
--- backfilled runs after all others, so that a backfill never holds up a schedule
-CREATE INDEX job_runs_due_idx
-    ON job_runs ((trigger = 'backfill'), eligible_at) WHERE status IN ('queued', 'failed');
+-- what is due, in the claim's order: only waiting runs are indexed, however many finished
+-- runs the table holds; backfilled runs after all others, so that a backfill never holds up
+-- a schedule; then by eligible_at and id, so that a claim of N runs reads its first N entries
+CREATE INDEX job_runs_claim_idx
+    ON job_runs ((trigger = 'backfill'), eligible_at, id) WHERE status IN ('queued', 'failed');
 -- what is running (and so what may have expired): keyed on a column a heartbeat leaves alone
 CREATE INDEX job_runs_running_idx
     ON job_runs (started_at) WHERE status = 'running';
@@ -240,4 +241,5 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (1, 'initial');
 INSERT INTO cronjobs_migrations (version, name) VALUES (2, 'ack_and_backfill_order');
 INSERT INTO cronjobs_migrations (version, name) VALUES (3, 'tick_handlers');
 INSERT INTO cronjobs_migrations (version, name) VALUES (4, 'indexes_and_hot_updates');
+INSERT INTO cronjobs_migrations (version, name) VALUES (5, 'claim_order');
 

@@ -307,17 +307,33 @@ SELECT runs.id, runs.status, runs.definition_id, runs.lease_owner, runs.error,
        runs.scheduled_for, runs.attempt, d.name AS job
 FROM runs JOIN job_definitions AS d ON d.id = runs.definition_id;
 
+-- name: claim_plan
+-- Run in the claim's transaction just before claim_runs (SET LOCAL: until it ends): the
+-- claim is planned as the one range scan of job_runs_claim_idx it is written for. Without
+-- statistics (a table filled since the last ANALYZE) or with a short queue, the planner
+-- would rather read every waiting run and sort them; that reads the whole queue for every
+-- claim, and draining a backlog becomes quadratic. These settings only price the other
+-- plans out (they stay possible), and the transaction ends right after the claim.
+SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+       set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
+       set_config('enable_mergejoin', 'off', true),
+       -- (the price of what is priced out would otherwise make the claim look expensive
+       -- enough to be compiled first, which takes longer than the claim itself)
+       set_config('jit', 'off', true);
+
 -- name: claim_runs
--- Claim due runs in one short statement that commits at once. An exclusive run (overlap
--- skip or queue) is claimed only while no other exclusive run of its job is running, at
--- most one per job per claim; job_runs_exclusive_running_key backs this up. Backfilled
--- runs come after every other due run.
-WITH candidates AS (
+-- Claim due runs in one short statement that commits at once, and open their attempts in
+-- the same statement. An exclusive run (overlap skip or queue) is claimed only while no
+-- other exclusive run of its job is running, at most one per job per claim;
+-- job_runs_exclusive_running_key backs this up. Backfilled runs come after every other due
+-- run. The candidates are the first `scan` entries of job_runs_claim_idx, in its order
+-- (ORDER BY is its key, eligible_at <= now a condition on it): a range scan that stops
+-- after them however long the queue (claim_plan sees to it that nothing else is chosen).
+WITH candidates AS MATERIALIZED (
     SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late
     FROM job_runs AS r
     WHERE r.status IN ('queued', 'failed')
       AND r.eligible_at <= %(now)s
-      AND (%(run_ids)s::bigint[] IS NULL OR r.id = ANY(%(run_ids)s::bigint[]))
       -- one look at the run's job, a subquery evaluated per row of the index scan (not a
       -- join the planner could start from): only what this worker can execute (a command,
       -- or a handler it has loaded; the others wait, attempts untouched, for a worker that
@@ -326,12 +342,14 @@ WITH candidates AS (
                   AND (r.trigger = 'manual' OR kd.paused_at IS NULL
                        OR kd.paused_until <= %(now)s)
            FROM job_definitions AS kd WHERE kd.id = r.definition_id)
-      AND NOT (r.exclusive AND EXISTS (
+      -- an exclusive run only while no exclusive run of its job runs: one probe of
+      -- job_runs_exclusive_running_key per exclusive candidate (written as a CASE so that
+      -- it is never hashed from every running run instead)
+      AND CASE WHEN r.exclusive THEN NOT EXISTS (
           SELECT 1 FROM job_runs AS o
-          WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
-    -- the order of job_runs_due_idx, so that the scan stops after `scan` rows however long
-    -- the queue (ties are taken in index order, then sorted by id below)
-    ORDER BY r.trigger = 'backfill', r.eligible_at
+          WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive)
+          ELSE true END
+    ORDER BY r.trigger = 'backfill', r.eligible_at, r.id
     LIMIT %(scan)s
     FOR UPDATE OF r SKIP LOCKED
 ), picked AS (
@@ -350,8 +368,58 @@ WITH candidates AS (
         lease_token = gen_random_uuid(), lease_expires_at = %(now)s + d.lease,
         heartbeat_at = %(now)s, started_at = %(now)s, finished_at = NULL,
         cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s
-    FROM picked AS p, job_definitions AS d
-    WHERE r.id = p.id AND d.id = r.definition_id
+    FROM job_definitions AS d
+    -- the picked runs by id: an array looked up in the primary key, never a join that
+    -- could read the table
+    WHERE r.id = ANY(ARRAY(SELECT id FROM picked)) AND d.id = r.definition_id
+    RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
+              r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
+              AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
+              d.backoff_max
+), attempts AS (
+    INSERT INTO job_attempts (run_id, attempt, worker, lease_token, started_at)
+    SELECT id, attempt, lease_owner, lease_token, started_at FROM claimed
+)
+SELECT * FROM claimed;
+
+-- name: claim_runs_by_id
+-- claim_runs for the given runs only (`cronjobs trigger --run`): looked up by id, with the
+-- same rules (due, executable by this worker, not paused, exclusivity).
+WITH candidates AS MATERIALIZED (
+    SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late
+    FROM job_runs AS r
+    WHERE r.id = ANY(%(run_ids)s::bigint[])
+      AND r.status IN ('queued', 'failed')
+      AND r.eligible_at <= %(now)s
+      AND (SELECT (kd.kind = 'command' OR kd.handler = ANY(%(handlers)s::text[]))
+                  AND (r.trigger = 'manual' OR kd.paused_at IS NULL
+                       OR kd.paused_until <= %(now)s)
+           FROM job_definitions AS kd WHERE kd.id = r.definition_id)
+      AND NOT (r.exclusive AND EXISTS (
+          SELECT 1 FROM job_runs AS o
+          WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
+    ORDER BY r.id
+    FOR UPDATE OF r SKIP LOCKED
+), picked AS (
+    SELECT id FROM (
+        SELECT id, exclusive, eligible_at, late,
+               row_number() OVER (PARTITION BY definition_id, exclusive
+                                  ORDER BY late, eligible_at, id) AS rank
+        FROM candidates
+    ) AS ranked
+    WHERE NOT exclusive OR rank = 1
+    ORDER BY late, eligible_at, id
+    LIMIT %(limit)s
+), claimed AS (
+    UPDATE job_runs AS r
+    SET status = 'running', attempt = r.attempt + 1, lease_owner = %(worker)s,
+        lease_token = gen_random_uuid(), lease_expires_at = %(now)s + d.lease,
+        heartbeat_at = %(now)s, started_at = %(now)s, finished_at = NULL,
+        cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s
+    FROM job_definitions AS d
+    -- the picked runs by id: an array looked up in the primary key, never a join that
+    -- could read the table
+    WHERE r.id = ANY(ARRAY(SELECT id FROM picked)) AND d.id = r.definition_id
     RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
               r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
               AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
@@ -366,15 +434,23 @@ SELECT * FROM claimed;
 -- Due handler runs that wait for a handler nobody loaded, per handler: not among
 -- %(handlers)s (a tick's own), or when that is NULL, among the handlers of no tick started
 -- after %(since)s. A paused job's runs wait for its resumption instead (as claim_runs).
-SELECT d.handler, count(*) AS runs, min(r.eligible_at) AS oldest
-FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
-WHERE r.status IN ('queued', 'failed') AND r.eligible_at <= %(now)s
-  AND (%(definition_id)s::bigint IS NULL OR r.definition_id = %(definition_id)s::bigint)
-  AND d.kind = 'handler'
+-- The jobs are found first (a handler job nobody loaded), then only their waiting runs are
+-- read (job_runs_active_idx), never the whole queue: every tick asks this.
+SELECT d.handler, sum(w.runs)::bigint AS runs, min(w.oldest) AS oldest
+FROM job_definitions AS d
+CROSS JOIN LATERAL (
+    SELECT count(*) AS runs, min(r.eligible_at) AS oldest
+    FROM job_runs AS r
+    WHERE r.definition_id = d.id AND r.status IN ('queued', 'failed')
+      AND r.eligible_at <= %(now)s
+      AND (r.trigger = 'manual' OR d.paused_at IS NULL OR d.paused_until <= %(now)s)
+) AS w
+WHERE d.kind = 'handler'
+  AND (%(definition_id)s::bigint IS NULL OR d.id = %(definition_id)s::bigint)
   AND d.handler <> ALL(coalesce(%(handlers)s::text[], ARRAY(
       SELECT DISTINCT h FROM job_ticks AS t CROSS JOIN LATERAL unnest(t.handlers) AS h
       WHERE t.started_at > %(since)s)))
-  AND (r.trigger = 'manual' OR d.paused_at IS NULL OR d.paused_until <= %(now)s)
+  AND w.runs > 0
 GROUP BY d.handler
 ORDER BY d.handler;
 

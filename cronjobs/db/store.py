@@ -14,6 +14,7 @@ from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import errors as pgerrors
+from psycopg import pq
 from psycopg.rows import RowFactory, args_row, class_row, tuple_row
 from psycopg.types.json import Jsonb
 
@@ -58,6 +59,13 @@ from cronjobs.models import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+def claim_scan(limit: int) -> int:
+    """How many candidates a claim of ``limit`` runs reads (at most): more than the batch
+    makes up for the exclusive runs of one job, of which one per claim is taken. The
+    range a claim scans is bounded by this, never by the length of the queue."""
+    return limit * 2 + 2
 
 
 class Store:
@@ -108,6 +116,16 @@ class Store:
         meanwhile; the block ends when every answer is in. An error surfaces at the latest
         there."""
         with _translated(), self.conn.pipeline():
+            yield
+
+    @contextmanager
+    def _pipelined_transaction(self) -> Iterator[None]:
+        """A transaction whose statements go out together (one round trip to the first
+        answer read); inside one already open, that one."""
+        if self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            yield
+            return
+        with _translated(), self.conn.pipeline(), self.conn.transaction():
             yield
 
     def _send(self, name: str, params: Mapping[str, Any] | None = None) -> None:
@@ -368,7 +386,7 @@ class Store:
                          worker: str, limit: int, tick_id: int | None,
                          run_ids: Sequence[int] | None = None, handlers: Sequence[str] = ()
                          ) -> tuple[set[int], list[Claimed]]:
-        """:meth:`claim_runs` and :meth:`finish_runs` in one transaction: one commit (one
+        """:meth:`finish_runs` and :meth:`claim_runs` in one transaction: one commit (one
         flush of the write-ahead log) for both. When the claim conflicts with another
         worker's (see claim_runs), the outcomes are recorded on their own."""
         if not outcomes:
@@ -376,10 +394,11 @@ class Store:
                                           tick_id=tick_id, run_ids=run_ids, handlers=handlers)
         try:
             with self.transaction():
+                # the finish first: the claim's plan settings last until the commit
+                recorded = self.finish_runs(outcomes, now=now)
                 claims = self.claim_runs(now=now, worker=worker, limit=limit,
                                          tick_id=tick_id, run_ids=run_ids, handlers=handlers,
                                          conflict=True)
-                recorded = self.finish_runs(outcomes, now=now)
         except Conflict:
             return self.finish_runs(outcomes, now=now), []
         return recorded, claims
@@ -401,11 +420,15 @@ class Store:
         (the ones this worker has loaded). Another worker claiming an exclusive run of the
         same job at the same moment makes the claim find nothing (or, with ``conflict``,
         raise Conflict: the transaction it was part of is aborted)."""
-        params = {"now": now, "worker": worker, "limit": limit, "scan": max(limit * 4, 20),
-                  "tick_id": tick_id, "run_ids": list(run_ids) if run_ids is not None else None,
+        params = {"now": now, "worker": worker, "limit": limit, "tick_id": tick_id,
                   "handlers": list(handlers)}
         try:
-            return self._rows("claim_runs", params, Claimed)
+            if run_ids is not None:
+                return self._rows("claim_runs_by_id", params | {"run_ids": list(run_ids)},
+                                  Claimed)
+            with self._pipelined_transaction():
+                self._send("claim_plan")
+                return self._rows("claim_runs", params | {"scan": claim_scan(limit)}, Claimed)
         except Conflict:
             # Another worker claimed an exclusive run of the same job at the same moment;
             # the unique index refused the second one. Nothing was claimed: try again later.

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "cronjobs"
 def test_every_named_query_is_used_and_every_used_name_exists() -> None:
     source = (PACKAGE / "db" / "store.py").read_text()  # the only code that runs SQL
     names = set(sql.queries())
-    runs = r"\b_(?:rows|row|count|send|binary|binary_later)\(\s*\"([a-z_0-9]+)\""
+    runs = r"\b_(?:rows|row|one|values|count|send|binary|binary_later)\(\s*\"([a-z_0-9]+)\""
     used = set(re.findall(runs, source))
     for pair in re.findall(r"\"([a-z_0-9]+)\" if \w+ else \"([a-z_0-9]+)\"", source):
         used |= set(pair)
