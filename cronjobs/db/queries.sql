@@ -365,7 +365,10 @@ WITH candidates AS MATERIALIZED (
 ), claimed AS (
     UPDATE job_runs AS r
     SET status = 'running', attempt = r.attempt + 1, lease_owner = %(worker)s,
-        lease_token = gen_random_uuid(), lease_expires_at = %(now)s + d.lease,
+        -- (a job without a lease, written around the CLI's checks, is held long enough to
+        -- record that it cannot run)
+        lease_token = gen_random_uuid(),
+        lease_expires_at = %(now)s + coalesce(d.lease, interval '60 seconds'),
         heartbeat_at = %(now)s, started_at = %(now)s, finished_at = NULL,
         cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s
     FROM job_definitions AS d
@@ -413,7 +416,10 @@ WITH candidates AS MATERIALIZED (
 ), claimed AS (
     UPDATE job_runs AS r
     SET status = 'running', attempt = r.attempt + 1, lease_owner = %(worker)s,
-        lease_token = gen_random_uuid(), lease_expires_at = %(now)s + d.lease,
+        -- (a job without a lease, written around the CLI's checks, is held long enough to
+        -- record that it cannot run)
+        lease_token = gen_random_uuid(),
+        lease_expires_at = %(now)s + coalesce(d.lease, interval '60 seconds'),
         heartbeat_at = %(now)s, started_at = %(now)s, finished_at = NULL,
         cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s
     FROM job_definitions AS d
