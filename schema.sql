@@ -87,7 +87,8 @@ CREATE UNIQUE INDEX job_definitions_name_key
 CREATE INDEX job_definitions_due_idx
     ON job_definitions (next_due_at) WHERE removed_at IS NULL;
 
--- Each tick leaves a record: who, when, and what it did.
+-- Each tick leaves a record: who, when, and what it did. A tick that went away before
+-- recording its end (killed, or its database unreachable) is closed as 'lost' by a later one.
 CREATE TABLE job_ticks (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     worker        text NOT NULL,
@@ -96,7 +97,7 @@ CREATE TABLE job_ticks (
     finished_at   timestamptz,
     status        text NOT NULL DEFAULT 'running'
         CONSTRAINT job_ticks_status_check
-        CHECK (status IN ('running', 'finished', 'failed', 'interrupted')),
+        CHECK (status IN ('running', 'finished', 'failed', 'interrupted', 'lost')),
     materialised  integer NOT NULL DEFAULT 0,
     skipped       integer NOT NULL DEFAULT 0,
     reclaimed     integer NOT NULL DEFAULT 0,
@@ -109,6 +110,10 @@ CREATE TABLE job_ticks (
 );
 
 CREATE INDEX job_ticks_started_idx ON job_ticks (started_at);
+-- the ticks still running (or lost without recording their end: the next tick closes them)
+CREATE INDEX job_ticks_running_idx ON job_ticks (tick_at) WHERE status = 'running';
+-- the lost ones, newest first (cronjobs status shows them)
+CREATE INDEX job_ticks_lost_idx ON job_ticks (finished_at) WHERE status = 'lost';
 
 -- One row per run of a job. A scheduled slot becomes a run through one
 -- INSERT ... ON CONFLICT DO NOTHING on job_runs_slot_key: the run row is the marker.

@@ -57,6 +57,7 @@ class TickStatus(StrEnum):
     FINISHED = "finished"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
+    LOST = "lost"  # it went away before recording its end; closed by a later tick
 
 
 class SkipReason(StrEnum):
@@ -418,6 +419,9 @@ class Health:
     failed_last_day: int
     dead_last_day: int
     jobs: int
+    lost_ticks_last_day: int
+    last_lost_tick_worker: str | None
+    last_lost_tick_at: dt.datetime | None
 
 
 @dataclass(frozen=True)
@@ -463,3 +467,12 @@ class WaitingRuns:
     handler: str
     runs: int
     oldest: dt.datetime
+
+
+@dataclass(frozen=True)
+class LostTick:
+    """A tick that went away before recording its end, closed by a later one."""
+
+    id: int
+    worker: str
+    tick_at: dt.datetime

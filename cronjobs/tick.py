@@ -21,13 +21,19 @@ from cronjobs.db.store import Store
 from cronjobs.durations import format_duration
 from cronjobs.errors import UsageError
 from cronjobs.execution.executor import ExecOptions, ExecReport, Executor
-from cronjobs.models import TickStatus, WaitingRuns
+from cronjobs.models import LostTick, TickStatus, WaitingRuns
 
 log = logging.getLogger(__name__)
 
 # How far ahead of the database clock --now may be without --allow-future: the clocks of
 # the host that typed it and of the database may differ a little, never by more.
 FUTURE_SKEW = dt.timedelta(minutes=1)
+
+# A tick still 'running' this long after its instant, holding no live lease, went away
+# before recording its end (killed, or its database unreachable at the end): the next tick
+# closes it as lost. A live tick renews the leases of what it runs, and one that runs
+# nothing ends within its --max-runtime (45 s by default) plus its materialisation.
+TICK_LOST_AFTER = dt.timedelta(hours=1)
 
 
 class TickOptions(NamedTuple):
@@ -62,6 +68,7 @@ class TickReport:
         self.pruned = 0
         self.handlers: tuple[str, ...] = ()  # the handlers the tick could run
         self.waiting: list[WaitingRuns] = []  # due runs of the handlers it could not
+        self.lost_ticks: list[LostTick] = []  # earlier ticks it closed as lost
 
     def counts(self) -> dict[str, int]:
         e = self.execute
@@ -94,6 +101,7 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
     report.handlers = handlers
     executor: Executor | None = None
     try:
+        report.lost_ticks = _close_lost_ticks(store, now)
         if options.run_ids is None:
             report.materialise = materialise(store, now, tick_id=tick_id)
         executor = Executor(store, ExecOptions(
@@ -134,6 +142,16 @@ def _record(store: Store, clock: Clock, report: TickReport, status: TickStatus,
                           now=clock.now(), error=error)
     except Exception as exc:
         log.warning("could not record the tick: %s", exc, extra={"action": "tick"})
+
+
+def _close_lost_ticks(store: Store, now: dt.datetime) -> list[LostTick]:
+    """Close the ticks that went away before recording their end, saying whose they were."""
+    lost = store.close_lost_ticks(now=now, lost_after=TICK_LOST_AFTER)
+    for t in lost:
+        log.warning("tick %s of worker %s (at %s) went away without recording its end: "
+                    "closed as lost", t.id, t.worker, t.tick_at.isoformat(),
+                    extra={"action": "lost_tick", "tick_id": t.id, "worker": t.worker})
+    return lost
 
 
 def _handlers(apps: tuple[str, ...]) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronjobs.durations import format_duration
-from cronjobs.models import Attempt, Definition, Run, WaitingRuns
+from cronjobs.models import Attempt, Definition, LostTick, Run, WaitingRuns
 
 if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cronjobs
     from cronjobs.core.definitions import DefineResult, Description, Listing, Preview, Slot
@@ -265,6 +265,8 @@ def tick_json(report: TickReport) -> dict[str, Any]:
                  for f in report.execute.finished],
         "handlers": list(report.handlers),
         "waiting_for_handlers": [waiting_json(w) for w in report.waiting],
+        "lost_ticks_closed": [{"tick_id": t.id, "worker": t.worker, "tick_at": instant(t.tick_at)}
+                              for t in report.lost_ticks],
     }
 
 
@@ -277,6 +279,12 @@ def waiting_lines(waiting: Iterable[WaitingRuns]) -> list[str]:
     """For a tick's stderr: the due runs it left waiting for handlers it has not loaded."""
     return [f"{w.runs} due run(s) wait for handler {w.handler!r}, which no --app module of "
             "this tick registers (try --app MODULE)" for w in waiting]
+
+
+def lost_tick_lines(lost: Iterable[LostTick]) -> list[str]:
+    """For a tick's stderr: the earlier ticks it closed as lost."""
+    return [f"closed tick {t.id} of worker {t.worker} (at {short(t.tick_at)}) as lost: it went "
+            "away without recording its end" for t in lost]
 
 
 def tick_summary(report: TickReport) -> str:
@@ -446,6 +454,10 @@ def status_json(st: Status) -> dict[str, Any]:
         "last_tick": {"at": instant(n.last_tick_at), "worker": n.last_tick_worker,
                       "status": n.last_tick_status},
         "ticks_last_hour": n.ticks_last_hour,
+        "lost_ticks": {"last_day": n.lost_ticks_last_day,
+                       "latest": {"worker": n.last_lost_tick_worker,
+                                  "at": instant(n.last_lost_tick_at)}
+                       if n.last_lost_tick_at is not None else None},
         "ticks_per_minute": round(n.ticks_last_hour / 60, 2),
         "backlog": {"runs": n.backlog, "oldest_eligible_at": instant(n.backlog_oldest)},
         "running": [{"run_id": r.id, "job": r.job, "attempt": r.attempt,
@@ -476,6 +488,9 @@ def status_text(st: Status) -> str:
         f"last tick       {last}",
         f"ticks           {n.ticks_last_hour} in the last hour "
         f"({n.ticks_last_hour / 60:.2f}/min)",
+        f"lost ticks      {n.lost_ticks_last_day} in the last day" + (
+            f" (latest: worker {n.last_lost_tick_worker}, tick at "
+            f"{short(n.last_lost_tick_at)})" if n.last_lost_tick_at is not None else ""),
         f"backlog         {n.backlog} due run(s) unclaimed{oldest}",
         f"running         {n.running}",
         f"last day        {n.failed_last_day} failed (awaiting retry), "

@@ -156,6 +156,9 @@ def metrics(store: Store, *, now: dt.datetime | None = None) -> str:
            "When the last tick started (0: never).", [({}, ts(n.last_tick_at))])
     metric("cronjobs_ticks_last_hour", "gauge", "Ticks started in the last hour.",
            [({}, n.ticks_last_hour)])
+    metric("cronjobs_lost_ticks_last_day", "gauge",
+           "Ticks closed as lost in the last day: they went away without recording their end.",
+           [({}, n.lost_ticks_last_day)])
     metric("cronjobs_backlog_runs", "gauge", "Runs due but not claimed yet.",
            [({}, n.backlog)])
     oldest = n.backlog_oldest

@@ -169,6 +169,27 @@ SET finished_at = %(now)s, status = %(status)s, materialised = %(materialised)s,
 FROM no_wait
 WHERE id = %(id)s;
 
+-- name: close_lost_ticks
+-- Ticks still 'running' that went away before recording their end (killed, or their
+-- database unreachable when they finished): started more than %(lost_after)s before the
+-- instant, and holding no run whose lease is live at it (a tick that runs something renews
+-- its leases; one that runs nothing ends within its --max-runtime). Closed as 'lost', with
+-- the worker named in the error, at the instant.
+UPDATE job_ticks AS t
+SET status = 'lost', finished_at = %(now)s,
+    error = 'lost: the tick of worker ' || t.worker || ' (at ' || t.tick_at
+            || ') went away without recording its end'
+WHERE t.id IN (
+    SELECT s.id FROM job_ticks AS s
+    WHERE s.status = 'running' AND s.tick_at < %(now)s - %(lost_after)s::interval
+      AND NOT EXISTS (
+          SELECT 1 FROM job_runs AS r
+          WHERE r.tick_id = s.id AND r.status = 'running' AND r.lease_expires_at >= %(now)s)
+    ORDER BY s.tick_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED)
+RETURNING t.id, t.worker, t.tick_at;
+
 -- name: due_definitions
 -- Definitions with a slot due, locked so that concurrent ticks share them instead of
 -- deciding the same ones; the partial index on next_due_at keeps this proportional to
@@ -658,7 +679,13 @@ SELECT
      WHERE status = 'failed' AND updated_at > %(now)s - interval '1 day') AS failed_last_day,
     (SELECT count(*) FROM job_runs
      WHERE status = 'dead' AND finished_at > %(now)s - interval '1 day') AS dead_last_day,
-    (SELECT count(*) FROM job_definitions WHERE removed_at IS NULL) AS jobs;
+    (SELECT count(*) FROM job_definitions WHERE removed_at IS NULL) AS jobs,
+    (SELECT count(*) FROM job_ticks
+     WHERE status = 'lost' AND finished_at > %(now)s - interval '1 day') AS lost_ticks_last_day,
+    (SELECT worker FROM job_ticks WHERE status = 'lost'
+     ORDER BY finished_at DESC LIMIT 1) AS last_lost_tick_worker,
+    (SELECT tick_at FROM job_ticks WHERE status = 'lost'
+     ORDER BY finished_at DESC LIMIT 1) AS last_lost_tick_at;
 
 -- name: running_runs
 SELECT r.id, d.name AS job, r.attempt, r.lease_owner, r.started_at, r.heartbeat_at,

@@ -41,6 +41,7 @@ from cronjobs.models import (
     JobStats,
     LeaseHeld,
     ListedDefinition,
+    LostTick,
     NewRun,
     NewSkip,
     Outcome,
@@ -297,6 +298,13 @@ class Store:
         row = self._one("insert_tick", {"worker": worker, "now": now,
                                         "handlers": list(handlers)}, TickStarted)
         return row.id, row.tick_at.astimezone(dt.UTC)
+
+    def close_lost_ticks(self, *, now: dt.datetime, lost_after: dt.timedelta
+                         ) -> list[LostTick]:
+        """Close as lost the ticks that went away before recording their end: still
+        running, started more than ``lost_after`` before ``now``, holding no live lease."""
+        return self._rows("close_lost_ticks", {"now": now, "lost_after": lost_after},
+                          LostTick)
 
     def finish_tick(self, tick_id: int, *, status: str, counts: Mapping[str, int],
                     now: dt.datetime, error: str | None = None) -> None:
