@@ -277,18 +277,22 @@ class Executor:
 
     def _cannot_start(self, claim: Claimed, exc: Exception) -> None:
         """``claim`` could not be started (a row written around the CLI's checks, or the
-        system refused): it fails alone, for good (a retry would meet the same row), with
-        the reason recorded on it on the next pass; the rest of the batch runs."""
+        system refused): it fails alone, with the reason recorded on it on the next pass;
+        the rest of the batch runs."""
         from cronjobs.execution.process import Result  # noqa: PLC0415 - see the imports above
 
         reason = exc.message if isinstance(exc, CronjobsError) else f"{type(exc).__name__}: {exc}"
         error = f"could not start: {reason}"[:1000]
         log.error("run %s: %s", claim.id, error,
                   extra={"action": "start", "run_id": claim.id, "job": claim.name})
-        dead = dataclasses.replace(claim, max_attempts=claim.attempt, lease=lease_of(claim))
+        # the row itself is wrong (a retry would meet it again): dead at once; the system
+        # refused (out of processes...): retried as any failed attempt
+        row = isinstance(exc, (UnrunnableRun, ValueError, TypeError))
+        failed = dataclasses.replace(claim, max_attempts=claim.attempt if row
+                                     else claim.max_attempts, lease=lease_of(claim))
         self.active.pop(claim.id, None)
-        self.active[claim.id] = _Active(dead, _Done(Result(AttemptOutcome.FAILED, None, error,
-                                                           "", None, 0.0)), time.monotonic())
+        self.active[claim.id] = _Active(failed, _Done(Result(AttemptOutcome.FAILED, None, error,
+                                                             "", None, 0.0)), time.monotonic())
 
     def _poll_jobs(self) -> list[tuple[_Active, Result]]:
         """The jobs that ended, taken out of ``active``."""

@@ -169,3 +169,21 @@ def test_an_outcome_the_database_refuses_loses_no_other(
     assert report["counts"]["succeeded"] == 2
     lost = [r for r in report["runs"] if r["status"] is None]
     assert [r["job"] for r in lost] == ["poison"]
+
+
+def test_a_run_the_system_cannot_start_is_retried(
+        cli: Invoke, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from cronjobs.execution.watchdog import Watchdog
+
+    def refuse() -> Watchdog:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(Watchdog, "start", staticmethod(refuse))
+    _queue(cli, "busy")
+    result = cli("tick", "--json")
+    assert result.exit_code == 0, result.stderr
+    status, attempt, error = _runs(db)["busy"]
+    # not the row's fault: a failed attempt, retried after its backoff like any other
+    assert (status, attempt) == ("failed", 1)
+    assert error is not None
+    assert error.startswith("could not start: BlockingIOError: [Errno 11] Resource temporarily")
