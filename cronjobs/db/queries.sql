@@ -487,7 +487,10 @@ UPDATE job_runs AS r
 SET heartbeat_at = %(now)s, lease_expires_at = %(now)s + v.lease
 FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(leases)s::interval[])
      AS v (id, token, lease)
-WHERE r.id = v.id AND r.lease_token = v.token AND r.status = 'running'
+-- (the runs by id, an array looked up in the primary key: a condition on status would let
+-- the planner read every entry of job_runs_running_idx instead, finished runs' included
+-- until vacuum; the lease token, set only while a run is running, is the fence)
+WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = v.id AND r.lease_token = v.token
 RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel_requested;
 
 -- name: finish_runs
@@ -516,7 +519,8 @@ WITH v AS (
         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
         updated_at = %(now)s
     FROM v
-    WHERE r.id = v.id AND r.lease_token = v.token AND r.status = 'running'
+    -- by id, fenced by the lease token (set only while a run is running): see heartbeat
+    WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = v.id AND r.lease_token = v.token
     RETURNING r.id, r.attempt, r.definition_id, v.token, v.status, v.outcome, v.exit_code,
               v.error, v.output_tail
 ), attempt AS (

@@ -63,10 +63,11 @@ T = TypeVar("T")
 
 
 def claim_scan(limit: int) -> int:
-    """How many candidates a claim of ``limit`` runs reads (at most): more than the batch
-    makes up for the exclusive runs of one job, of which one per claim is taken. The
-    range a claim scans is bounded by this, never by the length of the queue."""
-    return limit * 2 + 2
+    """How many candidates a claim of ``limit`` runs reads (at most): two more than the
+    batch make up for a few exclusive runs of one job, of which one per claim is taken
+    (a long run of them is one job's backlog: one per claim whatever the scan). The range
+    a claim scans is bounded by this, never by the length of the queue."""
+    return limit + 2
 
 
 class Store:
