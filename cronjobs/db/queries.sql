@@ -174,7 +174,8 @@ WHERE id = %(id)s;
 -- database unreachable when they finished): started more than %(lost_after)s before the
 -- instant, and holding no run whose lease is live at it (a tick that runs something renews
 -- its leases; one that runs nothing ends within its --max-runtime). Closed as 'lost', with
--- the worker named in the error, at the instant.
+-- the worker named in the error, at the instant. Started: both its instant and when its row
+-- was written (a live tick given an old --now is not lost).
 UPDATE job_ticks AS t
 SET status = 'lost', finished_at = %(now)s,
     error = 'lost: the tick of worker ' || t.worker || ' (at ' || t.tick_at
@@ -182,6 +183,7 @@ SET status = 'lost', finished_at = %(now)s,
 WHERE t.id IN (
     SELECT s.id FROM job_ticks AS s
     WHERE s.status = 'running' AND s.tick_at < %(now)s - %(lost_after)s::interval
+      AND s.started_at < %(now)s - %(lost_after)s::interval
       AND NOT EXISTS (
           SELECT 1 FROM job_runs AS r
           WHERE r.tick_id = s.id AND r.status = 'running' AND r.lease_expires_at >= %(now)s)

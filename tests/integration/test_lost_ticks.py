@@ -42,6 +42,10 @@ def test_the_next_tick_closes_a_lost_tick(cli: Invoke, db: psycopg.Connection[An
                {"at": instant - 3 * HOUR, "now": instant, "busy": busy})
     # started a moment ago: it may be materialising, not lost
     recent = _seed_tick(db, "host-c:9", instant - dt.timedelta(minutes=10))
+    # a live tick given an old --now: its row was written a moment ago
+    pinned = _seed_tick(db, "host-d:3", instant - 3 * HOUR)
+    db.execute("UPDATE job_ticks SET started_at = %s WHERE id = %s",
+               (instant - dt.timedelta(minutes=1), pinned))
 
     result = cli("tick", "--now", instant.isoformat(), "--json")
     assert result.exit_code == 0, result.stderr
@@ -58,6 +62,7 @@ def test_the_next_tick_closes_a_lost_tick(cli: Invoke, db: psycopg.Connection[An
     assert "worker host-a:4242" in error and "without recording its end" in error
     assert rows[busy][0] == "running"
     assert rows[recent][0] == "running"
+    assert rows[pinned][0] == "running"
     ticks = [r for r in rows.values() if r[0] == "finished"]
     assert len(ticks) == 1  # the tick itself
 
