@@ -358,10 +358,14 @@ class Outcome:
 
 @dataclass(frozen=True)
 class TickStarted:
-    """A tick's row just inserted: its id and its instant."""
+    """A tick's row just inserted: its id and its instant, and the earlier ticks it closed
+    as lost (ids, workers, instants; None for none)."""
 
     id: int
     tick_at: dt.datetime
+    lost_ids: list[int] | None
+    lost_workers: list[str] | None
+    lost_tick_ats: list[dt.datetime] | None
 
 
 @dataclass(frozen=True)

@@ -94,14 +94,15 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
     if options.now is not None and not options.allow_future:
         _refuse_the_future(store, options.now)
     handlers = _handlers(options.apps)  # before anything is written: a broken app stops here
-    tick_id, now = store.insert_tick(worker=options.worker, now=options.now,
-                                     handlers=handlers)
+    tick_id, now, lost = store.insert_tick(worker=options.worker, now=options.now,
+                                           lost_after=TICK_LOST_AFTER, handlers=handlers)
     clock = Clock(now)
     report = TickReport(tick_id, now, False)
     report.handlers = handlers
+    report.lost_ticks = lost
+    _log_lost_ticks(lost)
     executor: Executor | None = None
     try:
-        report.lost_ticks = _close_lost_ticks(store, now)
         if options.run_ids is None:
             report.materialise = materialise(store, now, tick_id=tick_id)
         executor = Executor(store, ExecOptions(
@@ -144,14 +145,12 @@ def _record(store: Store, clock: Clock, report: TickReport, status: TickStatus,
         log.warning("could not record the tick: %s", exc, extra={"action": "tick"})
 
 
-def _close_lost_ticks(store: Store, now: dt.datetime) -> list[LostTick]:
-    """Close the ticks that went away before recording their end, saying whose they were."""
-    lost = store.close_lost_ticks(now=now, lost_after=TICK_LOST_AFTER)
+def _log_lost_ticks(lost: list[LostTick]) -> None:
+    """Say whose ticks the tick closed as lost."""
     for t in lost:
         log.warning("tick %s of worker %s (at %s) went away without recording its end: "
                     "closed as lost", t.id, t.worker, t.tick_at.isoformat(),
                     extra={"action": "lost_tick", "tick_id": t.id, "worker": t.worker})
-    return lost
 
 
 def _handlers(apps: tuple[str, ...]) -> tuple[str, ...]:

@@ -120,16 +120,6 @@ class Store:
         with _translated(), self.conn.pipeline():
             yield
 
-    @contextmanager
-    def _pipelined_transaction(self) -> Iterator[None]:
-        """A transaction whose statements go out together (one round trip to the first
-        answer read); inside one already open, that one."""
-        if self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
-            yield
-            return
-        with _translated(), self.conn.pipeline(), self.conn.transaction():
-            yield
-
     def _send(self, name: str, params: Mapping[str, Any] | None = None) -> None:
         """Run a statement whose answer is only whether it worked."""
         with _translated(), self.conn.cursor() as cur:
@@ -292,20 +282,18 @@ class Store:
 
     # -- ticks and materialisation ------------------------------------------------------
 
-    def insert_tick(self, *, worker: str, now: dt.datetime | None,
-                    handlers: Sequence[str] = ()) -> tuple[int, dt.datetime]:
+    def insert_tick(self, *, worker: str, now: dt.datetime | None, lost_after: dt.timedelta,
+                    handlers: Sequence[str] = ()
+                    ) -> tuple[int, dt.datetime, list[LostTick]]:
         """Record a tick starting at ``now`` (None: the database clock's now), with the
-        handlers it can run; returns its id and its instant."""
-        row = self._one("insert_tick", {"worker": worker, "now": now,
+        handlers it can run, and close as lost the ticks that went away before recording
+        their end (still running, started more than ``lost_after`` before the instant,
+        holding no live lease); returns its id, its instant and the ticks it closed."""
+        row = self._one("insert_tick", {"worker": worker, "now": now, "lost_after": lost_after,
                                         "handlers": list(handlers)}, TickStarted)
-        return row.id, row.tick_at.astimezone(dt.UTC)
-
-    def close_lost_ticks(self, *, now: dt.datetime, lost_after: dt.timedelta
-                         ) -> list[LostTick]:
-        """Close as lost the ticks that went away before recording their end: still
-        running, started more than ``lost_after`` before ``now``, holding no live lease."""
-        return self._rows("close_lost_ticks", {"now": now, "lost_after": lost_after},
-                          LostTick)
+        lost = [LostTick(i, w, at) for i, w, at in zip(
+            row.lost_ids or [], row.lost_workers or [], row.lost_tick_ats or [], strict=True)]
+        return row.id, row.tick_at.astimezone(dt.UTC), lost
 
     def finish_tick(self, tick_id: int, *, status: str, counts: Mapping[str, int],
                     now: dt.datetime, error: str | None = None) -> None:
@@ -435,9 +423,19 @@ class Store:
             if run_ids is not None:
                 return self._rows("claim_runs_by_id", params | {"run_ids": list(run_ids)},
                                   Claimed)
-            with self._pipelined_transaction():
-                self._send("claim_plan")
-                return self._rows("claim_runs", params | {"scan": claim_scan(limit)}, Claimed)
+            params |= {"scan": claim_scan(limit)}
+            if self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                self._send("claim_plan")  # SET LOCAL: the transaction open already
+                return self._rows("claim_runs", params, Claimed)
+            # its own transaction, sent at once (BEGIN, the plan, the claim, COMMIT) and
+            # read when the commit is in: one round trip, as a lone statement would be
+            with _translated():
+                with self.conn.pipeline(), self.conn.transaction():
+                    self._send("claim_plan")
+                    cur = self.conn.cursor(row_factory=class_row(Claimed))
+                    cur.execute(sql.query("claim_runs"), params)
+                with cur:
+                    return cur.fetchall()
         except Conflict:
             # Another worker claimed an exclusive run of the same job at the same moment;
             # the unique index refused the second one. Nothing was claimed: try again later.
