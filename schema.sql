@@ -116,7 +116,8 @@ CREATE TABLE job_groups (
     updated_at   timestamptz NOT NULL DEFAULT now()
 );
 
--- Each tick leaves a record: who, when, and what it did.
+-- Each tick leaves a record: who, when, and what it did. A tick that went away before
+-- recording its end (killed, or its database unreachable) is closed as 'lost' by a later one.
 CREATE TABLE job_ticks (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     worker        text NOT NULL,
@@ -125,7 +126,7 @@ CREATE TABLE job_ticks (
     finished_at   timestamptz,
     status        text NOT NULL DEFAULT 'running'
         CONSTRAINT job_ticks_status_check
-        CHECK (status IN ('running', 'finished', 'failed', 'interrupted')),
+        CHECK (status IN ('running', 'finished', 'failed', 'interrupted', 'lost')),
     materialised  integer NOT NULL DEFAULT 0,
     skipped       integer NOT NULL DEFAULT 0,
     reclaimed     integer NOT NULL DEFAULT 0,
@@ -138,6 +139,10 @@ CREATE TABLE job_ticks (
 );
 
 CREATE INDEX job_ticks_started_idx ON job_ticks (started_at);
+-- the ticks still running (or lost without recording their end: the next tick closes them)
+CREATE INDEX job_ticks_running_idx ON job_ticks (tick_at) WHERE status = 'running';
+-- the lost ones, newest first (cronjobs status shows them)
+CREATE INDEX job_ticks_lost_idx ON job_ticks (finished_at) WHERE status = 'lost';
 
 -- One row per run of a job. A scheduled slot becomes a run through one
 -- INSERT ... ON CONFLICT DO NOTHING on job_runs_slot_key: the run row is the marker.
@@ -205,10 +210,11 @@ CREATE UNIQUE INDEX job_runs_slot_key
 -- at most one exclusive run of a job holds a lease at a time, whatever races the claims
 CREATE UNIQUE INDEX job_runs_exclusive_running_key
     ON job_runs (definition_id) WHERE status = 'running' AND exclusive;
--- what is due: only waiting runs are indexed, however many finished runs the table holds;
--- backfilled runs after all others, so that a backfill never holds up a schedule
-CREATE INDEX job_runs_due_idx
-    ON job_runs ((trigger = 'backfill'), eligible_at) WHERE status IN ('queued', 'failed');
+-- what is due, in the claim's order: only waiting runs are indexed, however many finished
+-- runs the table holds; backfilled runs after all others, so that a backfill never holds up
+-- a schedule; then by eligible_at and id, so that a claim of N runs reads its first N entries
+CREATE INDEX job_runs_claim_idx
+    ON job_runs ((trigger = 'backfill'), eligible_at, id) WHERE status IN ('queued', 'failed');
 -- one-off runs waiting for their time (trigger --at)
 CREATE INDEX job_runs_scheduled_idx ON job_runs (eligible_at) WHERE status = 'scheduled';
 -- what is running (and so what may have expired): keyed on a column a heartbeat leaves alone
@@ -301,8 +307,7 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (1, 'initial');
 INSERT INTO cronjobs_migrations (version, name) VALUES (2, 'ack_and_backfill_order');
 INSERT INTO cronjobs_migrations (version, name) VALUES (3, 'tick_handlers');
 INSERT INTO cronjobs_migrations (version, name) VALUES (4, 'indexes_and_hot_updates');
--- placeholder, replaced when the change numbered 5 merges
-INSERT INTO cronjobs_migrations (version, name) VALUES (5, 'reserved_for_another_change');
+INSERT INTO cronjobs_migrations (version, name) VALUES (5, 'claim_order');
 INSERT INTO cronjobs_migrations (version, name) VALUES (6, 'jobs_as_code');
 INSERT INTO cronjobs_migrations (version, name) VALUES (7, 'notifications_and_live_output');
 INSERT INTO cronjobs_migrations (version, name) VALUES (8, 'dashboard_indexes');

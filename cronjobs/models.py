@@ -71,6 +71,7 @@ class TickStatus(StrEnum):
     FINISHED = "finished"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
+    LOST = "lost"  # it went away before recording its end; closed by a later tick
 
 
 class SkipReason(StrEnum):
@@ -149,8 +150,8 @@ class Definition:
     schedule_since: dt.datetime
     created_at: dt.datetime
     updated_at: dt.datetime
-    notify_urls: tuple[str, ...] = ()  # secrets: shown masked (cronjobs.validation.mask_url)
-    notify_on: tuple[str, ...] = ("dead", "recovery")
+    notify_urls: tuple[str, ...]  # secrets: shown masked (cronjobs.validation.mask_url)
+    notify_on: tuple[str, ...]
 
     def __post_init__(self) -> None:  # text[] columns arrive as lists
         object.__setattr__(self, "notify_urls", tuple(self.notify_urls or ()))
@@ -211,7 +212,7 @@ class Run:
     updated_at: dt.datetime
     acknowledged_at: dt.datetime | None
     acknowledged_by: str | None
-    output_bytes: int | None = None  # bytes the current attempt printed so far (live)
+    output_bytes: int | None  # bytes the current attempt printed so far (live)
 
     @property
     def unacknowledged(self) -> bool:
@@ -269,6 +270,77 @@ class Delivery:
     http_status: int | None
     error: str | None
     sent_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class UpsertedDefinition(Definition):
+    """A definition as ``upsert_definition`` returns it: whether the row is new."""
+
+    created: bool
+
+
+@dataclass(frozen=True)
+class ListedDefinition(Definition):
+    """A definition as ``list_definitions`` returns it: with its latest run."""
+
+    last_run_status: str | None
+    last_run_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class NotifyConfig:
+    """A job's webhook receivers (``notify_config``): secrets, shown masked."""
+
+    id: int
+    name: str
+    notify_urls: list[str]
+    notify_on: list[str]
+
+
+@dataclass(frozen=True)
+class LiveOutput:
+    """What ``cronjobs logs`` reads of a run (``live_output``)."""
+
+    id: int
+    status: str
+    attempt: int
+    max_attempts: int
+    output_tail: str | None
+    output_bytes: int | None
+    error: str | None
+    exit_code: int | None
+    eligible_at: dt.datetime
+    finished_at: dt.datetime | None
+    job: str
+
+
+@dataclass(frozen=True)
+class DashboardJob(Definition):
+    """A definition as ``dashboard_jobs`` returns it: with its latest runs, oldest first
+    (each array None when it has none)."""
+
+    run_ids: list[int] | None
+    run_statuses: list[str] | None
+    run_slots: list[dt.datetime] | None
+    run_times: list[dt.datetime] | None
+
+
+@dataclass(frozen=True)
+class DueOneOff:
+    """A one-off run whose time has come (``due_one_off_runs``), with its job's overlap."""
+
+    id: int
+    definition_id: int
+    scheduled_for: dt.datetime
+    name: str
+    overlap: str
+
+
+@dataclass(frozen=True)
+class JobRun(Run):
+    """A run with its job's name (``run_by_id``, ``list_runs``)."""
+
+    job: str
 
 
 @dataclass(frozen=True)
@@ -390,3 +462,129 @@ class Outcome:
     result: Any
     retry_in: dt.timedelta | None = None
     extra_attempts: int = 0
+
+
+@dataclass(frozen=True)
+class TickStarted:
+    """A tick's row just inserted: its id and its instant, and the earlier ticks it closed
+    as lost (ids, workers, instants; None for none)."""
+
+    id: int
+    tick_at: dt.datetime
+    lost_ids: list[int] | None
+    lost_workers: list[str] | None
+    lost_tick_ats: list[dt.datetime] | None
+
+
+@dataclass(frozen=True)
+class LeaseHeld:
+    """A lease a heartbeat renewed, and whether the run was asked to stop."""
+
+    id: int
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class Reclaimed:
+    """A run whose expired lease a tick took over: back to the queue, or dead."""
+
+    id: int
+    status: str
+    definition_id: int
+    lease_owner: str | None
+    error: str | None
+    scheduled_for: dt.datetime
+    attempt: int
+    job: str
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    """A failed attempt counted against its job: what alerting needs to know."""
+
+    name: str
+    alert_command: str | None
+    alert_on_failure: bool
+    just_paused: bool
+    pause_note: str | None
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """A run deleted by one batch of prune."""
+
+    id: int
+    finished_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class Health:
+    """The installation's numbers at an instant (``status``, ``metrics``)."""
+
+    last_tick_at: dt.datetime | None
+    last_tick_worker: str | None
+    last_tick_status: str | None
+    ticks_last_hour: int
+    backlog: int
+    backlog_oldest: dt.datetime | None
+    running: int
+    failed_last_day: int
+    dead_last_day: int
+    jobs: int
+    lost_ticks_last_day: int
+    last_lost_tick_worker: str | None
+    last_lost_tick_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class RunningRun:
+    """A run held by a worker, as ``status`` lists it."""
+
+    id: int
+    job: str
+    attempt: int
+    lease_owner: str | None
+    started_at: dt.datetime | None
+    heartbeat_at: dt.datetime | None
+    lease_expires_at: dt.datetime
+    cancel_requested_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class JobStats:
+    """One job's numbers for ``status`` and ``metrics``."""
+
+    id: int
+    name: str
+    schedule: str
+    timezone: str
+    created_at: dt.datetime
+    schedule_since: dt.datetime
+    paused_at: dt.datetime | None
+    invalid_reason: str | None
+    last_success_at: dt.datetime | None
+    last_duration: dt.timedelta | None
+    last_lateness: dt.timedelta | None
+    dead_unacknowledged: int
+    latest_dead_id: int | None
+    runs_by_status: dict[str, int]
+    retries: int
+
+
+@dataclass(frozen=True)
+class WaitingRuns:
+    """Due runs of a handler that no tick (or not this one) has loaded: they wait, attempts
+    untouched."""
+
+    handler: str
+    runs: int
+    oldest: dt.datetime
+
+
+@dataclass(frozen=True)
+class LostTick:
+    """A tick that went away before recording its end, closed by a later one."""
+
+    id: int
+    worker: str
+    tick_at: dt.datetime

@@ -22,7 +22,7 @@ from cronjobs.durations import format_duration
 from cronjobs.errors import UsageError
 from cronjobs.execution.executor import ExecOptions, ExecReport, Executor
 from cronjobs.execution.observe import RunObserver
-from cronjobs.models import TickStatus
+from cronjobs.models import LostTick, TickStatus, WaitingRuns
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +30,11 @@ log = logging.getLogger(__name__)
 # the host that typed it and of the database may differ a little, never by more.
 FUTURE_SKEW = dt.timedelta(minutes=1)
 
-
-class WaitingRuns(NamedTuple):
-    """Due runs of a handler that this tick has not loaded: they wait, attempts untouched."""
-
-    handler: str
-    runs: int
-    oldest: dt.datetime
+# A tick still 'running' this long after its instant, holding no live lease, went away
+# before recording its end (killed, or its database unreachable at the end): the next tick
+# closes it as lost. A live tick renews the leases of what it runs, and one that runs
+# nothing ends within its --max-runtime (45 s by default) plus its materialisation.
+TICK_LOST_AFTER = dt.timedelta(hours=1)
 
 
 class TickOptions(NamedTuple):
@@ -72,6 +70,7 @@ class TickReport:
         self.pruned = 0
         self.handlers: tuple[str, ...] = ()  # the handlers the tick could run
         self.waiting: list[WaitingRuns] = []  # due runs of the handlers it could not
+        self.lost_ticks: list[LostTick] = []  # earlier ticks it closed as lost
 
     def counts(self) -> dict[str, int]:
         e = self.execute
@@ -97,11 +96,13 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
     if options.now is not None and not options.allow_future:
         _refuse_the_future(store, options.now)
     handlers = _handlers(options.apps)  # before anything is written: a broken app stops here
-    tick_id, now = store.insert_tick(worker=options.worker, now=options.now,
-                                     handlers=handlers)
+    tick_id, now, lost = store.insert_tick(worker=options.worker, now=options.now,
+                                           lost_after=TICK_LOST_AFTER, handlers=handlers)
     clock = Clock(now)
     report = TickReport(tick_id, now, False)
     report.handlers = handlers
+    report.lost_ticks = lost
+    _log_lost_ticks(lost)
     executor: Executor | None = None
     # [observe] notifications, live output, tracing (the tick's span starts here)
     observer = RunObserver.for_tick(clock.now, tick_id=tick_id, worker=options.worker,
@@ -119,8 +120,7 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
             reconnect=reconnect, should_stop=should_stop)
         executor.observer = observer  # [observe]
         report.execute = executor.run()
-        report.waiting = [WaitingRuns(row["handler"], row["runs"], row["oldest"]) for row in
-                          executor.store.waiting_for_handlers(now=now, handlers=handlers)]
+        report.waiting = executor.store.waiting_for_handlers(now=now, handlers=handlers)
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.
             from cronjobs.core.prune import prune  # noqa: PLC0415 - only with --retention
@@ -152,6 +152,14 @@ def _record(store: Store, clock: Clock, report: TickReport, status: TickStatus,
                           now=clock.now(), error=error)
     except Exception as exc:
         log.warning("could not record the tick: %s", exc, extra={"action": "tick"})
+
+
+def _log_lost_ticks(lost: list[LostTick]) -> None:
+    """Say whose ticks the tick closed as lost."""
+    for t in lost:
+        log.warning("tick %s of worker %s (at %s) went away without recording its end: "
+                    "closed as lost", t.id, t.worker, t.tick_at.isoformat(),
+                    extra={"action": "lost_tick", "tick_id": t.id, "worker": t.worker})
 
 
 def _handlers(apps: tuple[str, ...]) -> tuple[str, ...]:

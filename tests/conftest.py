@@ -14,9 +14,11 @@ something wider than their own database run one at a time, each group on one wor
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -56,13 +58,39 @@ _SHARED_SERVER = "CRONJOBS_TEST_SHARED_SERVER_URL"
 _SHARED_SERVER_KEY = pytest.StashKey[contextlib.ExitStack]()
 
 
+def _shared_group(item: pytest.Item) -> str | None:
+    return _SHARED.get(item.path.name) or next(
+        (g for name, g in _SHARED_BY_FIXTURE.items()
+         if name in getattr(item, "fixturenames", ())), None)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        group = _SHARED.get(item.path.name) or next(
-            (g for name, g in _SHARED_BY_FIXTURE.items()
-             if name in getattr(item, "fixturenames", ())), None)
+        group = _shared_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(autouse=True)
+def _one_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test of a shared group holds its group's lock from its first fixture to its last
+    teardown, so that no two of them overlap whichever xdist workers run them (the
+    xdist_group marks only spread the load: they are no guarantee)."""
+    group = _shared_group(request.node)
+    if group is None:
+        yield
+        return
+    path = Path(tempfile.gettempdir()) / f"cronjobs-tests-{group}.lock"
+    try:  # (opened without O_CREAT when it exists: /tmp may refuse O_CREAT on another
+        # user's file, and CI runs the smoke tests as a second user)
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)  # any user may lock it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

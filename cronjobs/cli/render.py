@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronjobs.durations import format_duration
-from cronjobs.models import Attempt, Definition, Delivery, GroupUsage, Run
+from cronjobs.models import Attempt, Definition, Delivery, GroupUsage, LostTick, Run, WaitingRuns
 from cronjobs.validation import mask_url
 
 if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cronjobs
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cr
     from cronjobs.core.health import Status
     from cronjobs.core.materialise import BackfillReport, Decided
     from cronjobs.core.operations import Acknowledged, RunDetail
-    from cronjobs.tick import TickReport, WaitingRuns
+    from cronjobs.tick import TickReport
 
 
 def to_json(value: Any) -> str:
@@ -289,20 +289,27 @@ def tick_json(report: TickReport) -> dict[str, Any]:
                   "outcome": f.outcome, "status": f.status, "error": f.error}
                  for f in report.execute.finished],
         "handlers": list(report.handlers),
-        "waiting_for_handlers": [waiting_json(w._asdict()) for w in report.waiting],
+        "waiting_for_handlers": [waiting_json(w) for w in report.waiting],
+        "lost_ticks_closed": [{"tick_id": t.id, "worker": t.worker, "tick_at": instant(t.tick_at)}
+                              for t in report.lost_ticks],
     }
 
 
-def waiting_json(w: dict[str, Any]) -> dict[str, Any]:
+def waiting_json(w: WaitingRuns) -> dict[str, Any]:
     """Due runs waiting for a handler (a tick's, status's, explain's)."""
-    return {"handler": w["handler"], "runs": w["runs"],
-            "oldest_eligible_at": instant(w["oldest"])}
+    return {"handler": w.handler, "runs": w.runs, "oldest_eligible_at": instant(w.oldest)}
 
 
 def waiting_lines(waiting: Iterable[WaitingRuns]) -> list[str]:
     """For a tick's stderr: the due runs it left waiting for handlers it has not loaded."""
     return [f"{w.runs} due run(s) wait for handler {w.handler!r}, which no --app module of "
             "this tick registers (try --app MODULE)" for w in waiting]
+
+
+def lost_tick_lines(lost: Iterable[LostTick]) -> list[str]:
+    """For a tick's stderr: the earlier ticks it closed as lost."""
+    return [f"closed tick {t.id} of worker {t.worker} (at {short(t.tick_at)}) as lost: it went "
+            "away without recording its end" for t in lost]
 
 
 def tick_summary(report: TickReport) -> str:
@@ -359,8 +366,8 @@ def _explain_waiting(e: Explanation) -> str:
     if e.waiting is None:
         return ""
     w = e.waiting
-    return (f"\n{w['runs']} due run(s) wait for handler {w['handler']!r}, since "
-            f"{short(w['oldest'])}: no tick of the last 5m registers it (try --app MODULE "
+    return (f"\n{w.runs} due run(s) wait for handler {w.handler!r}, since "
+            f"{short(w.oldest)}: no tick of the last 5m registers it (try --app MODULE "
             "on a tick)")
 
 
@@ -519,64 +526,71 @@ def status_json(st: Status) -> dict[str, Any]:
         "now": instant(st.now),
         "healthy": st.healthy,
         "problems": st.problems,
-        "last_tick": {"at": instant(n["last_tick_at"]), "worker": n["last_tick_worker"],
-                      "status": n["last_tick_status"]},
-        "ticks_last_hour": n["ticks_last_hour"],
-        "ticks_per_minute": round(n["ticks_last_hour"] / 60, 2),
-        "backlog": {"runs": n["backlog"], "oldest_eligible_at": instant(n["backlog_oldest"])},
-        "running": [{"run_id": r["id"], "job": r["job"], "attempt": r["attempt"],
-                     "worker": r["lease_owner"], "started_at": instant(r["started_at"]),
-                     "heartbeat_at": instant(r["heartbeat_at"]),
-                     "lease_expires_at": instant(r["lease_expires_at"])}
+        "last_tick": {"at": instant(n.last_tick_at), "worker": n.last_tick_worker,
+                      "status": n.last_tick_status},
+        "ticks_last_hour": n.ticks_last_hour,
+        "lost_ticks": {"last_day": n.lost_ticks_last_day,
+                       "latest": {"worker": n.last_lost_tick_worker,
+                                  "at": instant(n.last_lost_tick_at)}
+                       if n.last_lost_tick_at is not None else None},
+        "ticks_per_minute": round(n.ticks_last_hour / 60, 2),
+        "backlog": {"runs": n.backlog, "oldest_eligible_at": instant(n.backlog_oldest)},
+        "running": [{"run_id": r.id, "job": r.job, "attempt": r.attempt,
+                     "worker": r.lease_owner, "started_at": instant(r.started_at),
+                     "heartbeat_at": instant(r.heartbeat_at),
+                     "lease_expires_at": instant(r.lease_expires_at)}
                     for r in st.running],
-        "failed_last_day": n["failed_last_day"],
-        "dead_last_day": n["dead_last_day"],
-        "dead_unacknowledged": n["dead_unacknowledged"],
+        "failed_last_day": n.failed_last_day,
+        "dead_last_day": n.dead_last_day,
+        "dead_unacknowledged": st.dead_unacknowledged,
         "waiting_for_handlers": [waiting_json(w) for w in st.waiting],
         "waiting_for_groups": [group_json(g) for g in st.groups],
-        "jobs": [{"name": j["name"], "state": "invalid" if j["invalid_reason"] else
-                  "paused" if j["paused_at"] else "active",
-                  "invalid_reason": j["invalid_reason"],
-                  "last_success_at": instant(j["last_success_at"]),
-                  "overdue": j["overdue"],
-                  "dead_unacknowledged": j["dead_unacknowledged"]} for j in st.jobs],
+        "jobs": [{"name": j.name, "state": "invalid" if j.invalid_reason else
+                  "paused" if j.paused_at else "active",
+                  "invalid_reason": j.invalid_reason,
+                  "last_success_at": instant(j.last_success_at),
+                  "overdue": st.overdue.get(j.name),
+                  "dead_unacknowledged": j.dead_unacknowledged} for j in st.jobs],
     }
 
 
 def status_text(st: Status, times: Times | None = None) -> str:
     at = times.when if times is not None else short
     n = st.numbers
-    last = (f"{at(n['last_tick_at'])} by {n['last_tick_worker']} ({n['last_tick_status']})"
-            if n["last_tick_at"] else "never")
-    oldest = (f", oldest due since {at(n['backlog_oldest'])}" if n["backlog_oldest"]
+    last = (f"{at(n.last_tick_at)} by {n.last_tick_worker} ({n.last_tick_status})"
+            if n.last_tick_at else "never")
+    oldest = (f", oldest due since {at(n.backlog_oldest)}" if n.backlog_oldest
               else "")
     lines = [
         f"last tick       {last}",
-        f"ticks           {n['ticks_last_hour']} in the last hour "
-        f"({n['ticks_last_hour'] / 60:.2f}/min)",
-        f"backlog         {n['backlog']} due run(s) unclaimed{oldest}",
-        f"running         {n['running']}",
-        f"last day        {n['failed_last_day']} failed (awaiting retry), "
-        f"{n['dead_last_day']} dead",
-        f"dead, not acked {n['dead_unacknowledged']}",
-        f"jobs            {n['jobs']} ({sum(1 for j in st.jobs if j['paused_at'])} paused, "
-        f"{sum(1 for j in st.jobs if j['invalid_reason'])} invalid)",
+        f"ticks           {n.ticks_last_hour} in the last hour "
+        f"({n.ticks_last_hour / 60:.2f}/min)",
+        f"lost ticks      {n.lost_ticks_last_day} in the last day" + (
+            f" (latest: worker {n.last_lost_tick_worker}, tick at "
+            f"{short(n.last_lost_tick_at)})" if n.last_lost_tick_at is not None else ""),
+        f"backlog         {n.backlog} due run(s) unclaimed{oldest}",
+        f"running         {n.running}",
+        f"last day        {n.failed_last_day} failed (awaiting retry), "
+        f"{n.dead_last_day} dead",
+        f"dead, not acked {st.dead_unacknowledged}",
+        f"jobs            {n.jobs} ({sum(1 for j in st.jobs if j.paused_at)} paused, "
+        f"{sum(1 for j in st.jobs if j.invalid_reason)} invalid)",
     ]
     if st.running:
         lines += ["", table(["RUN", "JOB", "ATTEMPT", "WORKER", "STARTED", "LEASE UNTIL"],
-                            [(r["id"], r["job"], r["attempt"], r["lease_owner"],
-                              at(r["started_at"]), at(r["lease_expires_at"]))
+                            [(r.id, r.job, r.attempt, r.lease_owner,
+                              at(r.started_at), at(r.lease_expires_at))
                              for r in st.running])]
     if st.waiting:
         lines += ["", table(["HANDLER", "WAITING RUNS", "OLDEST DUE", "NOTE"],
-                            [(w["handler"], w["runs"], at(w["oldest"]),
+                            [(w.handler, w.runs, at(w.oldest),
                               "no recent tick registers it (try --app MODULE)")
                              for w in st.waiting])]
     if st.groups:
         lines += ["", *(group_wait_text(g) for g in st.groups)]
-    paused = [j for j in st.jobs if j["paused_at"]]
+    paused = [j for j in st.jobs if j.paused_at]
     if paused:
-        lines += ["", "paused: " + ", ".join(j["name"] for j in paused)]
+        lines += ["", "paused: " + ", ".join(j.name for j in paused)]
     lines += ["", "problems:" if st.problems else "all well"]
     lines += [f"  - {p}" for p in st.problems]
     return "\n".join(lines)

@@ -87,7 +87,13 @@ def tick(app: App, now: str | None, allow_future: bool, dry_run: bool, concurren
       cronjobs tick --concurrency 8 --retention 30d --json
       cronjobs tick --dashboard-url https://cron.example.com   # links in notifications
     """
-    from cronjobs.cli.render import decisions_text, tick_json, tick_summary, waiting_lines
+    from cronjobs.cli.render import (
+        decisions_text,
+        lost_tick_lines,
+        tick_json,
+        tick_summary,
+        waiting_lines,
+    )
     from cronjobs.db.connect import worker_name
     from cronjobs.durations import parse_bounded
     from cronjobs.tick import TickOptions
@@ -123,7 +129,7 @@ def tick(app: App, now: str | None, allow_future: bool, dry_run: bool, concurren
     elif dry_run or app.verbose:
         click.echo(decisions_text(report))
     click.echo(tick_summary(report), err=True)
-    for line in waiting_lines(report.waiting):
+    for line in [*waiting_lines(report.waiting), *lost_tick_lines(report.lost_ticks)]:
         click.echo(line, err=True)
 
 

@@ -7,12 +7,11 @@ import datetime as dt
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from cronjobs import cron as schedules
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
-from cronjobs.models import Definition, GroupUsage, Run, RunStatus, Skip
+from cronjobs.models import Definition, GroupUsage, Run, RunStatus, Skip, WaitingRuns
 from cronjobs.validation import check_name
 
 TICK = dt.timedelta(microseconds=1)
@@ -54,7 +53,7 @@ class Explanation:
     rows: tuple[Explained, ...]
     # the job's due runs that wait for its handler, which no recent tick has loaded
     # (handler, runs, oldest), or None
-    waiting: dict[str, Any] | None = None
+    waiting: WaitingRuns | None = None
     # the job's one-off runs waiting for their time (trigger --at), whatever the range
     one_offs: tuple[Run, ...] = ()
     # the job's group (its limit, running and waiting runs), if it has one
@@ -125,7 +124,7 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
 
 
 def _waiting(store: Store, definition: Definition, now: dt.datetime
-             ) -> tuple[dict[str, Any] | None, tuple[Run, ...], GroupUsage | None]:
+             ) -> tuple[WaitingRuns | None, tuple[Run, ...], GroupUsage | None]:
     """What the job's runs wait for: a handler no recent tick loaded, their time (one-off
     runs for later), a free slot of their group."""
     waiting = None

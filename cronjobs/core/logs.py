@@ -14,11 +14,11 @@ import datetime as dt
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from cronjobs.core.operations import check_run_id
 from cronjobs.db.store import Store
 from cronjobs.errors import RunNotFound
+from cronjobs.models import LiveOutput
 
 ANCHOR = 256  # characters of the last output read, looked for in the final tail
 
@@ -46,18 +46,18 @@ def logs(store: Store, run_id: int, *, follow: bool = False, poll: float = 1.0,
     """The run's output: what it printed so far (a finished run: its last attempt's tail);
     with ``follow``, then what it prints until its attempt ends, then the outcome."""
     row = _read(store, run_id)
-    if follow and row["status"] in ("queued", "failed"):
-        yield Chunk("note", f"waiting for run {row['id']} to start ({row['status']}, due "
-                            f"{_at(row['eligible_at'])})")
-        while row["status"] in ("queued", "failed") and not should_stop():
+    if follow and row.status in ("queued", "failed"):
+        yield Chunk("note", f"waiting for run {row.id} to start ({row.status}, due "
+                            f"{_at(row.eligible_at)})")
+        while row.status in ("queued", "failed") and not should_stop():
             sleep(poll)
             row = _read(store, run_id)
-    attempt, printed, last = row["attempt"], 0, ""
+    attempt, printed, last = row.attempt, 0, ""
     while True:
-        if row["status"] != "running" or row["attempt"] != attempt:
+        if row.status != "running" or row.attempt != attempt:
             break
-        total = row["output_bytes"] or 0
-        tail = row["output_tail"] or ""
+        total = row.output_bytes or 0
+        tail = row.output_tail or ""
         if total > printed:
             yield from _new_output(tail, total - printed)
             printed, last = total, tail
@@ -65,19 +65,19 @@ def logs(store: Store, run_id: int, *, follow: bool = False, poll: float = 1.0,
             return
         sleep(poll)
         row = _read(store, run_id)
-    final = row["output_tail"] or ""
-    if row["attempt"] != attempt:  # a later attempt began meanwhile: that one's output
-        yield Chunk("note", f"attempt {attempt} ended; attempt {row['attempt']} began")
-        final, last = final if row["status"] != "running" else "", ""
+    final = row.output_tail or ""
+    if row.attempt != attempt:  # a later attempt began meanwhile: that one's output
+        yield Chunk("note", f"attempt {attempt} ended; attempt {row.attempt} began")
+        final, last = final if row.status != "running" else "", ""
     rest = _rest(final, last)
     if rest:
         yield Chunk("output", rest)
-    yield Chunk("end", "", status=row["status"], job=row["job"], run_id=row["id"],
-                attempt=row["attempt"], max_attempts=row["max_attempts"], error=row["error"],
-                exit_code=row["exit_code"], eligible_at=row["eligible_at"])
+    yield Chunk("end", "", status=row.status, job=row.job, run_id=row.id,
+                attempt=row.attempt, max_attempts=row.max_attempts, error=row.error,
+                exit_code=row.exit_code, eligible_at=row.eligible_at)
 
 
-def _read(store: Store, run_id: int) -> dict[str, Any]:
+def _read(store: Store, run_id: int) -> LiveOutput:
     row = store.live_output(check_run_id(run_id))
     if row is None:
         raise RunNotFound(f"no run with id {run_id} (see `cronjobs runs`)")

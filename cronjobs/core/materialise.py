@@ -280,13 +280,13 @@ def release_one_offs(store: Store, now: dt.datetime, report: MaterialiseReport, 
     due = store.due_one_off_runs(now=now, limit=batch)
     if not due:
         return 0
-    active = store.active_runs(sorted({row["definition_id"] for row in due}), now=now)
+    active = store.active_runs(sorted({row.definition_id for row in due}), now=now)
     counts = {key: list(value) for key, value in active.items()}
     releases: list[tuple[int, bool, str | None]] = []
     replace: set[int] = set()
     for row in due:
-        running, waiting = counts.setdefault(row["definition_id"], [0, 0])
-        policy = _OVERLAPS[row["overlap"]]
+        running, waiting = counts.setdefault(row.definition_id, [0, 0])
+        policy = _OVERLAPS[row.overlap]
         error = None
         if policy == Overlap.SKIP and (running or waiting):
             error = (f"skipped at its time: the job had {running} running and {waiting} "
@@ -295,15 +295,15 @@ def release_one_offs(store: Store, now: dt.datetime, report: MaterialiseReport, 
             error = ("skipped at its time: a run was already waiting and the job's overlap "
                      "policy is 'queue'")
         elif policy == Overlap.REPLACE and running:
-            replace.add(row["definition_id"])
+            replace.add(row.definition_id)
         if error is None:
-            counts[row["definition_id"]][1] += 1
-        releases.append((row["id"], policy in (Overlap.SKIP, Overlap.QUEUE), error))
+            counts[row.definition_id][1] += 1
+        releases.append((row.id, policy in (Overlap.SKIP, Overlap.QUEUE), error))
         outcome = "run" if error is None else Overlap.SKIP.value
         report.released += error is None
         report.one_offs_skipped += error is not None
-        report.decisions.append(Decided(row["name"], row["scheduled_for"],
-                                        row["scheduled_for"], 1,
+        report.decisions.append(Decided(row.name, row.scheduled_for,
+                                        row.scheduled_for, 1,
                                         "one-off" if outcome == "run" else "overlap", error))
     store.release_one_off_runs(releases, now=now)
     if replace:

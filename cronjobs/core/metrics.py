@@ -46,51 +46,54 @@ class _Snapshot(Collector):
         st = self.st
         n = st.numbers
         jobs = st.jobs
-        oldest = n["backlog_oldest"]
+        oldest = n.backlog_oldest
         yield _gauge("cronjobs_last_tick_timestamp_seconds",
-                     "When the last tick started (0: never).", [({}, _ts(n["last_tick_at"]))])
+                     "When the last tick started (0: never).", [({}, _ts(n.last_tick_at))])
         yield _gauge("cronjobs_ticks_last_hour", "Ticks started in the last hour.",
-                     [({}, n["ticks_last_hour"])])
+                     [({}, n.ticks_last_hour)])
+        yield _gauge("cronjobs_lost_ticks_last_day",
+                     "Ticks closed as lost in the last day: they went away without recording "
+                     "their end.", [({}, n.lost_ticks_last_day)])
         yield _gauge("cronjobs_backlog_runs", "Runs due but not claimed yet.",
-                     [({}, n["backlog"])])
+                     [({}, n.backlog)])
         yield _gauge("cronjobs_backlog_oldest_seconds",
                      "Age of the oldest due, unclaimed run (0: none).",
                      [({}, (st.now - oldest).total_seconds() if oldest else 0.0)])
         yield _gauge("cronjobs_handler_waiting_runs",
                      "Due runs waiting for a handler that no recent tick has loaded (see --app).",
-                     [({"handler": w["handler"]}, w["runs"]) for w in st.waiting])
-        yield _gauge("cronjobs_running_runs", "Runs held by a worker.", [({}, n["running"])])
+                     [({"handler": w.handler}, w.runs) for w in st.waiting])
+        yield _gauge("cronjobs_running_runs", "Runs held by a worker.", [({}, n.running)])
         yield _gauge("cronjobs_healthy",
                      "1 when `cronjobs status --check` finds nothing wrong, else 0.",
                      [({}, 1.0 if st.healthy else 0.0)])
         yield _gauge("cronjobs_job_last_success_timestamp_seconds",
                      "When the job's last successful run finished (0: never).",
-                     [({"job": j["name"]}, _ts(j["last_success_at"])) for j in jobs])
+                     [({"job": j.name}, _ts(j.last_success_at)) for j in jobs])
         yield _gauge("cronjobs_job_last_duration_seconds", "Duration of the job's last run.",
-                     [({"job": j["name"]}, j["last_duration"].total_seconds()) for j in jobs
-                      if j["last_duration"] is not None])
+                     [({"job": j.name}, j.last_duration.total_seconds()) for j in jobs
+                      if j.last_duration is not None])
         yield _gauge("cronjobs_job_lateness_seconds",
                      "Start of the first attempt of the job's last finished scheduled run "
                      "minus its slot (backfilled, manual and retried runs do not count).",
-                     [({"job": j["name"]}, max(0.0, j["last_lateness"].total_seconds()))
-                      for j in jobs if j["last_lateness"] is not None])
+                     [({"job": j.name}, max(0.0, j.last_lateness.total_seconds()))
+                      for j in jobs if j.last_lateness is not None])
         yield _gauge("cronjobs_job_runs",
                      "The job's runs not finished yet, and those that finished in the last "
                      "24 hours, by status.",
-                     [({"job": j["name"], "status": s}, count)
-                      for j in jobs for s, count in sorted(j["runs_by_status"].items())])
+                     [({"job": j.name, "status": s}, count)
+                      for j in jobs for s, count in sorted(j.runs_by_status.items())])
         yield _gauge("cronjobs_job_retries",
                      "Attempts beyond the first, of the job's runs counted by cronjobs_job_runs.",
-                     [({"job": j["name"]}, j["retries"]) for j in jobs])
+                     [({"job": j.name}, j.retries) for j in jobs])
         yield _gauge("cronjobs_job_dead_runs",
                      "The job's runs that died in the last 24 hours.",
-                     [({"job": j["name"]}, j["runs_by_status"].get("dead", 0)) for j in jobs])
+                     [({"job": j.name}, j.runs_by_status.get("dead", 0)) for j in jobs])
         yield _gauge("cronjobs_job_dead_unacknowledged_runs",
                      "The job's dead runs nobody acknowledged yet (`cronjobs ack`).",
-                     [({"job": j["name"]}, j["dead_unacknowledged"]) for j in jobs])
+                     [({"job": j.name}, j.dead_unacknowledged) for j in jobs])
         yield _gauge("cronjobs_job_overdue",
                      "1 when the job's last success is older than its schedule allows.",
-                     [({"job": j["name"]}, 1.0 if j["overdue"] else 0.0) for j in jobs])
+                     [({"job": j.name}, 1.0 if j.name in st.overdue else 0.0) for j in jobs])
         yield _gauge("cronjobs_group_max_running",
                      "The group's limit: at most this many of its runs at once.",
                      [({"group": g.name}, g.max_running or 0) for g in self.groups])

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
 
 from cronjobs.core.definitions import Description, describe, next_fire
 from cronjobs.core.explain import REASONS, Explained, explain
 from cronjobs.db.store import Store
 from cronjobs.errors import UsageError
-from cronjobs.models import Attempt, Definition, Run, Trigger
+from cronjobs.models import Attempt, DashboardJob, Definition, Health, Run, Trigger
 from cronjobs.validation import check_name, check_text
 
 PAGE = 50  # jobs per page
@@ -48,7 +47,7 @@ class JobLine:
 @dataclass(frozen=True)
 class Overview:
     now: dt.datetime
-    numbers: dict[str, Any]  # as `cronjobs status` reads them (store.health)
+    numbers: Health  # as `cronjobs status` reads them (store.health)
     jobs: tuple[JobLine, ...]
     total: int  # jobs matching the search, on every page
     search: str | None
@@ -70,17 +69,17 @@ def overview(store: Store, *, after: str = "", search: str | None = None,
     rows = store.dashboard_jobs(after=after, search=search, limit=limit + 1, strip=strip)
     more = len(rows) > limit
     rows = rows[:limit]
-    jobs = tuple(_line(definition, row, now) for definition, row in rows)
-    return Overview(now, dict(store.health(now)), jobs, store.count_jobs(search=search),
+    jobs = tuple(_line(row, now) for row in rows)
+    return Overview(now, store.health(now), jobs, store.count_jobs(search=search),
                     search, after, jobs[-1].definition.name if more and jobs else None)
 
 
-def _line(definition: Definition, row: dict[str, Any], now: dt.datetime) -> JobLine:
-    problem, next_at = next_fire(definition, now)
+def _line(row: DashboardJob, now: dt.datetime) -> JobLine:
+    problem, next_at = next_fire(row, now)
     marks = tuple(Mark(*fields) for fields in zip(
-        row["run_ids"] or (), row["run_statuses"] or (), row["run_slots"] or (),
-        row["run_times"] or (), strict=True))
-    return JobLine(definition, problem, next_at, marks)
+        row.run_ids or (), row.run_statuses or (), row.run_slots or (),
+        row.run_times or (), strict=True))
+    return JobLine(row, problem, next_at, marks)
 
 
 @dataclass(frozen=True)

@@ -1,39 +1,43 @@
 """The typed queries of observing runs: webhook notifications (their targets, and the record
 of every delivery) and the live output of running runs. Mixed into
-:class:`~cronjobs.db.store.Store`, whose plumbing runs them; the SQL is in ``queries.sql``."""
+:class:`~cronjobs.db.store.Store`, whose plumbing (``_rows``, ``_values``) runs them; the
+SQL is in ``queries.sql``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from cronjobs.models import Delivery
+from cronjobs.models import Delivery, LiveOutput, NotifyConfig
 
-Row = dict[str, Any]
+T = TypeVar("T")
 
 
 class ObserveQueries:
     """Notifications and live output (see the module's docstring)."""
 
-    def _rows(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+    def _rows(self, name: str, params: Mapping[str, Any] | None, cls: type[T]) -> list[T]:
         raise NotImplementedError  # the Store's
 
-    def notify_config(self, definition_ids: Sequence[int]) -> dict[int, Row]:
-        """{definition id: name, notify_urls, notify_on} of those jobs that have receivers."""
-        rows = self._rows("notify_config", {"ids": list(definition_ids)})
-        return {row["id"]: row for row in rows}
+    def _values(self, name: str, params: Mapping[str, Any] | None = None) -> list[Any]:
+        raise NotImplementedError  # the Store's
+
+    def notify_config(self, definition_ids: Sequence[int]) -> dict[int, NotifyConfig]:
+        """{definition id: its receivers} of those jobs that have any."""
+        rows = self._rows("notify_config", {"ids": list(definition_ids)}, NotifyConfig)
+        return {row.id: row for row in rows}
 
     def previous_run_dead(self, run_id: int) -> bool:
         """Whether the last run of the same job that ended before ``run_id`` died."""
-        rows = self._rows("previous_run_dead", {"run_id": run_id})
-        return bool(rows and rows[0]["dead"])
+        values = self._values("previous_run_dead", {"run_id": run_id})
+        return bool(values and values[0])
 
     def record_deliveries(self, deliveries: Sequence[Mapping[str, Any]]) -> int:
         """Record notifications sent or tried (dicts with the columns of job_notifications);
         a run pruned meanwhile is skipped."""
         if not deliveries:
             return 0
-        rows = self._rows("record_deliveries", {
+        return len(self._values("record_deliveries", {
             "run_ids": [d["run_id"] for d in deliveries],
             "attempts": [d["attempt"] for d in deliveries],
             "events": [d["event"] for d in deliveries],
@@ -43,23 +47,21 @@ class ObserveQueries:
             "http_statuses": [d["http_status"] for d in deliveries],
             "errors": [d["error"] for d in deliveries],
             "sent_ats": [d["sent_at"] for d in deliveries],
-        })
-        return len(rows)
+        }))
 
     def deliveries_of_run(self, run_id: int) -> list[Delivery]:
-        return [Delivery(**row) for row in self._rows("deliveries_of_run", {"run_id": run_id})]
+        return self._rows("deliveries_of_run", {"run_id": run_id}, Delivery)
 
     def write_live_output(self, outputs: Sequence[tuple[int, Any, str, int]]) -> set[int]:
         """(run id, lease token, output so far, bytes printed so far) of running runs, each
         written only while that lease holds; returns the ids written."""
         if not outputs:
             return set()
-        rows = self._rows("write_live_output", {
+        return {int(value) for value in self._values("write_live_output", {
             "ids": [o[0] for o in outputs], "tokens": [o[1] for o in outputs],
-            "tails": [o[2] for o in outputs], "bytes": [o[3] for o in outputs]})
-        return {row["id"] for row in rows}
+            "tails": [o[2] for o in outputs], "bytes": [o[3] for o in outputs]})}
 
-    def live_output(self, run_id: int) -> Row | None:
+    def live_output(self, run_id: int) -> LiveOutput | None:
         """What `cronjobs logs` reads of a run: its status, attempt, output so far, error."""
-        rows = self._rows("live_output", {"id": run_id})
+        rows = self._rows("live_output", {"id": run_id}, LiveOutput)
         return rows[0] if rows else None

@@ -171,10 +171,43 @@ WHERE definition_id = %(definition_id)s AND status IN ('scheduled', 'queued', 'f
 -- statement's transaction alone (set_config(..., true) is SET LOCAL). A database crash can
 -- lose the last ticks' records, never a run: WAL is flushed in order, so the synchronous
 -- commit of anything that refers to the tick (a run it materialised) makes it durable too.
-WITH no_wait AS (SELECT set_config('synchronous_commit', 'off', true))
-INSERT INTO job_ticks (worker, tick_at, handlers)
-SELECT %(worker)s, coalesce(%(now)s, now()), %(handlers)s::text[] FROM no_wait
-RETURNING id, tick_at;
+--
+-- In the same statement (one round trip for an empty tick), the ticks still 'running' that
+-- went away before recording their end (killed, or their database unreachable when they
+-- finished) are closed as 'lost', at the tick's instant, with the worker named in the
+-- error: started more than %(lost_after)s before the instant (both by their instant and by
+-- when their row was written: a live tick given an old --now is not lost), and holding no
+-- run whose lease is live at it (a tick that runs something renews its leases; one that
+-- runs nothing ends within its --max-runtime). Their ids, workers and instants come back.
+WITH no_wait AS (SELECT set_config('synchronous_commit', 'off', true)),
+instant AS (SELECT coalesce(%(now)s::timestamptz, now()) AS at FROM no_wait),
+lost AS (
+    UPDATE job_ticks AS t
+    SET status = 'lost', finished_at = i.at,
+        error = 'lost: the tick of worker ' || t.worker || ' (at ' || t.tick_at
+                || ') went away without recording its end'
+    FROM instant AS i
+    WHERE t.id IN (
+        SELECT s.id FROM job_ticks AS s, instant AS i2
+        WHERE s.status = 'running' AND s.tick_at < i2.at - %(lost_after)s::interval
+          AND s.started_at < i2.at - %(lost_after)s::interval
+          AND NOT EXISTS (
+              SELECT 1 FROM job_runs AS r
+              WHERE r.tick_id = s.id AND r.status = 'running' AND r.lease_expires_at >= i2.at)
+        ORDER BY s.tick_at
+        LIMIT 100
+        FOR UPDATE OF s SKIP LOCKED)
+    RETURNING t.id, t.worker, t.tick_at
+), tick AS (
+    INSERT INTO job_ticks (worker, tick_at, handlers)
+    SELECT %(worker)s, i.at, %(handlers)s::text[] FROM instant AS i
+    RETURNING id, tick_at
+)
+SELECT tick.id, tick.tick_at,
+       (SELECT array_agg(id ORDER BY tick_at) FROM lost) AS lost_ids,
+       (SELECT array_agg(worker ORDER BY tick_at) FROM lost) AS lost_workers,
+       (SELECT array_agg(tick_at ORDER BY tick_at) FROM lost) AS lost_tick_ats
+FROM tick;
 
 -- name: finish_tick
 -- Without waiting for the disk, as insert_tick.
@@ -333,7 +366,7 @@ SELECT runs.id, runs.status, runs.definition_id, runs.lease_owner, runs.error,
 FROM runs JOIN job_definitions AS d ON d.id = runs.definition_id;
 
 -- name: lock_claimable_groups
--- [group limit, issue 15] Run just before claim_runs, in the same transaction: locks the
+-- [group limit] Run just before claim_runs, in the same transaction: locks the
 -- rows of the limited groups that have due runs, in name order, so that the claims of one
 -- group take turns across every tick; claim_runs, a new statement, then counts the group's
 -- running runs with everything the previous claim committed. (A lock taken inside the
@@ -347,26 +380,49 @@ WHERE EXISTS (
 ORDER BY g.name
 FOR UPDATE OF g;
 
+-- name: claim_plan
+-- Run in the claim's transaction just before claim_runs (SET LOCAL: until it ends): the
+-- claim is planned as the one range scan of job_runs_claim_idx it is written for. Without
+-- statistics (a table filled since the last ANALYZE) or with a short queue, the planner
+-- would rather read every waiting run and sort them; that reads the whole queue for every
+-- claim, and draining a backlog becomes quadratic. These settings only price the other
+-- plans out (they stay possible), and the transaction ends right after the claim.
+SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+       set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
+       set_config('enable_mergejoin', 'off', true),
+       -- (the price of what is priced out would otherwise make the claim look expensive
+       -- enough to be compiled first, which takes longer than the claim itself)
+       set_config('jit', 'off', true);
+
 -- name: claim_runs
--- Claim due runs in one short statement that commits at once. An exclusive run (overlap
--- skip or queue) is claimed only while no other exclusive run of its job is running, at
--- most one per job per claim; job_runs_exclusive_running_key backs this up. Backfilled
--- runs come after every other due run. A run of a limited group is claimed only within the
--- group's free slots (the parts marked [group limit]; lock_claimable_groups runs first).
+-- Claim due runs in one short statement that commits at once, and open their attempts in
+-- the same statement. An exclusive run (overlap skip or queue) is claimed only while no
+-- other exclusive run of its job is running, at most one per job per claim;
+-- job_runs_exclusive_running_key backs this up. Backfilled runs come after every other due
+-- run. The candidates are the first `scan` entries of job_runs_claim_idx, in its order
+-- (ORDER BY is its key, eligible_at <= now a condition on it): a range scan that stops
+-- after them however long the queue (claim_plan sees to it that nothing else is chosen).
+-- A run of a limited group is claimed only within the group's free slots (the parts marked
+-- [group limit]; lock_claimable_groups runs first, in the same transaction).
 WITH group_room AS (
-    -- [group limit, issue 15] each limited group's free slots: its limit minus its runs
-    -- holding a lease now
-    SELECT g.name, g.max_running - count(gr.id) AS room
+    -- [group limit] each limited group's free slots: its limit minus its runs holding a
+    -- lease now
+    -- (the running runs are read from job_runs_running_idx, as few as run at once: never
+    -- a job's queue or history)
+    SELECT g.name, g.max_running - coalesce(busy.n, 0) AS room
     FROM job_groups AS g
-    LEFT JOIN job_definitions AS gd ON gd.group_name = g.name
-    LEFT JOIN job_runs AS gr ON gr.definition_id = gd.id AND gr.status = 'running'
-    GROUP BY g.name, g.max_running
-), candidates AS (
+    LEFT JOIN (
+        SELECT bd.group_name, count(*) AS n
+        FROM job_runs AS br JOIN job_definitions AS bd ON bd.id = br.definition_id
+        WHERE br.status = 'running' AND br.started_at IS NOT NULL
+          AND bd.group_name IS NOT NULL
+        GROUP BY bd.group_name
+    ) AS busy ON busy.group_name = g.name
+), candidates AS MATERIALIZED (
     SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late
     FROM job_runs AS r
     WHERE r.status IN ('queued', 'failed')
       AND r.eligible_at <= %(now)s
-      AND (%(run_ids)s::bigint[] IS NULL OR r.id = ANY(%(run_ids)s::bigint[]))
       -- one look at the run's job, a subquery evaluated per row of the index scan (not a
       -- join the planner could start from): only what this worker can execute (a command,
       -- or a handler it has loaded; the others wait, attempts untouched, for a worker that
@@ -374,22 +430,24 @@ WITH group_room AS (
       AND (SELECT (kd.kind = 'command' OR kd.handler = ANY(%(handlers)s::text[]))
                   AND (r.trigger = 'manual' OR kd.paused_at IS NULL
                        OR kd.paused_until <= %(now)s)
+                  -- [group limit] a run of a group with no free slot waits (never failed)
+                  AND (kd.group_name IS NULL OR NOT EXISTS (
+                      SELECT 1 FROM group_room AS fr
+                      WHERE fr.name = kd.group_name AND fr.room <= 0))
            FROM job_definitions AS kd WHERE kd.id = r.definition_id)
-      AND NOT (r.exclusive AND EXISTS (
+      -- an exclusive run only while no exclusive run of its job runs: one probe of
+      -- job_runs_exclusive_running_key per exclusive candidate (written as a CASE so that
+      -- it is never hashed from every running run instead)
+      AND CASE WHEN r.exclusive THEN NOT EXISTS (
           SELECT 1 FROM job_runs AS o
-          WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
-      -- [group limit, issue 15] a run of a group with no free slot waits (never failed)
-      AND NOT EXISTS (
-          SELECT 1 FROM job_definitions AS fd JOIN group_room AS fr ON fr.name = fd.group_name
-          WHERE fd.id = r.definition_id AND fr.room <= 0)
-    -- the order of job_runs_due_idx, so that the scan stops after `scan` rows however long
-    -- the queue (ties are taken in index order, then sorted by id below)
-    ORDER BY r.trigger = 'backfill', r.eligible_at
+          WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive)
+          ELSE true END
+    ORDER BY r.trigger = 'backfill', r.eligible_at, r.id
     LIMIT %(scan)s
     FOR UPDATE OF r SKIP LOCKED
 ), picked AS (
-    SELECT id FROM (
-        SELECT id, exclusive, eligible_at, late,
+    SELECT id, definition_id, late, eligible_at FROM (
+        SELECT id, definition_id, exclusive, eligible_at, late,
                row_number() OVER (PARTITION BY definition_id, exclusive
                                   ORDER BY late, eligible_at, id) AS rank
         FROM candidates
@@ -398,25 +456,110 @@ WITH group_room AS (
     ORDER BY late, eligible_at, id
     LIMIT %(limit)s
 ), within_groups AS (
-    -- [group limit, issue 15] of the picked runs, at most each group's free slots
+    -- [group limit] of the picked runs, at most each group's free slots
+    -- (the few picked runs, each its job's group looked up by primary key)
     SELECT id FROM (
         SELECT p.id, wr.room,
                row_number() OVER (PARTITION BY wr.name
-                                  ORDER BY pr.trigger = 'backfill', pr.eligible_at, p.id) AS n
+                                  ORDER BY p.late, p.eligible_at, p.id) AS n
         FROM picked AS p
-        JOIN job_runs AS pr ON pr.id = p.id
-        JOIN job_definitions AS pd ON pd.id = pr.definition_id
-        LEFT JOIN group_room AS wr ON wr.name = pd.group_name
+        LEFT JOIN group_room AS wr ON wr.name = (
+            SELECT pd.group_name FROM job_definitions AS pd WHERE pd.id = p.definition_id)
     ) AS numbered
     WHERE room IS NULL OR n <= room
 ), claimed AS (
     UPDATE job_runs AS r
     SET status = 'running', attempt = r.attempt + 1, lease_owner = %(worker)s,
-        lease_token = gen_random_uuid(), lease_expires_at = %(now)s + d.lease,
+        -- (a job without a lease, written around the CLI's checks, is held long enough to
+        -- record that it cannot run)
+        lease_token = gen_random_uuid(),
+        lease_expires_at = %(now)s + coalesce(d.lease, interval '60 seconds'),
         heartbeat_at = %(now)s, started_at = %(now)s, finished_at = NULL,
         cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s
-    FROM within_groups AS p, job_definitions AS d  -- [group limit] was: FROM picked AS p
-    WHERE r.id = p.id AND d.id = r.definition_id
+    FROM job_definitions AS d
+    -- the picked runs by id: an array looked up in the primary key, never a join that
+    -- could read the table
+    WHERE r.id = ANY(ARRAY(SELECT id FROM within_groups)) AND d.id = r.definition_id
+    RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
+              r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
+              AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
+              d.backoff_max
+), attempts AS (
+    INSERT INTO job_attempts (run_id, attempt, worker, lease_token, started_at)
+    SELECT id, attempt, lease_owner, lease_token, started_at FROM claimed
+)
+SELECT * FROM claimed;
+
+-- name: claim_runs_by_id
+-- claim_runs for the given runs only (`cronjobs trigger --run`): looked up by id, with the
+-- same rules (due, executable by this worker, not paused, exclusivity, group limits).
+WITH group_room AS (
+    -- [group limit] as in claim_runs
+    -- (the running runs are read from job_runs_running_idx, as few as run at once: never
+    -- a job's queue or history)
+    SELECT g.name, g.max_running - coalesce(busy.n, 0) AS room
+    FROM job_groups AS g
+    LEFT JOIN (
+        SELECT bd.group_name, count(*) AS n
+        FROM job_runs AS br JOIN job_definitions AS bd ON bd.id = br.definition_id
+        WHERE br.status = 'running' AND br.started_at IS NOT NULL
+          AND bd.group_name IS NOT NULL
+        GROUP BY bd.group_name
+    ) AS busy ON busy.group_name = g.name
+), candidates AS MATERIALIZED (
+    SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late
+    FROM job_runs AS r
+    WHERE r.id = ANY(%(run_ids)s::bigint[])
+      AND r.status IN ('queued', 'failed')
+      AND r.eligible_at <= %(now)s
+      AND (SELECT (kd.kind = 'command' OR kd.handler = ANY(%(handlers)s::text[]))
+                  AND (r.trigger = 'manual' OR kd.paused_at IS NULL
+                       OR kd.paused_until <= %(now)s)
+                  -- [group limit] a run of a group with no free slot waits (never failed)
+                  AND (kd.group_name IS NULL OR NOT EXISTS (
+                      SELECT 1 FROM group_room AS fr
+                      WHERE fr.name = kd.group_name AND fr.room <= 0))
+           FROM job_definitions AS kd WHERE kd.id = r.definition_id)
+      AND NOT (r.exclusive AND EXISTS (
+          SELECT 1 FROM job_runs AS o
+          WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
+    ORDER BY r.id
+    FOR UPDATE OF r SKIP LOCKED
+), picked AS (
+    SELECT id, definition_id, late, eligible_at FROM (
+        SELECT id, definition_id, exclusive, eligible_at, late,
+               row_number() OVER (PARTITION BY definition_id, exclusive
+                                  ORDER BY late, eligible_at, id) AS rank
+        FROM candidates
+    ) AS ranked
+    WHERE NOT exclusive OR rank = 1
+    ORDER BY late, eligible_at, id
+    LIMIT %(limit)s
+), within_groups AS (
+    -- [group limit] as in claim_runs
+    -- (the few picked runs, each its job's group looked up by primary key)
+    SELECT id FROM (
+        SELECT p.id, wr.room,
+               row_number() OVER (PARTITION BY wr.name
+                                  ORDER BY p.late, p.eligible_at, p.id) AS n
+        FROM picked AS p
+        LEFT JOIN group_room AS wr ON wr.name = (
+            SELECT pd.group_name FROM job_definitions AS pd WHERE pd.id = p.definition_id)
+    ) AS numbered
+    WHERE room IS NULL OR n <= room
+), claimed AS (
+    UPDATE job_runs AS r
+    SET status = 'running', attempt = r.attempt + 1, lease_owner = %(worker)s,
+        -- (a job without a lease, written around the CLI's checks, is held long enough to
+        -- record that it cannot run)
+        lease_token = gen_random_uuid(),
+        lease_expires_at = %(now)s + coalesce(d.lease, interval '60 seconds'),
+        heartbeat_at = %(now)s, started_at = %(now)s, finished_at = NULL,
+        cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s
+    FROM job_definitions AS d
+    -- the picked runs by id: an array looked up in the primary key, never a join that
+    -- could read the table
+    WHERE r.id = ANY(ARRAY(SELECT id FROM within_groups)) AND d.id = r.definition_id
     RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
               r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
               AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
@@ -431,15 +574,23 @@ SELECT * FROM claimed;
 -- Due handler runs that wait for a handler nobody loaded, per handler: not among
 -- %(handlers)s (a tick's own), or when that is NULL, among the handlers of no tick started
 -- after %(since)s. A paused job's runs wait for its resumption instead (as claim_runs).
-SELECT d.handler, count(*) AS runs, min(r.eligible_at) AS oldest
-FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
-WHERE r.status IN ('queued', 'failed') AND r.eligible_at <= %(now)s
-  AND (%(definition_id)s::bigint IS NULL OR r.definition_id = %(definition_id)s::bigint)
-  AND d.kind = 'handler'
+-- The jobs are found first (a handler job nobody loaded), then only their waiting runs are
+-- read (job_runs_active_idx), never the whole queue: every tick asks this.
+SELECT d.handler, sum(w.runs)::bigint AS runs, min(w.oldest) AS oldest
+FROM job_definitions AS d
+CROSS JOIN LATERAL (
+    SELECT count(*) AS runs, min(r.eligible_at) AS oldest
+    FROM job_runs AS r
+    WHERE r.definition_id = d.id AND r.status IN ('queued', 'failed')
+      AND r.eligible_at <= %(now)s
+      AND (r.trigger = 'manual' OR d.paused_at IS NULL OR d.paused_until <= %(now)s)
+) AS w
+WHERE d.kind = 'handler'
+  AND (%(definition_id)s::bigint IS NULL OR d.id = %(definition_id)s::bigint)
   AND d.handler <> ALL(coalesce(%(handlers)s::text[], ARRAY(
       SELECT DISTINCT h FROM job_ticks AS t CROSS JOIN LATERAL unnest(t.handlers) AS h
       WHERE t.started_at > %(since)s)))
-  AND (r.trigger = 'manual' OR d.paused_at IS NULL OR d.paused_until <= %(now)s)
+  AND w.runs > 0
 GROUP BY d.handler
 ORDER BY d.handler;
 
@@ -449,7 +600,10 @@ UPDATE job_runs AS r
 SET heartbeat_at = %(now)s, lease_expires_at = %(now)s + v.lease
 FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(leases)s::interval[])
      AS v (id, token, lease)
-WHERE r.id = v.id AND r.lease_token = v.token AND r.status = 'running'
+-- (the runs by id, an array looked up in the primary key: a condition on status would let
+-- the planner read every entry of job_runs_running_idx instead, finished runs' included
+-- until vacuum; the lease token, set only while a run is running, is the fence)
+WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = v.id AND r.lease_token = v.token
 RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel_requested;
 
 -- name: finish_runs
@@ -478,7 +632,8 @@ WITH v AS (
         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
         updated_at = %(now)s
     FROM v
-    WHERE r.id = v.id AND r.lease_token = v.token AND r.status = 'running'
+    -- by id, fenced by the lease token (set only while a run is running): see heartbeat
+    WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = v.id AND r.lease_token = v.token
     RETURNING r.id, r.attempt, r.definition_id, v.token, v.status, v.outcome, v.exit_code,
               v.error, v.output_tail
 ), attempt AS (
@@ -682,7 +837,13 @@ SELECT
      WHERE status = 'failed' AND updated_at > %(now)s - interval '1 day') AS failed_last_day,
     (SELECT count(*) FROM job_runs
      WHERE status = 'dead' AND finished_at > %(now)s - interval '1 day') AS dead_last_day,
-    (SELECT count(*) FROM job_definitions WHERE removed_at IS NULL) AS jobs;
+    (SELECT count(*) FROM job_definitions WHERE removed_at IS NULL) AS jobs,
+    (SELECT count(*) FROM job_ticks
+     WHERE status = 'lost' AND finished_at > %(now)s - interval '1 day') AS lost_ticks_last_day,
+    (SELECT worker FROM job_ticks WHERE status = 'lost'
+     ORDER BY finished_at DESC LIMIT 1) AS last_lost_tick_worker,
+    (SELECT tick_at FROM job_ticks WHERE status = 'lost'
+     ORDER BY finished_at DESC LIMIT 1) AS last_lost_tick_at;
 
 -- name: running_runs
 SELECT r.id, d.name AS job, r.attempt, r.lease_owner, r.started_at, r.heartbeat_at,

@@ -10,12 +10,12 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
 from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import errors as pgerrors
-from psycopg.rows import RowFactory, args_row, dict_row, tuple_row
+from psycopg import pq
+from psycopg.rows import RowFactory, args_row, class_row, tuple_row
 from psycopg.types.json import Jsonb
 
 from cronjobs.db import sql
@@ -32,28 +32,46 @@ from cronjobs.models import (
     Advance,
     Attempt,
     Claimed,
+    DashboardJob,
     Definition,
     DefinitionSpec,
     DefinitionSummary,
     DueDefinition,
+    DueOneOff,
     GroupUsage,
+    Health,
+    JobFailure,
+    JobRun,
+    JobStats,
+    LeaseHeld,
+    ListedDefinition,
+    LostTick,
     NewRun,
     NewSkip,
     Outcome,
+    Pruned,
+    Reclaimed,
     Run,
+    RunningRun,
     Skip,
     SkipReason,
+    TickStarted,
     Trigger,
+    UpsertedDefinition,
+    WaitingRuns,
 )
 
 log = logging.getLogger(__name__)
 
-Row = dict[str, Any]
 T = TypeVar("T")
 
 
-def _build(cls: type[T], row: Mapping[str, Any]) -> T:
-    return cls(**{f.name: row[f.name] for f in fields(cls)})  # type: ignore[arg-type]
+def claim_scan(limit: int) -> int:
+    """How many candidates a claim of ``limit`` runs reads (at most): two more than the
+    batch make up for a few exclusive runs of one job, of which one per claim is taken
+    (a long run of them is one job's backlog: one per claim whatever the scan). The range
+    a claim scans is bounded by this, never by the length of the queue."""
+    return limit + 2
 
 
 class Store(ObserveQueries):
@@ -73,10 +91,29 @@ class Store(ObserveQueries):
         with _translated(), self.conn.transaction(force_rollback=rollback):
             yield
 
-    def _rows(self, name: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        with _translated(), self.conn.cursor(row_factory=dict_row) as cur:
+    def _rows(self, name: str, params: Mapping[str, Any] | None, cls: type[T]) -> list[T]:
+        """The rows of a named query, each a frozen dataclass whose fields are the
+        query's columns (psycopg's ``class_row``)."""
+        with _translated(), self.conn.cursor(row_factory=class_row(cls)) as cur:
             cur.execute(sql.query(name), params)
-            return cur.fetchall() if cur.description is not None else []
+            return cur.fetchall()
+
+    def _row(self, name: str, params: Mapping[str, Any] | None, cls: type[T]) -> T | None:
+        rows = self._rows(name, params, cls)
+        return rows[0] if rows else None
+
+    def _one(self, name: str, params: Mapping[str, Any] | None, cls: type[T]) -> T:
+        """The row a query always returns."""
+        row = self._row(name, params, cls)
+        if row is None:
+            raise CronjobsError(f"query {name!r} returned no row")
+        return row
+
+    def _values(self, name: str, params: Mapping[str, Any] | None = None) -> list[Any]:
+        """The first column of every row of a one-column query."""
+        with _translated(), self.conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(sql.query(name), params)
+            return [row[0] for row in cur.fetchall()] if cur.description is not None else []
 
     @contextmanager
     def pipeline(self) -> Iterator[None]:
@@ -87,7 +124,7 @@ class Store(ObserveQueries):
         with _translated(), self.conn.pipeline():
             yield
 
-    def _send(self, name: str, params: Mapping[str, Any]) -> None:
+    def _send(self, name: str, params: Mapping[str, Any] | None = None) -> None:
         """Run a statement whose answer is only whether it worked."""
         with _translated(), self.conn.cursor() as cur:
             cur.execute(sql.query(name), params)
@@ -112,10 +149,6 @@ class Store(ObserveQueries):
 
         return rows
 
-    def _row(self, name: str, params: Mapping[str, Any] | None = None) -> Row | None:
-        rows = self._rows(name, params)
-        return rows[0] if rows else None
-
     def _count(self, name: str, params: Mapping[str, Any] | None = None) -> int:
         with _translated(), self.conn.cursor() as cur:
             cur.execute(sql.query(name), params)
@@ -132,16 +165,14 @@ class Store(ObserveQueries):
     # -- clock and schema ---------------------------------------------------------------
 
     def now(self) -> dt.datetime:
-        value: dt.datetime = _required(self._row("now"), "now")["now"]
+        value: dt.datetime = self._values("now")[0]
         return value.astimezone(dt.UTC)
 
     def migrations_table_exists(self) -> bool:
-        row = self._row("migrations_table_exists")
-        return bool(row and row["present"])
+        return bool(self._values("migrations_table_exists")[0])
 
     def schema_version(self) -> int:
-        row = self._row("schema_version")
-        return int(row["version"]) if row else 0
+        return int(self._values("schema_version")[0])
 
     def installed_version(self) -> int | None:
         """The schema version, or None when the database has no cronjobs schema: the check
@@ -153,10 +184,10 @@ class Store(ObserveQueries):
             return None
 
     def lock_migrations(self) -> None:
-        self._rows("migration_lock")
+        self._send("migration_lock")
 
     def record_migration(self, version: int, name: str) -> None:
-        self._rows("record_migration", {"version": version, "name": name})
+        self._send("record_migration", {"version": version, "name": name})
 
     # -- definitions --------------------------------------------------------------------
 
@@ -193,39 +224,31 @@ class Store(ObserveQueries):
             "now": now,
             "next_due_at": next_due_at,
         }
-        row = self._row("upsert_definition", params)
-        if row is None:
-            return None
-        return _build(Definition, row), bool(row["created"])
+        row = self._row("upsert_definition", params, UpsertedDefinition)
+        return (row, row.created) if row is not None else None
 
     def definition_by_name(self, name: str, *, for_update: bool = False) -> Definition | None:
         query = "definition_by_name_for_update" if for_update else "definition_by_name"
-        row = self._row(query, {"name": name})
-        return _build(Definition, row) if row else None
+        return self._row(query, {"name": name}, Definition)
 
     def list_definitions(self) -> list[DefinitionSummary]:
-        return [
-            DefinitionSummary(_build(Definition, row), row["last_run_status"], row["last_run_at"])
-            for row in self._rows("list_definitions")
-        ]
+        return [DefinitionSummary(row, row.last_run_status, row.last_run_at)
+                for row in self._rows("list_definitions", None, ListedDefinition)]
 
     def recent_runs(self, definition_id: int, limit: int) -> list[Run]:
-        rows = self._rows("recent_runs", {"definition_id": definition_id, "limit": limit})
-        return [_build(Run, row) for row in rows]
+        return self._rows("recent_runs", {"definition_id": definition_id, "limit": limit}, Run)
 
     def pause_definition(
         self, definition_id: int, *, now: dt.datetime, until: dt.datetime | None, note: str | None
     ) -> Definition:
         params = {"id": definition_id, "now": now, "until": until, "note": note}
-        row = _required(self._row("pause_definition", params), "pause_definition")
-        return _build(Definition, row)
+        return self._one("pause_definition", params, Definition)
 
     def resume_definition(
         self, definition_id: int, *, now: dt.datetime, next_due_at: dt.datetime | None
     ) -> Definition:
         params = {"id": definition_id, "now": now, "next_due_at": next_due_at}
-        row = _required(self._row("resume_definition", params), "resume_definition")
-        return _build(Definition, row)
+        return self._one("resume_definition", params, Definition)
 
     def record_skip(
         self,
@@ -239,7 +262,7 @@ class Store(ObserveQueries):
         now: dt.datetime,
         tick_id: int | None = None,
     ) -> None:
-        self._rows(
+        self._send(
             "record_skip",
             {
                 "definition_id": definition_id,
@@ -255,14 +278,13 @@ class Store(ObserveQueries):
 
     def remove_definition(self, definition_id: int, *, now: dt.datetime) -> tuple[Definition, int]:
         """Mark removed; cancel its waiting runs and ask its running runs to stop."""
-        row = _required(self._row("remove_definition", {"id": definition_id, "now": now}),
-                        "remove_definition")
+        row = self._one("remove_definition", {"id": definition_id, "now": now}, Definition)
         reason = "job removed"
         cancelled = self._count(
             "cancel_waiting_runs", {"definition_id": definition_id, "now": now, "reason": reason}
         )
         self.request_cancel_running([definition_id], now=now)
-        return _build(Definition, row), cancelled
+        return row, cancelled
 
     def request_cancel_running(self, definition_ids: list[int], *, now: dt.datetime) -> int:
         params = {"definition_ids": definition_ids, "now": now}
@@ -270,21 +292,25 @@ class Store(ObserveQueries):
 
     # -- ticks and materialisation ------------------------------------------------------
 
-    def insert_tick(self, *, worker: str, now: dt.datetime | None,
-                    handlers: Sequence[str] = ()) -> tuple[int, dt.datetime]:
+    def insert_tick(self, *, worker: str, now: dt.datetime | None, lost_after: dt.timedelta,
+                    handlers: Sequence[str] = ()
+                    ) -> tuple[int, dt.datetime, list[LostTick]]:
         """Record a tick starting at ``now`` (None: the database clock's now), with the
-        handlers it can run; returns its id and its instant."""
-        row = _required(self._row("insert_tick", {"worker": worker, "now": now,
-                                                  "handlers": list(handlers)}), "insert_tick")
-        tick_at: dt.datetime = row["tick_at"]
-        return int(row["id"]), tick_at.astimezone(dt.UTC)
+        handlers it can run, and close as lost the ticks that went away before recording
+        their end (still running, started more than ``lost_after`` before the instant,
+        holding no live lease); returns its id, its instant and the ticks it closed."""
+        row = self._one("insert_tick", {"worker": worker, "now": now, "lost_after": lost_after,
+                                        "handlers": list(handlers)}, TickStarted)
+        lost = [LostTick(i, w, at) for i, w, at in zip(
+            row.lost_ids or [], row.lost_workers or [], row.lost_tick_ats or [], strict=True)]
+        return row.id, row.tick_at.astimezone(dt.UTC), lost
 
     def finish_tick(self, tick_id: int, *, status: str, counts: Mapping[str, int],
                     now: dt.datetime, error: str | None = None) -> None:
         names = ("materialised", "skipped", "reclaimed", "claimed", "succeeded", "failed")
         params: dict[str, Any] = {name: counts.get(name, 0) for name in names}
         params |= {"id": tick_id, "status": status, "error": error, "now": now}
-        self._rows("finish_tick", params)
+        self._send("finish_tick", params)
 
     def due_definitions(self, *, now: dt.datetime, limit: int) -> list[DueDefinition]:
         return self._binary("due_definitions", {"now": now, "limit": limit},
@@ -354,12 +380,12 @@ class Store(ObserveQueries):
     def runs_between(self, definition_id: int, start: dt.datetime, end: dt.datetime
                      ) -> list[Run]:
         params = {"definition_id": definition_id, "start": start, "end": end}
-        return [_build(Run, row) for row in self._rows("runs_between", params)]
+        return self._rows("runs_between", params, Run)
 
     def skips_between(self, definition_id: int, start: dt.datetime, end: dt.datetime
                       ) -> list[Skip]:
         params = {"definition_id": definition_id, "start": start, "end": end}
-        return [_build(Skip, row) for row in self._rows("skips_between", params)]
+        return self._rows("skips_between", params, Skip)
 
     # -- execution ----------------------------------------------------------------------
 
@@ -367,7 +393,7 @@ class Store(ObserveQueries):
                          worker: str, limit: int, tick_id: int | None,
                          run_ids: Sequence[int] | None = None, handlers: Sequence[str] = ()
                          ) -> tuple[set[int], list[Claimed]]:
-        """:meth:`claim_runs` and :meth:`finish_runs` in one transaction: one commit (one
+        """:meth:`finish_runs` and :meth:`claim_runs` in one transaction: one commit (one
         flush of the write-ahead log) for both. When the claim conflicts with another
         worker's (see claim_runs), the outcomes are recorded on their own."""
         if not outcomes:
@@ -375,10 +401,11 @@ class Store(ObserveQueries):
                                           tick_id=tick_id, run_ids=run_ids, handlers=handlers)
         try:
             with self.transaction():
+                # the finish first: the claim's plan settings last until the commit
+                recorded = self.finish_runs(outcomes, now=now)
                 claims = self.claim_runs(now=now, worker=worker, limit=limit,
                                          tick_id=tick_id, run_ids=run_ids, handlers=handlers,
                                          conflict=True)
-                recorded = self.finish_runs(outcomes, now=now)
         except Conflict:
             return self.finish_runs(outcomes, now=now), []
         return recorded, claims
@@ -386,13 +413,12 @@ class Store(ObserveQueries):
     def definitions_due(self, *, now: dt.datetime) -> bool:
         """Whether a definition still has a slot due at ``now`` (after this tick's
         materialisation: one that another tick is materialising right now)."""
-        row = self._row("definitions_due", {"now": now})
-        return bool(row and row["due"])
+        return bool(self._values("definitions_due", {"now": now})[0])
 
-    def reclaim_expired(self, *, now: dt.datetime, limit: int = 1000) -> list[Row]:
+    def reclaim_expired(self, *, now: dt.datetime, limit: int = 1000) -> list[Reclaimed]:
         """Runs whose lease expired before ``now`` go back to the queue (or die); their
         attempt is lost."""
-        return self._rows("reclaim_expired", {"now": now, "limit": limit})
+        return self._rows("reclaim_expired", {"now": now, "limit": limit}, Reclaimed)
 
     def claim_runs(self, *, now: dt.datetime, worker: str, limit: int,
                    tick_id: int | None, run_ids: Sequence[int] | None = None,
@@ -401,20 +427,39 @@ class Store(ObserveQueries):
         (the ones this worker has loaded). Another worker claiming an exclusive run of the
         same job at the same moment makes the claim find nothing (or, with ``conflict``,
         raise Conflict: the transaction it was part of is aborted)."""
-        params = {"now": now, "worker": worker, "limit": limit, "scan": max(limit * 4, 20),
-                  "tick_id": tick_id, "run_ids": list(run_ids) if run_ids is not None else None,
+        params = {"now": now, "worker": worker, "limit": limit, "tick_id": tick_id,
                   "handlers": list(handlers)}
         try:
-            with self.transaction():  # [group limit, issue 15] lock the groups, then claim
-                self._rows("lock_claimable_groups", {"now": now})
-                rows = self._rows("claim_runs", params)
+            # [group limit] lock_claimable_groups first, in the claim's transaction: the
+            # claims of one limited group take turns, each counting what the one before
+            # committed (see queries.sql)
+            if run_ids is not None:  # `trigger --run`: these runs only, by id
+                params |= {"run_ids": list(run_ids)}
+                with self.transaction():
+                    self._send("lock_claimable_groups", {"now": now})
+                    return self._rows("claim_runs_by_id", params, Claimed)
+            params |= {"scan": claim_scan(limit)}
+            if self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                self._send("lock_claimable_groups", {"now": now})
+                self._send("claim_plan")  # SET LOCAL: the transaction open already
+                return self._rows("claim_runs", params, Claimed)
+            # its own transaction, sent at once (BEGIN, the group locks, the plan, the
+            # claim, COMMIT) and read when the commit is in: one round trip, as a lone
+            # statement would be
+            with _translated():
+                with self.conn.pipeline(), self.conn.transaction():
+                    self._send("lock_claimable_groups", {"now": now})
+                    self._send("claim_plan")
+                    cur = self.conn.cursor(row_factory=class_row(Claimed))
+                    cur.execute(sql.query("claim_runs"), params)
+                with cur:
+                    return cur.fetchall()
         except Conflict:
             # Another worker claimed an exclusive run of the same job at the same moment;
             # the unique index refused the second one. Nothing was claimed: try again later.
             if conflict:
                 raise
             return []
-        return [_build(Claimed, row) for row in rows]
 
     def heartbeat(self, leases: Sequence[tuple[int, Any, dt.timedelta]], *, now: dt.datetime
                   ) -> dict[int, bool]:
@@ -427,8 +472,8 @@ class Store(ObserveQueries):
             "ids": [run_id for run_id, _, _ in leases],
             "tokens": [token for _, token, _ in leases],
             "leases": [lease for _, _, lease in leases],
-        })
-        return {row["id"]: bool(row["cancel_requested"]) for row in rows}
+        }, LeaseHeld)
+        return {row.id: row.cancel_requested for row in rows}
 
     def finish_runs(self, outcomes: Sequence[Outcome], *, now: dt.datetime) -> set[int]:
         """Record several attempts' outcomes in one statement, each only if this worker
@@ -436,7 +481,7 @@ class Store(ObserveQueries):
         of consecutive failures (failures are counted by :meth:`record_job_failure`)."""
         if not outcomes:
             return set()
-        rows = self._rows("finish_runs", {
+        return set(self._values("finish_runs", {
             "now": now,
             "ids": [o.run_id for o in outcomes],
             "tokens": [o.token for o in outcomes],
@@ -448,112 +493,103 @@ class Store(ObserveQueries):
             "results": [Jsonb(o.result) if o.result is not None else None for o in outcomes],
             "retry_ins": [o.retry_in or dt.timedelta(0) for o in outcomes],
             "extra_attempts": [o.extra_attempts for o in outcomes],
-        })
-        return {row["id"] for row in rows}
+        }))
 
     def record_job_failure(self, run_id: int, *, token: Any, error: str | None,
-                           now: dt.datetime) -> Row | None:
+                           now: dt.datetime) -> JobFailure | None:
         """Count a failed attempt of the run this worker still holds (call it in the
         transaction that records the outcome, before :meth:`finish_runs`); None when the
         lease was lost: nothing was counted."""
         return self._row("record_job_failure", {"run_id": run_id, "token": token,
-                                                 "error": error, "now": now})
+                                                 "error": error, "now": now}, JobFailure)
 
     def record_reclaimed_failure(self, definition_id: int, *, error: str | None,
-                                 now: dt.datetime) -> Row:
+                                 now: dt.datetime) -> JobFailure:
         """Count the lost attempt of a run reclaimed in this same transaction."""
-        return _required(self._row("record_reclaimed_failure", {
-            "definition_id": definition_id, "error": error, "now": now}),
-            "record_reclaimed_failure")
+        return self._one("record_reclaimed_failure", {
+            "definition_id": definition_id, "error": error, "now": now}, JobFailure)
 
     # -- operating ------------------------------------------------------------------------
 
     def run_by_id(self, run_id: int, *, for_update: bool = False) -> tuple[Run, str] | None:
         query = "run_by_id_for_update" if for_update else "run_by_id"
-        row = self._row(query, {"id": run_id})
-        return (_build(Run, row), row["job"]) if row else None
+        row = self._row(query, {"id": run_id}, JobRun)
+        return (row, row.job) if row is not None else None
 
     def attempts_of_run(self, run_id: int) -> list[Attempt]:
-        return [_build(Attempt, row) for row in self._rows("attempts_of_run", {"run_id": run_id})]
+        return self._rows("attempts_of_run", {"run_id": run_id}, Attempt)
 
     def attempts_of_runs(self, run_ids: Sequence[int]) -> list[Attempt]:
         """The attempts of several runs (by run, then attempt): one query for a page."""
-        rows = self._rows("attempts_of_runs", {"run_ids": list(run_ids)})
-        return [_build(Attempt, row) for row in rows]
+        return self._rows("attempts_of_runs", {"run_ids": list(run_ids)}, Attempt)
 
     def requeue_run(self, run_id: int, *, attempts: int, now: dt.datetime,
                     by: str | None = None) -> Run:
-        row = _required(self._row("requeue_run", {"id": run_id, "attempts": attempts,
-                                                  "by": by, "now": now}), "requeue_run")
-        return _build(Run, row)
+        return self._one("requeue_run", {"id": run_id, "attempts": attempts, "by": by,
+                                         "now": now}, Run)
 
     def acknowledge_run(self, run_id: int, *, by: str | None, now: dt.datetime) -> Run | None:
-        row = self._row("acknowledge_run", {"id": run_id, "by": by, "now": now})
-        return _build(Run, row) if row else None
+        return self._row("acknowledge_run", {"id": run_id, "by": by, "now": now}, Run)
 
     def acknowledge_dead_runs(self, definition_id: int, *, by: str | None, now: dt.datetime
                               ) -> list[Run]:
         rows = self._rows("acknowledge_dead_runs", {"definition_id": definition_id, "by": by,
-                                                    "now": now})
-        return sorted((_build(Run, row) for row in rows), key=lambda run: run.id)
+                                                    "now": now}, Run)
+        return sorted(rows, key=lambda run: run.id)
 
     def insert_manual_run(self, *, definition_id: int, scheduled_for: dt.datetime,
                           trigger: Trigger, payload: dict[str, Any] | None, max_attempts: int,
                           exclusive: bool, now: dt.datetime, retry_of: int | None = None
                           ) -> Run:
-        row = _required(self._row("insert_manual_run", {
+        return self._one("insert_manual_run", {
             "now": now, "definition_id": definition_id, "scheduled_for": scheduled_for,
             "trigger": trigger.value, "payload": Jsonb(payload) if payload is not None else None,
             "max_attempts": max_attempts, "exclusive": exclusive, "retry_of": retry_of,
-        }), "insert_manual_run")
-        return _build(Run, row)
+        }, Run)
 
     def cancel_waiting_run(self, run_id: int, *, now: dt.datetime) -> Run | None:
-        row = self._row("cancel_waiting_run", {"id": run_id, "now": now})
-        return _build(Run, row) if row else None
+        return self._row("cancel_waiting_run", {"id": run_id, "now": now}, Run)
 
     def request_cancel_run(self, run_id: int, *, now: dt.datetime) -> Run | None:
-        row = self._row("request_cancel_run", {"id": run_id, "now": now})
-        return _build(Run, row) if row else None
+        return self._row("request_cancel_run", {"id": run_id, "now": now}, Run)
 
     def list_runs(self, *, name: str | None, statuses: Sequence[str] | None,
                   since: dt.datetime | None, limit: int) -> list[tuple[Run, str]]:
         rows = self._rows("list_runs", {"name": name, "statuses": list(statuses) if statuses
-                                        else None, "since": since, "limit": limit})
-        return [(_build(Run, row), row["job"]) for row in rows]
+                                        else None, "since": since, "limit": limit}, JobRun)
+        return [(row, row.job) for row in rows]
 
-    def health(self, now: dt.datetime) -> Row:
-        return _required(self._row("health", {"now": now}), "health")
+    def health(self, now: dt.datetime) -> Health:
+        return self._one("health", {"now": now}, Health)
 
     def waiting_for_handlers(self, *, now: dt.datetime, handlers: Sequence[str] | None,
                              since: dt.datetime | None = None,
-                             definition_id: int | None = None) -> list[Row]:
+                             definition_id: int | None = None) -> list[WaitingRuns]:
         """Due handler runs waiting for a handler that is missing, per handler (``handler``,
         ``runs``, ``oldest``): missing from ``handlers``, or with None, registered by no tick
         started after ``since``."""
         return self._rows("waiting_for_handlers", {
             "now": now, "handlers": list(handlers) if handlers is not None else None,
-            "since": since, "definition_id": definition_id})
+            "since": since, "definition_id": definition_id}, WaitingRuns)
 
-    def running_runs(self) -> list[Row]:
-        return self._rows("running_runs")
+    def running_runs(self) -> list[RunningRun]:
+        return self._rows("running_runs", None, RunningRun)
 
-    def job_stats(self, *, since: dt.datetime) -> list[Row]:
+    def job_stats(self, *, since: dt.datetime) -> list[JobStats]:
         """Per job numbers; runs by status and retries count the runs not finished yet and
         those finished since ``since``."""
-        return self._rows("job_stats", {"since": since})
+        return self._rows("job_stats", {"since": since}, JobStats)
 
     def dashboard_jobs(self, *, after: str, search: str | None, limit: int, strip: int
-                       ) -> list[tuple[Definition, Row]]:
+                       ) -> list[DashboardJob]:
         """A page of jobs in name order after ``after``, each with its ``strip`` latest runs
         (``run_ids``, ``run_statuses``, ``run_slots``, ``run_times``: oldest first)."""
-        rows = self._rows("dashboard_jobs", {"after": after, "search": search,
-                                             "limit": limit, "strip": strip})
-        return [(_build(Definition, row), row) for row in rows]
+        return self._rows("dashboard_jobs", {"after": after, "search": search,
+                                             "limit": limit, "strip": strip}, DashboardJob)
 
     def count_jobs(self, *, search: str | None) -> int:
-        row = self._row("count_jobs", {"search": search})
-        return int(row["n"]) if row else 0
+        values = self._values("count_jobs", {"search": search})
+        return int(values[0]) if values else 0
 
     def prune_runs(self, *, cutoff: dt.datetime, keep_last: int, batch: int,
                    after: tuple[dt.datetime, int] | None = None
@@ -563,27 +599,27 @@ class Store(ObserveQueries):
         after_at, after_id = after or (dt.datetime.min.replace(tzinfo=dt.UTC), 0)
         rows = self._rows("prune_runs", {"cutoff": cutoff, "keep_last": keep_last,
                                          "batch": batch, "after_at": after_at,
-                                         "after_id": after_id})
-        last = max(((row["finished_at"], row["id"]) for row in rows), default=None)
+                                         "after_id": after_id}, Pruned)
+        last = max(((row.finished_at, row.id) for row in rows), default=None)
         return len(rows), last
 
     def count_prunable_runs(self, *, cutoff: dt.datetime, keep_last: int) -> int:
-        row = self._row("count_prunable_runs", {"cutoff": cutoff, "keep_last": keep_last})
-        return int(row["n"]) if row else 0
+        return int(self._values("count_prunable_runs", {"cutoff": cutoff,
+                                                        "keep_last": keep_last})[0])
 
     def prune_skips(self, *, cutoff: dt.datetime, batch: int) -> int:
-        return len(self._rows("prune_skips", {"cutoff": cutoff, "batch": batch}))
+        return len(self._values("prune_skips", {"cutoff": cutoff, "batch": batch}))
 
     def prune_ticks(self, *, cutoff: dt.datetime, batch: int) -> int:
-        return len(self._rows("prune_ticks", {"cutoff": cutoff, "batch": batch}))
+        return len(self._values("prune_ticks", {"cutoff": cutoff, "batch": batch}))
 
     # -- notifications (the worker) --------------------------------------------------------
 
     def listen_for_triggers(self) -> None:
-        self._rows("listen_trigger")
+        self._send("listen_trigger")
 
     def notify_trigger(self) -> None:
-        self._rows("notify_trigger")
+        self._send("notify_trigger")
 
     def wait_for_notification(self, timeout: float) -> bool:
         """Whether a notification arrived within ``timeout`` seconds."""
@@ -593,22 +629,20 @@ class Store(ObserveQueries):
         return False
 
     def definition_history(self, name: str) -> list[Definition]:
-        return [_build(Definition, row)
-                for row in self._rows("definition_history", {"name": name})]
+        return self._rows("definition_history", {"name": name}, Definition)
 
     # -- one-off runs (trigger --at) ---------------------------------------------------------
 
     def insert_one_off_run(self, *, definition_id: int, at: dt.datetime,
                            payload: dict[str, Any] | None, max_attempts: int, exclusive: bool,
                            now: dt.datetime) -> Run:
-        row = self._row("insert_one_off_run", {
+        return self._one("insert_one_off_run", {
             "definition_id": definition_id, "at": at, "max_attempts": max_attempts,
             "payload": Jsonb(payload) if payload is not None else None,
-            "exclusive": exclusive, "now": now})
-        return _build(Run, _required(row, "insert_one_off_run"))
+            "exclusive": exclusive, "now": now}, Run)
 
-    def due_one_off_runs(self, *, now: dt.datetime, limit: int) -> list[Row]:
-        return self._rows("due_one_off_runs", {"now": now, "limit": limit})
+    def due_one_off_runs(self, *, now: dt.datetime, limit: int) -> list[DueOneOff]:
+        return self._rows("due_one_off_runs", {"now": now, "limit": limit}, DueOneOff)
 
     def release_one_off_runs(self, releases: Sequence[tuple[int, bool, str | None]], *,
                              now: dt.datetime) -> int:
@@ -618,39 +652,31 @@ class Store(ObserveQueries):
             "errors": [r[2] for r in releases], "now": now})
 
     def one_off_runs_of(self, definition_id: int) -> list[Run]:
-        return [_build(Run, row)
-                for row in self._rows("one_off_runs_of", {"definition_id": definition_id})]
+        return self._rows("one_off_runs_of", {"definition_id": definition_id}, Run)
 
     # -- groups (limits across jobs) ----------------------------------------------------------
 
     def set_group_limit(self, name: str, *, max_running: int, now: dt.datetime) -> None:
-        self._rows("set_group_limit", {"name": name, "max_running": max_running, "now": now})
+        self._send("set_group_limit", {"name": name, "max_running": max_running, "now": now})
 
     def remove_group_limit(self, name: str) -> bool:
-        return bool(self._rows("remove_group_limit", {"name": name}))
+        return bool(self._values("remove_group_limit", {"name": name}))
 
     def group_usage(self, *, now: dt.datetime, name: str | None = None) -> list[GroupUsage]:
-        return [_build(GroupUsage, row)
-                for row in self._rows("group_usage", {"now": now, "name": name})]
+        return self._rows("group_usage", {"now": now, "name": name}, GroupUsage)
 
     def group_jobs(self, name: str) -> list[str]:
-        return [row["name"] for row in self._rows("group_jobs", {"name": name})]
+        return [str(value) for value in self._values("group_jobs", {"name": name})]
 
     # -- jobs as code (apply) ---------------------------------------------------------------
 
     def lock_apply(self) -> None:
-        self._rows("apply_lock")
+        self._send("apply_lock")
 
     def adopt_definition(self, definition_id: int, *, source: str, now: dt.datetime
                          ) -> Definition:
-        row = self._row("adopt_definition", {"id": definition_id, "source": source, "now": now})
-        return _build(Definition, _required(row, "adopt_definition"))
-
-
-def _required(row: Row | None, query: str) -> Row:
-    if row is None:
-        raise CronjobsError(f"query {query!r} returned no row")
-    return row
+        return self._one("adopt_definition", {"id": definition_id, "source": source,
+                                              "now": now}, Definition)
 
 
 @contextmanager

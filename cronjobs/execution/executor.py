@@ -15,7 +15,6 @@ import datetime as dt
 import fnmatch
 import logging
 import os
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -25,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 from cronjobs.clock import Clock
 from cronjobs.db.retry import DEFAULT, RetryPolicy, retrying
 from cronjobs.db.store import Store
-from cronjobs.errors import DatabaseUnavailable
-from cronjobs.models import AttemptOutcome, Claimed, Outcome, RunStatus
+from cronjobs.errors import CronjobsError, DatabaseUnavailable
+from cronjobs.execution.outcome import UnrunnableRun, lease_of, next_status, unrunnable
+from cronjobs.models import AttemptOutcome, Claimed, JobFailure, Outcome, Reclaimed, RunStatus
 
 if TYPE_CHECKING:  # imported when there is something to run: an idle tick stays light
     from cronjobs.execution.alerts import Alerts, Event
@@ -94,14 +94,6 @@ class _Active:
     last_beat: float  # monotonic time of the last renewed lease
     stop_requested: AttemptOutcome | None = None
     in_process: bool = False  # a handler in a thread of this process (cronjobs.inprocess)
-
-
-def retry_delay(attempt: int, base: dt.timedelta, cap: dt.timedelta,
-                rand: Callable[[], float] = random.random) -> dt.timedelta:
-    """Exponential backoff with jitter: base * 2^(attempt-1), capped, then a random point in
-    its upper half, so that retries of many runs spread out."""
-    ceiling = min(cap.total_seconds(), base.total_seconds() * 2 ** min(attempt - 1, 30))
-    return dt.timedelta(seconds=ceiling / 2 + rand() * ceiling / 2)
 
 
 class Executor:
@@ -217,26 +209,25 @@ class Executor:
     # -- steps --------------------------------------------------------------------------
 
     def _reclaim(self) -> None:
-        def reclaim(store: Store) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        def reclaim(store: Store) -> list[tuple[Reclaimed, JobFailure]]:
             # the takeover and the count of the lost attempts in one transaction
             now = self.clock.now()
             with store.transaction():
-                rows = sorted(store.reclaim_expired(now=now), key=lambda r: r["definition_id"])
-                return [(row, store.record_reclaimed_failure(row["definition_id"],
-                                                             error=row["error"], now=now))
+                rows = sorted(store.reclaim_expired(now=now), key=lambda r: r.definition_id)
+                return [(row, store.record_reclaimed_failure(row.definition_id,
+                                                             error=row.error, now=now))
                         for row in rows]
 
         for row, failure in self._db(reclaim) or []:
             self.report.reclaimed += 1
-            log.warning("lease expired: run %s back to %s", row["id"], row["status"],
-                        extra={"action": "reclaim", "run_id": row["id"],
-                               "worker": row["lease_owner"]})
+            log.warning("lease expired: run %s back to %s", row.id, row.status,
+                        extra={"action": "reclaim", "run_id": row.id,
+                               "worker": row.lease_owner})
             from cronjobs.execution.alerts import Event  # noqa: PLC0415 - see the imports above
 
             self._after_attempt(failure, Event(
-                "dead" if row["status"] == RunStatus.DEAD else "failed", row["id"],
-                row["job"], row["scheduled_for"], row["attempt"], row["status"], row["error"],
-                None))
+                "dead" if row.status == RunStatus.DEAD else "failed", row.id,
+                row.job, row.scheduled_for, row.attempt, row.status, row.error, None))
             if self.observer is not None:  # [observe]
                 self.observer.reclaimed(self.store, row)
 
@@ -275,6 +266,9 @@ class Executor:
             # recorded with the other outcomes on the next pass
             self.active[claim.id] = _Active(dead, _Done(refused), time.monotonic())
             return
+        problem = unrunnable(claim)
+        if problem is not None:
+            raise UnrunnableRun(problem)
         context = JobContext(run_id=claim.id, job=claim.name, scheduled_for=claim.scheduled_for,
                              attempt=claim.attempt, payload=dict(claim.payload or {}),
                              traceparent=(self.observer.started(claim)  # [observe]
@@ -298,6 +292,25 @@ class Executor:
             job = start(work, self.watchdog, _deadline(claimed_at, claim), self.wake,
                         self.template)
         self.active[claim.id] = _Active(claim, job, claimed_at, in_process=in_process)
+
+    def _cannot_start(self, claim: Claimed, exc: Exception) -> None:
+        """``claim`` could not be started (a row written around the CLI's checks, or the
+        system refused): it fails alone, with the reason recorded on it on the next pass;
+        the rest of the batch runs."""
+        from cronjobs.execution.process import Result  # noqa: PLC0415 - see the imports above
+
+        reason = exc.message if isinstance(exc, CronjobsError) else f"{type(exc).__name__}: {exc}"
+        error = f"could not start: {reason}"[:1000]
+        log.error("run %s: %s", claim.id, error,
+                  extra={"action": "start", "run_id": claim.id, "job": claim.name})
+        # the row itself is wrong (a retry would meet it again): dead at once; the system
+        # refused (out of processes...): retried as any failed attempt
+        row = isinstance(exc, (UnrunnableRun, ValueError, TypeError))
+        failed = dataclasses.replace(claim, max_attempts=claim.attempt if row
+                                     else claim.max_attempts, lease=lease_of(claim))
+        self.active.pop(claim.id, None)
+        self.active[claim.id] = _Active(failed, _Done(Result(AttemptOutcome.FAILED, None, error,
+                                                             "", None, 0.0)), time.monotonic())
 
     def _poll_jobs(self) -> list[tuple[_Active, Result]]:
         """The jobs that ended, taken out of ``active``."""
@@ -374,10 +387,10 @@ class Executor:
         for active in self.active.values():
             self._stop(active, AttemptOutcome.INTERRUPTED, "interrupted: the tick was stopped")
 
-    def _finish(self, ended: list[tuple[_Active, Result]], *, claim_limit: int = 0) -> int:
-        """Record the outcomes of attempts that ended, in one statement; with
-        ``claim_limit``, claim up to that many runs in the same transaction and start them.
-        Returns the number claimed."""
+    def _outcomes(self, ended: list[tuple[_Active, Result]]
+                  ) -> list[tuple[_Active, Result, Outcome]]:
+        """The outcomes to record of the attempts that ended (a lost lease is not
+        recorded: whoever holds the run now records its outcome)."""
         writes: list[tuple[_Active, Result, Outcome]] = []
         for active, result in ended:
             claim = active.claim
@@ -385,10 +398,24 @@ class Executor:
                 # the lease is gone: whoever holds the run now records its outcome
                 self._record_lost(claim, result.outcome.value, result.error)
                 continue
-            status, retry_in, extra = _next_status(claim, result.outcome)
+            try:
+                status, retry_in, extra = next_status(claim, result.outcome)
+            except Exception as exc:  # e.g. a job without a backoff
+                # the outcome stands; no retry can be computed: the run ends here
+                status, retry_in, extra = RunStatus.DEAD, None, 0
+                result = dataclasses.replace(result, error=(  # noqa: PLW2901
+                    f"{result.error or result.outcome.value}; no retry: "
+                    f"{type(exc).__name__}: {exc}")[:1000])
             writes.append((active, result, Outcome(
                 claim.id, claim.lease_token, status, result.outcome, result.exit_code,
                 result.error, result.output_tail, result.result, retry_in, extra)))
+        return writes
+
+    def _finish(self, ended: list[tuple[_Active, Result]], *, claim_limit: int = 0) -> int:
+        """Record the outcomes of attempts that ended, in one statement; with
+        ``claim_limit``, claim up to that many runs in the same transaction and start them.
+        Returns the number claimed."""
+        writes = self._outcomes(ended)
         outcomes = [o for _, _, o in writes]
         # retried through a lost connection for as long as every lease written still holds
         until = (min(a.last_beat + a.claim.lease.total_seconds() for a, _, _ in writes)
@@ -398,7 +425,7 @@ class Executor:
         # two finishes is retried by the policy: the whole transaction is fenced)
         failing = [o for a, _, o in sorted(writes, key=lambda w: w[0].claim.definition_id)
                    if o.status in (RunStatus.FAILED, RunStatus.DEAD)]
-        failures: dict[int, dict[str, Any] | None] = {}
+        failures: dict[int, JobFailure | None] = {}
 
         def write(store: Store) -> tuple[set[int], list[Claimed]]:
             if claim_limit > 0:
@@ -425,44 +452,83 @@ class Executor:
         # after `claimed_at + lease`, where the watchdog counts from
         claimed_at = time.monotonic()
         if claim_limit > 0 or writes:
-            both = self._db(write, until=until)
+            try:
+                both = self._db(write, until=until)
+            except CronjobsError as exc:
+                if isinstance(exc, DatabaseUnavailable) or not writes:
+                    raise
+                # one outcome the database refuses must not lose the others': each on its
+                # own (no claim this pass; the next one claims)
+                log.warning("recording %s outcomes failed (%s): recording them one by one",
+                            len(writes), exc.message, extra={"action": "finish"})
+                both = self._record_one_by_one(writes, failing, failures), []
             recorded, claims = both if both is not None else (None, [])
         for active, result, outcome in writes:
-            claim = active.claim
-            if recorded is None or claim.id not in recorded:
-                self._record_lost(claim, "lost", "lease lost before the outcome was recorded")
-                continue
-            status = outcome.status
-            counter = {RunStatus.SUCCEEDED: "succeeded", RunStatus.FAILED: "failed",
-                       RunStatus.DEAD: "dead", RunStatus.CANCELLED: "cancelled",
-                       RunStatus.QUEUED: "interrupted"}[status]
-            setattr(self.report, counter, getattr(self.report, counter) + 1)
-            if status == RunStatus.DEAD:
-                self.report.failed += 1
-            self.report.finished.append(Finished(claim.id, claim.name, claim.attempt,
-                                                 result.outcome.value, status.value,
-                                                 result.error))
-            self._observe_finished(claim, result, status)  # [observe]
-            if log.isEnabledFor(logging.INFO):
-                log.info("run %s %s", claim.id, status.value,
-                         extra={"action": "finish", "run_id": claim.id, "job": claim.name,
-                                "outcome": result.outcome.value})
-            if status in (RunStatus.FAILED, RunStatus.DEAD):
-                from cronjobs.execution.alerts import Event  # noqa: PLC0415 - see the imports above
-
-                event = Event("dead" if status == RunStatus.DEAD else "failed", claim.id,
-                              claim.name, claim.scheduled_for, claim.attempt, status.value,
-                              result.error, result.exit_code)
-                self._after_attempt(failures.get(claim.id), event)
+            self._recorded(active.claim, result, outcome, recorded,
+                           failures.get(active.claim.id))
         for claimed in claims:
             self.report.claimed += 1
-            self._start(claimed, claimed_at)
+            try:
+                self._start(claimed, claimed_at)
+            except Exception as exc:  # one run's problem is that run's alone
+                self._cannot_start(claimed, exc)
         if ended or claims:
             self._watch_self()
         if self.watchdog is not None:
             self.watchdog.flush()
         return len(claims)
 
+    def _recorded(self, claim: Claimed, result: Result, outcome: Outcome,
+                  recorded: set[int] | None, failure: JobFailure | None) -> None:
+        """Report an attempt whose outcome was written (or not: its lease was lost), and
+        alert on a failure."""
+        if recorded is None or claim.id not in recorded:
+            self._record_lost(claim, "lost", "lease lost before the outcome was recorded")
+            return
+        status = outcome.status
+        counter = {RunStatus.SUCCEEDED: "succeeded", RunStatus.FAILED: "failed",
+                   RunStatus.DEAD: "dead", RunStatus.CANCELLED: "cancelled",
+                   RunStatus.QUEUED: "interrupted"}[status]
+        setattr(self.report, counter, getattr(self.report, counter) + 1)
+        if status == RunStatus.DEAD:
+            self.report.failed += 1
+        self.report.finished.append(Finished(claim.id, claim.name, claim.attempt,
+                                             result.outcome.value, status.value, result.error))
+        self._observe_finished(claim, result, status)  # [observe]
+        if log.isEnabledFor(logging.INFO):
+            log.info("run %s %s", claim.id, status.value,
+                     extra={"action": "finish", "run_id": claim.id, "job": claim.name,
+                            "outcome": result.outcome.value})
+        if status in (RunStatus.FAILED, RunStatus.DEAD):
+            from cronjobs.execution.alerts import Event  # noqa: PLC0415 - see the imports above
+
+            event = Event("dead" if status == RunStatus.DEAD else "failed", claim.id,
+                          claim.name, claim.scheduled_for, claim.attempt, status.value,
+                          result.error, result.exit_code)
+            self._after_attempt(failure, event)
+
+    def _record_one_by_one(self, writes: list[tuple[_Active, Result, Outcome]],
+                           failing: list[Outcome], failures: dict[int, JobFailure | None]
+                           ) -> set[int]:
+        """Record each outcome in a transaction of its own; one the database refuses is
+        logged and left to its lease (the run is reclaimed when it expires)."""
+        recorded: set[int] = set()
+        counted = {o.run_id for o in failing}
+        for active, _, outcome in writes:
+            def write(store: Store, o: Outcome = outcome) -> set[int]:
+                now = self.clock.now()
+                with store.transaction():
+                    if o.run_id in counted:
+                        failures[o.run_id] = store.record_job_failure(
+                            o.run_id, token=o.token, error=o.error, now=now)
+                    return store.finish_runs([o], now=now)
+            until = active.last_beat + active.claim.lease.total_seconds()
+            try:
+                recorded |= self._db(write, until=until) or set()
+            except CronjobsError as exc:
+                log.warning("run %s: its outcome could not be recorded: %s", outcome.run_id,
+                            exc.message, extra={"action": "finish", "run_id": outcome.run_id})
+        return recorded
     def _observe_finished(self, claim: Claimed, result: Result, status: RunStatus) -> None:
         """[observe] The outcome of ``claim`` was recorded: notifications, its span."""
         if self.observer is not None:
@@ -476,27 +542,27 @@ class Executor:
         if self.observer is not None:  # [observe]
             self.observer.lost(claim, outcome, error)
 
-    def _after_attempt(self, row: dict[str, Any] | None, event: Event) -> None:
+    def _after_attempt(self, row: JobFailure | None, event: Event) -> None:
         """After a failure was counted (``row``: the job's failures in a row, and whether
         that paused it), fire the alert command the outcome calls for."""
         if row is None:  # the lease was lost before the failure was counted
             log.warning("run %s: lease lost, its failure was not counted", event.run_id,
                         extra={"action": "lost", "run_id": event.run_id})
             return
-        command = row["alert_command"] or self.options.alert_command
-        if row["just_paused"]:
-            log.warning("job %r paused: %s", row["name"], row["pause_note"],
-                        extra={"action": "pause", "job": row["name"]})
+        command = row.alert_command or self.options.alert_command
+        if row.just_paused:
+            log.warning("job %r paused: %s", row.name, row.pause_note,
+                        extra={"action": "pause", "job": row.name})
         if command is None:
             return
-        if event.kind == "dead" or row["alert_on_failure"]:
+        if event.kind == "dead" or row.alert_on_failure:
             self.alerts.fire(command, event)
-        if row["just_paused"]:
+        if row.just_paused:
             from cronjobs.execution.alerts import Event  # noqa: PLC0415 - see the imports above
 
             self.alerts.fire(command, Event("paused", event.run_id, event.job,
                                             event.scheduled_for, event.attempt, event.status,
-                                            row["pause_note"], event.exit_code))
+                                            row.pause_note, event.exit_code))
 
     # -- database access that survives a blip -------------------------------------------
 
@@ -555,18 +621,3 @@ def _deadline(since: float, claim: Claimed) -> float:
     before the lease can expire, so a reclaimed run never overlaps this copy."""
     lease = claim.lease.total_seconds()
     return since + lease - min(1.0, lease / 10)
-
-
-def _next_status(claim: Claimed, outcome: AttemptOutcome
-                 ) -> tuple[RunStatus, dt.timedelta | None, int]:
-    """The run's status after an attempt: (status, retry delay, extra attempts granted)."""
-    if outcome == AttemptOutcome.SUCCEEDED:
-        return RunStatus.SUCCEEDED, None, 0
-    if outcome == AttemptOutcome.CANCELLED:
-        return RunStatus.CANCELLED, None, 0
-    if outcome == AttemptOutcome.INTERRUPTED:
-        return RunStatus.QUEUED, dt.timedelta(0), 1  # an interruption uses no attempt
-    if claim.attempt >= claim.max_attempts:
-        return RunStatus.DEAD, None, 0
-    return RunStatus.FAILED, retry_delay(claim.attempt, claim.backoff, claim.backoff_max), 0
-

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cronjobs.db.store import Store
-from cronjobs.models import Claimed
+from cronjobs.models import Claimed, NotifyConfig, Reclaimed
 
 if TYPE_CHECKING:
     from cronjobs.execution.notify import Notifier
@@ -45,7 +45,7 @@ class RunObserver:
         self.dashboard_url = dashboard_url
         self.tracing = tracing
         self._notifier = notifier
-        self._config: dict[int, dict[str, Any] | None] = {}  # definition id -> receivers
+        self._config: dict[int, NotifyConfig | None] = {}  # definition id -> receivers
         # (run, attempt) -> (first seen, last written or None, bytes written)
         self._live: dict[tuple[int, int], tuple[float, float | None, int]] = {}
 
@@ -88,15 +88,14 @@ class RunObserver:
         self._end_span(claim.id, outcome, None, error)
         self._live.pop((claim.id, claim.attempt), None)
 
-    def reclaimed(self, store: Store, row: dict[str, Any]) -> None:
+    def reclaimed(self, store: Store, row: Reclaimed) -> None:
         """A run whose lease expired was sent back (``failed``) or declared ``dead``."""
         try:
-            self._notify(store, row["definition_id"], row["id"], row["job"],
-                         row["scheduled_for"], row["attempt"], row.get("max_attempts") or
-                         row["attempt"], str(row["status"]), row["error"], None, None)
+            self._notify(store, row.definition_id, row.id, row.job, row.scheduled_for,
+                         row.attempt, row.attempt, str(row.status), row.error, None, None)
         except Exception as exc:
-            log.warning("run %s: could not queue its notifications: %s", row["id"], exc,
-                        extra={"action": "notify", "run_id": row["id"]})
+            log.warning("run %s: could not queue its notifications: %s", row.id, exc,
+                        extra={"action": "notify", "run_id": row.id})
 
     def tick_pass(self, store: Store, active: Iterable[_Active]) -> None:
         """Once per pass: write the output of attempts running for LIVE_EVERY seconds or
@@ -156,7 +155,7 @@ class RunObserver:
         config = self._config[definition_id]
         if config is None:
             return
-        on = set(config["notify_on"])
+        on = set(config.notify_on)
         event = None
         if status == "dead":
             event = "dead" if "dead" in on else "failure" if "failure" in on else None
@@ -173,7 +172,7 @@ class RunObserver:
         self._notifier.send(Notice(event, run_id, job, slot, attempt, max_attempts, status,
                                    error, exit_code, output,
                                    run_url(self.dashboard_url, run_id)),
-                            tuple(config["notify_urls"]))
+                            tuple(config.notify_urls))
 
     def _end_span(self, run_id: int, outcome: str, status: str | None,
                   error: str | None) -> None:

@@ -97,6 +97,35 @@ def test_outcomes_are_kept_when_the_claim_beside_them_conflicts(
                       ).fetchone() == ("queued",)
 
 
+def test_a_claim_of_its_own_that_conflicts_claims_nothing(
+        cli: Invoke, store: Store, database_url: str, db: psycopg.Connection[Any]) -> None:
+    # as above, for a claim sent alone (its own transaction, in one round trip)
+    _queued_runs(cli, "single", "--overlap", "queue")
+    first, second = (row[0] for row in db.execute(
+        "SELECT id FROM job_runs ORDER BY id LIMIT 2"))
+    db.execute("UPDATE job_runs SET eligible_at = now() + interval '1 hour' "
+               "WHERE status = 'queued' AND id <> %s", (second,))
+    result: list[Any] = []
+    with psycopg.connect(database_url) as other:
+        other.execute("UPDATE job_runs SET status = 'running', attempt = 1, "
+                      "lease_owner = 'x', lease_token = gen_random_uuid(), "
+                      "lease_expires_at = now() + interval '1 minute' WHERE id = %s", (first,))
+        worker = threading.Thread(target=lambda: result.append(store.claim_runs(
+            now=store.now(), worker="w", limit=5, tick_id=None)))
+        worker.start()
+        wait_for(lambda: db.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database()").fetchone() == (1,), "our claim to wait")
+        other.commit()
+        worker.join(30)
+    assert result == [[]]
+    assert db.execute("SELECT status FROM job_runs WHERE id = %s", (second,)
+                      ).fetchone() == ("queued",)
+    # and the connection is usable again
+    assert [c.id for c in store.claim_runs(now=store.now() + dt.timedelta(hours=2),
+                                           worker="w", limit=5, tick_id=None)] == []
+
+
 def test_a_tick_waits_for_runs_another_tick_is_materialising(
         cli: Invoke, database_url: str, db: psycopg.Connection[Any]) -> None:
     assert cli("define", "every", "* * * * *", "--command", "true").exit_code == 0

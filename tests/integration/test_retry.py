@@ -66,7 +66,7 @@ def test_a_stale_holder_counts_no_failure(cli: Invoke, store: Store,
     # the holder's own failure counts (and pauses this job, as it asks after one)
     counted, recorded = _record(store, claim, new_token[0])
     assert counted is not None
-    assert (counted["name"], counted["just_paused"]) == ("flaky", True)
+    assert (counted.name, counted.just_paused) == ("flaky", True)
     assert recorded == {claim.id}
     assert _definition(db) == (
         1, True, "paused after 1 consecutive failures (last: exit code 1)")

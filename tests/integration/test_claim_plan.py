@@ -1,0 +1,122 @@
+"""The claim is a range scan of job_runs_claim_idx bounded by the batch, whatever the
+length of the queue and whether or not the table was ever analysed.
+
+A large backlog is seeded with SQL into a table that autovacuum may not touch (so no
+statistics exist unless the test takes them), the claim is run under EXPLAIN ANALYZE as the
+store runs it (claim_plan first, in a transaction that is rolled back), and its plan must
+read the queue only through a Limit over an Index Scan of job_runs_claim_idx that returned
+at most the batch's candidates: no Sort, Seq Scan or bitmap scan of job_runs anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from cronjobs.db import sql
+from cronjobs.db.store import claim_scan
+
+SEED = """
+ALTER TABLE job_runs SET (autovacuum_enabled = false);
+ALTER TABLE job_definitions SET (autovacuum_enabled = false);
+INSERT INTO job_definitions (name, schedule, kind, handler, command, overlap, cursor_at,
+                             next_due_at)
+SELECT 'job-' || g, '0 0 1 1 *', CASE WHEN g % 2 = 0 THEN 'handler' ELSE 'command' END,
+       CASE WHEN g % 2 = 0 THEN 'noop' END, CASE WHEN g % 2 = 1 THEN 'true' END,
+       CASE WHEN g % 3 = 0 THEN 'skip' ELSE 'allow' END, now(), now() + interval '1 year'
+FROM generate_series(1, 200) AS g;
+-- the history: finished runs
+INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, max_attempts, exclusive,
+                      eligible_at, attempt, started_at, finished_at)
+SELECT 1 + g % 200, timestamptz '2020-01-01' + g * interval '1 minute', 'schedule',
+       'succeeded', 1, false, now() - interval '1 day', 1, now() - interval '1 day',
+       now() - interval '1 day'
+FROM generate_series(1, %(history)s) AS g;
+-- the queue: scheduled and backfilled runs, some exclusive, a tenth not due yet
+INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts, exclusive,
+                      eligible_at)
+SELECT 1 + g % 200, timestamptz '2021-01-01' + g * interval '1 minute',
+       CASE WHEN g % 4 = 0 THEN 'schedule' ELSE 'backfill' END, 3, (1 + g % 200) % 3 = 0,
+       now() + CASE WHEN g % 10 = 0 THEN interval '1 hour' ELSE interval '-1 second' END
+FROM generate_series(1, %(queued)s) AS g;
+"""
+
+
+@pytest.fixture
+def backlog(database_url: str, request: pytest.FixtureRequest
+            ) -> Iterator[psycopg.Connection[Any]]:
+    queued, history, analyse = request.param
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(SEED.replace("%(history)s", str(history))
+                     .replace("%(queued)s", str(queued)).encode())
+        if analyse:
+            conn.execute("ANALYZE job_runs, job_definitions")
+        else:
+            row = conn.execute("SELECT last_analyze, last_autoanalyze FROM pg_stat_user_tables "
+                               "WHERE relname = 'job_runs'").fetchone()
+            assert row == (None, None)
+        yield conn
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+@pytest.mark.parametrize(
+    "backlog",
+    [(100_000, 0, False), (100_000, 0, True), (100, 100_000, False), (100, 100_000, True)],
+    ids=["100k-queued-unanalysed", "100k-queued-analysed", "100-queued-100k-history-unanalysed",
+         "100-queued-100k-history-analysed"],
+    indirect=True)
+@pytest.mark.parametrize("handlers", [["noop"], []], ids=["handlers", "commands-only"])
+def test_the_claim_is_a_range_scan_bounded_by_the_batch(
+        backlog: psycopg.Connection[Any], handlers: list[str]) -> None:
+    limit = 10
+    query = sql.query("claim_runs")
+    now = backlog.execute("SELECT now()").fetchone()
+    assert now is not None
+    params = {"now": now[0], "worker": "w", "limit": limit, "scan": claim_scan(limit),
+              "tick_id": None, "handlers": handlers}
+    assert set(re.findall(r"%\((\w+)\)s", query)) == set(params)
+    with backlog.transaction(force_rollback=True):
+        backlog.execute(sql.query("claim_plan"))
+        row = backlog.execute(b"EXPLAIN (ANALYZE, FORMAT JSON) " + query.encode(),
+                              params).fetchone()
+        claimed = backlog.execute("SELECT count(*) FROM job_runs WHERE status = 'running'"
+                                  ).fetchone()
+    assert row is not None and claimed is not None
+    assert claimed[0] == limit  # (it claimed for real, then was rolled back)
+    doc = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    nodes = list(_nodes(doc[0]["Plan"]))
+
+    # nothing reads job_runs but through the claim's index, its primary key, and (to see
+    # whether an exclusive candidate's job is running) an index of the running runs alone;
+    # nothing sorts or scans it
+    on_runs = [n for n in nodes if n.get("Relation Name") == "job_runs"]
+    assert {n["Node Type"] for n in on_runs} <= {"Index Scan", "Index Only Scan", "ModifyTable"}
+    assert {n.get("Index Name") for n in on_runs if n["Node Type"] != "ModifyTable"} <= {
+        "job_runs_claim_idx", "job_runs_pkey", "job_runs_exclusive_running_key",
+        "job_runs_running_idx"}, on_runs
+
+    # the candidates: Limit -> LockRows -> Index Scan on job_runs_claim_idx, returning at
+    # most the scan's bound (the queue's length plays no part)
+    scans = [n for n in nodes if n.get("Index Name") == "job_runs_claim_idx"]
+    assert len(scans) == 1
+    scan = scans[0]
+    assert scan["Node Type"] == "Index Scan"
+    assert "eligible_at <=" in scan["Index Cond"]
+    assert scan["Actual Rows"] <= claim_scan(limit)
+    limits = [n for n in nodes if n["Node Type"] == "Limit"
+              and n["Plans"][0]["Node Type"] == "LockRows"
+              and n["Plans"][0]["Plans"][0] is scan]
+    assert len(limits) == 1
+    # the sorts that remain order the few candidates (the window and the final pick)
+    for sort in (n for n in nodes if n["Node Type"] == "Sort"):
+        assert sort["Actual Rows"] <= claim_scan(limit), sort
