@@ -223,71 +223,6 @@ class Run:
 
 
 @dataclass(frozen=True)
-class Attempt:
-    """A row of job_attempts."""
-
-    id: int
-    run_id: int
-    attempt: int
-    worker: str
-    lease_token: Any
-    started_at: dt.datetime
-    finished_at: dt.datetime | None
-    outcome: str
-    exit_code: int | None
-    error: str | None
-    output_tail: str | None
-
-
-@dataclass(frozen=True)
-class GroupUsage:
-    """A group of jobs: its limit (None: none), its jobs, its runs holding a lease, and its
-    due runs that wait."""
-
-    name: str
-    max_running: int | None
-    jobs: int
-    running: int
-    waiting: int
-
-    @property
-    def full(self) -> bool:
-        """No free slot: its waiting runs wait for the group."""
-        return self.max_running is not None and self.running >= self.max_running
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """A row of job_notifications: one webhook notification about a run, and how it went."""
-
-    id: int
-    run_id: int
-    attempt: int
-    event: str
-    target: str  # the receiver's URL, masked
-    status: str
-    tries: int
-    http_status: int | None
-    error: str | None
-    sent_at: dt.datetime
-
-
-@dataclass(frozen=True)
-class UpsertedDefinition(Definition):
-    """A definition as ``upsert_definition`` returns it: whether the row is new."""
-
-    created: bool
-
-
-@dataclass(frozen=True)
-class ListedDefinition(Definition):
-    """A definition as ``list_definitions`` returns it: with its latest run."""
-
-    last_run_status: str | None
-    last_run_at: dt.datetime | None
-
-
-@dataclass(frozen=True)
 class NotifyConfig:
     """A job's webhook receivers (``notify_config``): secrets, shown masked."""
 
@@ -295,34 +230,6 @@ class NotifyConfig:
     name: str
     notify_urls: list[str]
     notify_on: list[str]
-
-
-@dataclass(frozen=True)
-class LiveOutput:
-    """What ``cronjobs logs`` reads of a run (``live_output``)."""
-
-    id: int
-    status: str
-    attempt: int
-    max_attempts: int
-    output_tail: str | None
-    output_bytes: int | None
-    error: str | None
-    exit_code: int | None
-    eligible_at: dt.datetime
-    finished_at: dt.datetime | None
-    job: str
-
-
-@dataclass(frozen=True)
-class DashboardJob(Definition):
-    """A definition as ``dashboard_jobs`` returns it: with its latest runs, oldest first
-    (each array None when it has none)."""
-
-    run_ids: list[int] | None
-    run_statuses: list[str] | None
-    run_slots: list[dt.datetime] | None
-    run_times: list[dt.datetime] | None
 
 
 @dataclass(frozen=True)
@@ -334,37 +241,6 @@ class DueOneOff:
     scheduled_for: dt.datetime
     name: str
     overlap: str
-
-
-@dataclass(frozen=True)
-class JobRun(Run):
-    """A run with its job's name (``run_by_id``, ``list_runs``)."""
-
-    job: str
-
-
-@dataclass(frozen=True)
-class DefinitionSummary:
-    """A definition with its latest run, as `cronjobs list` shows it."""
-
-    definition: Definition
-    last_run_status: str | None
-    last_run_at: dt.datetime | None
-
-
-@dataclass(frozen=True)
-class Skip:
-    """A row of job_skips: slots decided but not run, and why."""
-
-    id: int
-    definition_id: int
-    first_slot: dt.datetime
-    last_slot: dt.datetime
-    slot_count: int | None
-    reason: str
-    detail: str | None
-    tick_id: int | None
-    decided_at: dt.datetime
 
 
 @dataclass(frozen=True)
@@ -515,60 +391,6 @@ class Pruned:
 
     id: int
     finished_at: dt.datetime
-
-
-@dataclass(frozen=True)
-class Health:
-    """The installation's numbers at an instant (``status``, ``metrics``)."""
-
-    last_tick_at: dt.datetime | None
-    last_tick_worker: str | None
-    last_tick_status: str | None
-    ticks_last_hour: int
-    backlog: int
-    backlog_oldest: dt.datetime | None
-    running: int
-    failed_last_day: int
-    dead_last_day: int
-    jobs: int
-    lost_ticks_last_day: int
-    last_lost_tick_worker: str | None
-    last_lost_tick_at: dt.datetime | None
-
-
-@dataclass(frozen=True)
-class RunningRun:
-    """A run held by a worker, as ``status`` lists it."""
-
-    id: int
-    job: str
-    attempt: int
-    lease_owner: str | None
-    started_at: dt.datetime | None
-    heartbeat_at: dt.datetime | None
-    lease_expires_at: dt.datetime
-    cancel_requested_at: dt.datetime | None
-
-
-@dataclass(frozen=True)
-class JobStats:
-    """One job's numbers for ``status`` and ``metrics``."""
-
-    id: int
-    name: str
-    schedule: str
-    timezone: str
-    created_at: dt.datetime
-    schedule_since: dt.datetime
-    paused_at: dt.datetime | None
-    invalid_reason: str | None
-    last_success_at: dt.datetime | None
-    last_duration: dt.timedelta | None
-    last_lateness: dt.timedelta | None
-    dead_unacknowledged: int
-    latest_dead_id: int | None
-    runs_by_status: dict[str, int]
-    retries: int
 
 
 @dataclass(frozen=True)

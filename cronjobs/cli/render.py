@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronjobs.durations import format_duration
-from cronjobs.models import Attempt, Definition, Delivery, GroupUsage, LostTick, Run, WaitingRuns
+from cronjobs.models import Definition, LostTick, Run, WaitingRuns
 from cronjobs.validation import mask_url
 
 if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cronjobs
@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cr
     from cronjobs.core.health import Status
     from cronjobs.core.materialise import BackfillReport, Decided
     from cronjobs.core.operations import Acknowledged, RunDetail
+    from cronjobs.reports import Attempt, Delivery, GroupUsage
     from cronjobs.tick import TickReport
 
 

@@ -15,15 +15,8 @@ from cronjobs import cron as schedules
 from cronjobs.cron.describe import describe_schedule
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
-from cronjobs.models import (
-    Definition,
-    DefinitionSpec,
-    DefinitionSummary,
-    Kind,
-    NewSkip,
-    Run,
-    SkipReason,
-)
+from cronjobs.models import Definition, DefinitionSpec, Kind, NewSkip, Run, SkipReason
+from cronjobs.reports import DefinitionSummary
 from cronjobs.validation import (
     MAX_COMMAND_CHARS,
     MAX_NOTE_CHARS,

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from cronjobs import cron as schedules
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
-from cronjobs.models import Definition, GroupUsage, Run, RunStatus, Skip, WaitingRuns
+from cronjobs.models import Definition, Run, RunStatus, WaitingRuns
+from cronjobs.reports import GroupUsage, Skip
 from cronjobs.validation import check_name
 
 TICK = dt.timedelta(microseconds=1)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from cronjobs.db.store import Store
 from cronjobs.errors import UsageError
-from cronjobs.models import GroupUsage
+from cronjobs.reports import GroupUsage
 from cronjobs.validation import check_name
 
 MAX_RUNNING = 10_000

@@ -11,7 +11,8 @@ from cronjobs import cron as schedules
 from cronjobs.core.groups import waiting_for_groups
 from cronjobs.db.store import Store
 from cronjobs.errors import ScheduleError
-from cronjobs.models import GroupUsage, Health, JobStats, RunningRun, WaitingRuns
+from cronjobs.models import WaitingRuns
+from cronjobs.reports import GroupUsage, Health, JobStats, RunningRun
 
 TICK = dt.timedelta(microseconds=1)
 # How far back a job's runs by status and retries count (metrics): a window, so that the

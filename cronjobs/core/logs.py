@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from cronjobs.core.operations import check_run_id
 from cronjobs.db.store import Store
 from cronjobs.errors import RunNotFound
-from cronjobs.models import LiveOutput
+from cronjobs.reports import LiveOutput
 
 ANCHOR = 256  # characters of the last output read, looked for in the final tail
 

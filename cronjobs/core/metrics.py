@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from cronjobs.core.health import Status, status
 from cronjobs.db.store import Store
-from cronjobs.models import GroupUsage
+from cronjobs.reports import GroupUsage
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 

@@ -12,7 +12,8 @@ from cronjobs.core.definitions import get
 from cronjobs.core.materialise import exclusive
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, Refused, RunNotFound, UsageError
-from cronjobs.models import Attempt, Delivery, Overlap, Run, RunStatus, Trigger
+from cronjobs.models import Overlap, Run, RunStatus, Trigger
+from cronjobs.reports import Attempt, Delivery
 from cronjobs.validation import check_name, check_payload
 
 MAX_RUN_ID = 2**63 - 1

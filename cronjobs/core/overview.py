@@ -12,7 +12,8 @@ from cronjobs.core.definitions import Description, describe, next_fire
 from cronjobs.core.explain import REASONS, Explained, explain
 from cronjobs.db.store import Store
 from cronjobs.errors import UsageError
-from cronjobs.models import Attempt, DashboardJob, Definition, Health, Run, Trigger
+from cronjobs.models import Definition, Run, Trigger
+from cronjobs.reports import Attempt, DashboardJob, Health
 from cronjobs.validation import check_name, check_text
 
 PAGE = 50  # jobs per page

@@ -6,9 +6,12 @@ SQL is in ``queries.sql``."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from cronjobs.models import Delivery, LiveOutput, NotifyConfig
+from cronjobs.models import NotifyConfig
+
+if TYPE_CHECKING:  # the classes themselves: in the methods that return them
+    from cronjobs.reports import Delivery, LiveOutput
 
 T = TypeVar("T")
 
@@ -50,6 +53,7 @@ class ObserveQueries:
         }))
 
     def deliveries_of_run(self, run_id: int) -> list[Delivery]:
+        from cronjobs.reports import Delivery  # noqa: PLC0415 - see reports.py
         return self._rows("deliveries_of_run", {"run_id": run_id}, Delivery)
 
     def write_live_output(self, outputs: Sequence[tuple[int, Any, str, int]]) -> set[int]:
@@ -63,5 +67,6 @@ class ObserveQueries:
 
     def live_output(self, run_id: int) -> LiveOutput | None:
         """What `cronjobs logs` reads of a run: its status, attempt, output so far, error."""
+        from cronjobs.reports import LiveOutput  # noqa: PLC0415 - see reports.py
         rows = self._rows("live_output", {"id": run_id}, LiveOutput)
         return rows[0] if rows else None

@@ -10,7 +10,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, LiteralString, TypeVar
+from typing import TYPE_CHECKING, Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import errors as pgerrors
@@ -30,21 +30,13 @@ from cronjobs.errors import (
 )
 from cronjobs.models import (
     Advance,
-    Attempt,
     Claimed,
-    DashboardJob,
     Definition,
     DefinitionSpec,
-    DefinitionSummary,
     DueDefinition,
     DueOneOff,
-    GroupUsage,
-    Health,
     JobFailure,
-    JobRun,
-    JobStats,
     LeaseHeld,
-    ListedDefinition,
     LostTick,
     NewRun,
     NewSkip,
@@ -52,14 +44,23 @@ from cronjobs.models import (
     Pruned,
     Reclaimed,
     Run,
-    RunningRun,
-    Skip,
     SkipReason,
     TickStarted,
     Trigger,
-    UpsertedDefinition,
     WaitingRuns,
 )
+
+if TYPE_CHECKING:  # the classes themselves: in the methods that return them
+    from cronjobs.reports import (
+        Attempt,
+        DashboardJob,
+        DefinitionSummary,
+        GroupUsage,
+        Health,
+        JobStats,
+        RunningRun,
+        Skip,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +198,7 @@ class Store(ObserveQueries):
     ) -> tuple[Definition, bool] | None:
         """Insert or update; returns (definition, created) or None when nothing changed.
         ``source`` is recorded on a new definition only."""
+        from cronjobs.reports import UpsertedDefinition  # noqa: PLC0415 - see reports.py
         params = {
             "source": source,
             "name": spec.name,
@@ -232,6 +234,7 @@ class Store(ObserveQueries):
         return self._row(query, {"name": name}, Definition)
 
     def list_definitions(self) -> list[DefinitionSummary]:
+        from cronjobs.reports import DefinitionSummary, ListedDefinition  # noqa: PLC0415 - see reports.py
         return [DefinitionSummary(row, row.last_run_status, row.last_run_at)
                 for row in self._rows("list_definitions", None, ListedDefinition)]
 
@@ -384,6 +387,7 @@ class Store(ObserveQueries):
 
     def skips_between(self, definition_id: int, start: dt.datetime, end: dt.datetime
                       ) -> list[Skip]:
+        from cronjobs.reports import Skip  # noqa: PLC0415 - see reports.py
         params = {"definition_id": definition_id, "start": start, "end": end}
         return self._rows("skips_between", params, Skip)
 
@@ -512,15 +516,18 @@ class Store(ObserveQueries):
     # -- operating ------------------------------------------------------------------------
 
     def run_by_id(self, run_id: int, *, for_update: bool = False) -> tuple[Run, str] | None:
+        from cronjobs.reports import JobRun  # noqa: PLC0415 - see reports.py
         query = "run_by_id_for_update" if for_update else "run_by_id"
         row = self._row(query, {"id": run_id}, JobRun)
         return (row, row.job) if row is not None else None
 
     def attempts_of_run(self, run_id: int) -> list[Attempt]:
+        from cronjobs.reports import Attempt  # noqa: PLC0415 - see reports.py
         return self._rows("attempts_of_run", {"run_id": run_id}, Attempt)
 
     def attempts_of_runs(self, run_ids: Sequence[int]) -> list[Attempt]:
         """The attempts of several runs (by run, then attempt): one query for a page."""
+        from cronjobs.reports import Attempt  # noqa: PLC0415 - see reports.py
         return self._rows("attempts_of_runs", {"run_ids": list(run_ids)}, Attempt)
 
     def requeue_run(self, run_id: int, *, attempts: int, now: dt.datetime,
@@ -555,11 +562,13 @@ class Store(ObserveQueries):
 
     def list_runs(self, *, name: str | None, statuses: Sequence[str] | None,
                   since: dt.datetime | None, limit: int) -> list[tuple[Run, str]]:
+        from cronjobs.reports import JobRun  # noqa: PLC0415 - see reports.py
         rows = self._rows("list_runs", {"name": name, "statuses": list(statuses) if statuses
                                         else None, "since": since, "limit": limit}, JobRun)
         return [(row, row.job) for row in rows]
 
     def health(self, now: dt.datetime) -> Health:
+        from cronjobs.reports import Health  # noqa: PLC0415 - see reports.py
         return self._one("health", {"now": now}, Health)
 
     def waiting_for_handlers(self, *, now: dt.datetime, handlers: Sequence[str] | None,
@@ -573,17 +582,20 @@ class Store(ObserveQueries):
             "since": since, "definition_id": definition_id}, WaitingRuns)
 
     def running_runs(self) -> list[RunningRun]:
+        from cronjobs.reports import RunningRun  # noqa: PLC0415 - see reports.py
         return self._rows("running_runs", None, RunningRun)
 
     def job_stats(self, *, since: dt.datetime) -> list[JobStats]:
         """Per job numbers; runs by status and retries count the runs not finished yet and
         those finished since ``since``."""
+        from cronjobs.reports import JobStats  # noqa: PLC0415 - see reports.py
         return self._rows("job_stats", {"since": since}, JobStats)
 
     def dashboard_jobs(self, *, after: str, search: str | None, limit: int, strip: int
                        ) -> list[DashboardJob]:
         """A page of jobs in name order after ``after``, each with its ``strip`` latest runs
         (``run_ids``, ``run_statuses``, ``run_slots``, ``run_times``: oldest first)."""
+        from cronjobs.reports import DashboardJob  # noqa: PLC0415 - see reports.py
         return self._rows("dashboard_jobs", {"after": after, "search": search,
                                              "limit": limit, "strip": strip}, DashboardJob)
 
@@ -663,6 +675,7 @@ class Store(ObserveQueries):
         return bool(self._values("remove_group_limit", {"name": name}))
 
     def group_usage(self, *, now: dt.datetime, name: str | None = None) -> list[GroupUsage]:
+        from cronjobs.reports import GroupUsage  # noqa: PLC0415 - see reports.py
         return self._rows("group_usage", {"now": now, "name": name}, GroupUsage)
 
     def group_jobs(self, name: str) -> list[str]:

@@ -10,7 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from cronjobs.models import Attempt, Definition, Run, Skip
+from cronjobs.models import Definition, Run
+from cronjobs.reports import Attempt, Skip
 
 TABLES = [("job_definitions", Definition), ("job_runs", Run), ("job_attempts", Attempt),
           ("job_skips", Skip)]
