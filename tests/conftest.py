@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -299,6 +300,40 @@ def wait_for(predicate: Callable[[], Any], what: str, limit: float = 60.0) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
         time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def serving(log: Path, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`cronjobs serve` (the installed executable) on a free loopback port, with ``env``
+    added to the environment and its output in ``log``: yields its base URL and its process
+    once /healthz?scope=server answers, and stops it (SIGTERM) afterwards unless it has
+    ended already."""
+    import httpx  # the web extra's test client: only the tests that serve need it
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [str(Path(sys.executable).parent / "cronjobs"), "serve"],
+            env={**os.environ, **env, "CRONJOBS_SERVE_PORT": str(port)},
+            stdout=out, stderr=out, text=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        assert process.poll() is None, log.read_text()
+        try:
+            return httpx.get(base + "/healthz?scope=server", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(ready, "cronjobs serve to answer")
+        yield base, process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=30)
 
 
 def one_run(cli: Invoke, name: str, *options: str) -> None:

@@ -17,16 +17,10 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from conftest import run_cronjobs, snapshot, wait_for
+from conftest import run_cronjobs, serving, snapshot
 
 TOKEN = "acceptance-admin-token-0123456789"
 PASSWORD = "pw-never-shown-4242"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _with_password(url: str) -> str:
@@ -38,29 +32,10 @@ def _with_password(url: str) -> str:
 
 @pytest.fixture
 def served(database_url: str, tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
-    port = _free_port()
     log = tmp_path / "serve.log"
-    env = {**os.environ, "CRONJOBS_DATABASE_URL": _with_password(database_url),
-           "CRONJOBS_SERVE_PORT": str(port), "CRONJOBS_ADMIN_TOKEN": TOKEN}
-    with log.open("w") as out:
-        process = subprocess.Popen([str(Path(sys.executable).parent / "cronjobs"), "serve"],
-                                   env=env, stdout=out, stderr=out, text=True)
-    base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert process.poll() is None, log.read_text()
-        try:
-            return httpx.get(base + "/healthz?scope=server", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(ready, "cronjobs serve to answer")
+    with serving(log, {"CRONJOBS_DATABASE_URL": _with_password(database_url),
+                       "CRONJOBS_ADMIN_TOKEN": TOKEN}) as (base, process):
         yield base, log, process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(timeout=30)
 
 
 def test_it_listens_on_loopback_and_never_shows_secrets(

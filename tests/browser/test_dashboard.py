@@ -7,18 +7,14 @@ import json
 import os
 import re
 import signal
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 import pytest
 
-from conftest import Invoke, count, wait_for
+from conftest import Invoke, count, serving
 from cronjobs.db.store import Store
 from cronjobs.tick import TickOptions, tick
 from system_tools import require_tool
@@ -45,34 +41,14 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def server(database_url: str, tmp_path: Path) -> Iterator[str]:
     """`cronjobs serve` with an admin token, on a free port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "CRONJOBS_DATABASE_URL": database_url, "CRONJOBS_ADMIN_TOKEN": TOKEN,
-           "CRONJOBS_SERVE_PORT": str(port), "CRONJOBS_SERVE_REFRESH": "2s"}
-    exe = Path(sys.executable).parent / "cronjobs"
     log = tmp_path / "serve.log"
-    with log.open("w") as out:
-        process = subprocess.Popen([str(exe), "serve"], env=env, stdout=out, stderr=out)
-    base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert process.poll() is None, log.read_text()
-        try:
-            return httpx.get(base + "/healthz?scope=server", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(ready, "cronjobs serve to answer")
+    with serving(log, {"CRONJOBS_DATABASE_URL": database_url, "CRONJOBS_ADMIN_TOKEN": TOKEN,
+                       "CRONJOBS_SERVE_REFRESH": "2s"}) as (base, process):
         yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        # uvicorn finishes the requests under way, then ends by the signal it was sent
-        assert process.returncode in (0, -signal.SIGTERM), log.read_text()
-        assert "Application shutdown complete" in log.read_text()
-        assert TOKEN not in log.read_text()
+    # uvicorn finishes the requests under way, then ends by the signal it was sent
+    assert process.returncode in (0, -signal.SIGTERM), log.read_text()
+    assert "Application shutdown complete" in log.read_text()
+    assert TOKEN not in log.read_text()
 
 
 def _seed(cli: Invoke, db: psycopg.Connection[Any]) -> tuple[int, int]:
