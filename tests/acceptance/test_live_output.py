@@ -38,6 +38,9 @@ def test_logs_follow_a_running_run_to_its_end(cli: Invoke, database_url: str,
         [sys.executable, "-m", "cronjobs", "--database-url", database_url, "logs",
          str(run_id), "--follow", "--interval", "0.2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # the tick starts once `logs` has seen the run waiting (else the two race)
+    assert follow.stderr is not None
+    waiting = follow.stderr.readline()
     tick = subprocess.Popen(
         [sys.executable, "-m", "cronjobs", "--database-url", database_url, "tick"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -50,8 +53,7 @@ def test_logs_follow_a_running_run_to_its_end(cli: Invoke, database_url: str,
         # (a little output: the pipes hold it while we wait; communicate() would skip
         # what readline() buffered)
         follow.wait(timeout=60)
-        assert follow.stderr is not None
-        out, err = follow.stdout.read(), follow.stderr.read()
+        out, err = follow.stdout.read(), waiting + follow.stderr.read()
         tick.communicate(timeout=60)
     finally:
         for process in (follow, tick):
