@@ -257,18 +257,19 @@ def materialise(store: Store, now: dt.datetime, *, tick_id: int | None = None,
                 first = False
             release_one_offs(store, now, report, batch=batch)
         return report
-    first = True
+    first, released = True, 0
     while True:
         with store.transaction():
             found = one_batch(first)
+            if found < batch:  # the last batch: the first one-off runs in its transaction
+                released = release_one_offs(store, now, report, batch=batch)
         first = False
         if found < batch:
             break
-    while True:
+    while released >= batch:
         with store.transaction():
-            found = release_one_offs(store, now, report, batch=batch)
-        if found < batch:
-            return report
+            released = release_one_offs(store, now, report, batch=batch)
+    return report
 
 
 def release_one_offs(store: Store, now: dt.datetime, report: MaterialiseReport, *,

@@ -160,3 +160,19 @@ def test_concurrent_ticks_release_a_run_once(database_url: str, cli: Invoke,
     assert db.execute("SELECT status, attempt, count(*) FROM job_runs GROUP BY 1, 2"
                       ).fetchall() == [("succeeded", 1, 3)]
     assert db.execute("SELECT count(*) FROM job_attempts").fetchone() == (3,)
+
+
+def test_one_off_runs_beyond_a_batch_are_all_released(cli: Invoke,
+                                                     db: psycopg.Connection[Any]) -> None:
+    """The first batch of due one-off runs goes with materialisation's last transaction,
+    the rest in batches of their own: none is left waiting."""
+    from cronjobs.core.materialise import materialise
+    from cronjobs.db.store import Store
+
+    _define(cli, "report", "--overlap", "allow")
+    at = _db_now(db) + dt.timedelta(hours=1)
+    for _ in range(5):
+        assert cli("trigger", "report", "--at", at.isoformat()).exit_code == 0
+    report = materialise(Store(db), at + dt.timedelta(minutes=1), batch=2)
+    assert (report.released, report.one_offs_skipped) == (5, 0)
+    assert [status for _, status, *_ in _runs(db)] == ["queued"] * 5
