@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import errors as pgerrors
-from psycopg import pq
 from psycopg.rows import RowFactory, args_row, class_row, tuple_row
 from psycopg.types.json import Jsonb
 
@@ -138,10 +137,15 @@ class Store(ObserveQueries):
 
     def _binary_later(self, name: str, params: Mapping[str, Any],
                       row_factory: RowFactory[T]) -> Callable[[], list[T]]:
-        """``_binary``, its rows read when the returned function is called: inside
+        """``_later`` in binary."""
+        return self._later(name, params, row_factory, binary=True)
+
+    def _later(self, name: str, params: Mapping[str, Any], row_factory: RowFactory[T],
+               *, binary: bool = False) -> Callable[[], list[T]]:
+        """``_rows`` of a statement sent now, read by calling the result: inside
         ``pipeline()``, after the block, so that nothing waits for them before."""
         with _translated():
-            cur = self.conn.cursor(row_factory=row_factory, binary=True)
+            cur = self.conn.cursor(row_factory=row_factory, binary=binary)
             cur.execute(sql.query(name), params)
 
         def rows() -> list[T]:
@@ -397,22 +401,58 @@ class Store(ObserveQueries):
                          worker: str, limit: int, tick_id: int | None,
                          run_ids: Sequence[int] | None = None, handlers: Sequence[str] = ()
                          ) -> tuple[set[int], list[Claimed]]:
-        """:meth:`finish_runs` and :meth:`claim_runs` in one transaction: one commit (one
-        flush of the write-ahead log) for both. When the claim conflicts with another
-        worker's (see claim_runs), the outcomes are recorded on their own."""
-        if not outcomes:
-            return set(), self.claim_runs(now=now, worker=worker, limit=limit,
-                                          tick_id=tick_id, run_ids=run_ids, handlers=handlers)
-        try:
-            with self.transaction():
-                # the finish first: the claim's plan settings last until the commit
-                recorded = self.finish_runs(outcomes, now=now)
-                claims = self.claim_runs(now=now, worker=worker, limit=limit,
-                                         tick_id=tick_id, run_ids=run_ids, handlers=handlers,
-                                         conflict=True)
-        except Conflict:
-            return self.finish_runs(outcomes, now=now), []
+        """:meth:`finish_runs` and :meth:`claim_runs` in one transaction: see
+        :meth:`pass_of_executor`."""
+        recorded, _, claims = self.pass_of_executor(
+            outcomes, (), now=now, worker=worker, limit=limit, tick_id=tick_id,
+            run_ids=run_ids, handlers=handlers)
         return recorded, claims
+
+    def pass_of_executor(self, outcomes: Sequence[Outcome], failing: Sequence[Outcome], *,
+                         now: dt.datetime, worker: str, limit: int, tick_id: int | None,
+                         run_ids: Sequence[int] | None = None, handlers: Sequence[str] = ()
+                         ) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed]]:
+        """One pass of a tick's executor in one transaction, sent at once and read when
+        the commit is in (one round trip, one flush of the write-ahead log): count the
+        failures of ``failing`` (:meth:`record_job_failure`, in the order given), record
+        ``outcomes`` (:meth:`finish_runs`) and, with ``limit``, claim up to that many
+        runs (:meth:`claim_runs`). Returns the ids recorded, the failures counted and the
+        runs claimed. When the claim conflicts with another worker's (see claim_runs), the
+        whole transaction is undone and the outcomes are recorded on their own."""
+        if limit > 0:
+            try:
+                return self._pass(outcomes, failing, now=now, claim=(worker, limit, tick_id,
+                                                                     run_ids, handlers))
+            except Conflict:
+                if not outcomes and not failing:
+                    return set(), {}, []
+        if not outcomes and not failing:
+            return set(), {}, []
+        return self._pass(outcomes, failing, now=now, claim=None)
+
+    def _pass(self, outcomes: Sequence[Outcome], failing: Sequence[Outcome], *,
+              now: dt.datetime,
+              claim: tuple[str, int, int | None, Sequence[int] | None, Sequence[str]] | None
+              ) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed]]:
+        with _translated():
+            with self.conn.pipeline(), self.conn.transaction():
+                counted = [(o.run_id, self._later("record_job_failure", {
+                    "run_id": o.run_id, "token": o.token, "error": o.error, "now": now},
+                    class_row(JobFailure))) for o in failing]
+                finished = (self._later("finish_runs", _finish_params(outcomes, now),
+                                        tuple_row) if outcomes else None)
+                claimed = None
+                if claim is not None:
+                    worker, limit, tick_id, run_ids, handlers = claim
+                    claimed = self._claim_later(now=now, worker=worker, limit=limit,
+                                                tick_id=tick_id, run_ids=run_ids,
+                                                handlers=handlers)
+            failures: dict[int, JobFailure | None] = {}
+            for run_id, rows in counted:
+                got = rows()
+                failures[run_id] = got[0] if got else None
+            recorded = {row[0] for row in finished()} if finished is not None else set()
+            return recorded, failures, claimed() if claimed is not None else []
 
     def definitions_due(self, *, now: dt.datetime) -> bool:
         """Whether a definition still has a slot due at ``now`` (after this tick's
@@ -426,44 +466,41 @@ class Store(ObserveQueries):
 
     def claim_runs(self, *, now: dt.datetime, worker: str, limit: int,
                    tick_id: int | None, run_ids: Sequence[int] | None = None,
-                   handlers: Sequence[str] = (), conflict: bool = False) -> list[Claimed]:
+                   handlers: Sequence[str] = ()) -> list[Claimed]:
         """Claim up to ``limit`` due runs: commands, and handler runs of ``handlers`` only
         (the ones this worker has loaded). Another worker claiming an exclusive run of the
-        same job at the same moment makes the claim find nothing (or, with ``conflict``,
-        raise Conflict: the transaction it was part of is aborted)."""
-        params = {"now": now, "worker": worker, "limit": limit, "tick_id": tick_id,
-                  "handlers": list(handlers)}
+        same job at the same moment makes the claim find nothing (the unique index refused
+        the second one: try again later)."""
         try:
-            # [group limit] lock_claimable_groups first, in the claim's transaction: the
-            # claims of one limited group take turns, each counting what the one before
-            # committed (see queries.sql)
-            if run_ids is not None:  # `trigger --run`: these runs only, by id
-                params |= {"run_ids": list(run_ids)}
-                with self.transaction():
-                    self._send("lock_claimable_groups", {"now": now})
-                    return self._rows("claim_runs_by_id", params, Claimed)
-            params |= {"scan": claim_scan(limit)}
-            if self.conn.info.transaction_status != pq.TransactionStatus.IDLE:
-                self._send("lock_claimable_groups", {"now": now})
-                self._send("claim_plan")  # SET LOCAL: the transaction open already
-                return self._rows("claim_runs", params, Claimed)
             # its own transaction, sent at once (BEGIN, the group locks, the plan, the
             # claim, COMMIT) and read when the commit is in: one round trip, as a lone
             # statement would be
             with _translated():
                 with self.conn.pipeline(), self.conn.transaction():
-                    self._send("lock_claimable_groups", {"now": now})
-                    self._send("claim_plan")
-                    cur = self.conn.cursor(row_factory=class_row(Claimed))
-                    cur.execute(sql.query("claim_runs"), params)
-                with cur:
-                    return cur.fetchall()
+                    rows = self._claim_later(now=now, worker=worker, limit=limit,
+                                             tick_id=tick_id, run_ids=run_ids,
+                                             handlers=handlers)
+                return rows()
         except Conflict:
-            # Another worker claimed an exclusive run of the same job at the same moment;
-            # the unique index refused the second one. Nothing was claimed: try again later.
-            if conflict:
-                raise
             return []
+
+    def _claim_later(self, *, now: dt.datetime, worker: str, limit: int,
+                     tick_id: int | None, run_ids: Sequence[int] | None,
+                     handlers: Sequence[str]) -> Callable[[], list[Claimed]]:
+        """Send the statements of a claim inside an open transaction; the claimed rows are
+        read by calling the result (after the pipeline, when there is one)."""
+        params = {"now": now, "worker": worker, "limit": limit, "tick_id": tick_id,
+                  "handlers": list(handlers)}
+        # [group limit] lock_claimable_groups first, in the claim's transaction: the
+        # claims of one limited group take turns, each counting what the one before
+        # committed (see queries.sql)
+        self._send("lock_claimable_groups", {"now": now})
+        if run_ids is not None:  # `trigger --run`: these runs only, by id
+            return self._later("claim_runs_by_id", params | {"run_ids": list(run_ids)},
+                               class_row(Claimed))
+        self._send("claim_plan")  # SET LOCAL: until the transaction ends
+        return self._later("claim_runs", params | {"scan": claim_scan(limit)},
+                           class_row(Claimed))
 
     def heartbeat(self, leases: Sequence[tuple[int, Any, dt.timedelta]], *, now: dt.datetime
                   ) -> dict[int, bool]:
@@ -485,19 +522,7 @@ class Store(ObserveQueries):
         of consecutive failures (failures are counted by :meth:`record_job_failure`)."""
         if not outcomes:
             return set()
-        return set(self._values("finish_runs", {
-            "now": now,
-            "ids": [o.run_id for o in outcomes],
-            "tokens": [o.token for o in outcomes],
-            "statuses": [o.status.value for o in outcomes],
-            "outcomes": [o.outcome.value for o in outcomes],
-            "exit_codes": [o.exit_code for o in outcomes],
-            "errors": [o.error for o in outcomes],
-            "output_tails": [o.output_tail for o in outcomes],
-            "results": [Jsonb(o.result) if o.result is not None else None for o in outcomes],
-            "retry_ins": [o.retry_in or dt.timedelta(0) for o in outcomes],
-            "extra_attempts": [o.extra_attempts for o in outcomes],
-        }))
+        return set(self._values("finish_runs", _finish_params(outcomes, now)))
 
     def record_job_failure(self, run_id: int, *, token: Any, error: str | None,
                            now: dt.datetime) -> JobFailure | None:
@@ -690,6 +715,23 @@ class Store(ObserveQueries):
                          ) -> Definition:
         return self._one("adopt_definition", {"id": definition_id, "source": source,
                                               "now": now}, Definition)
+
+
+def _finish_params(outcomes: Sequence[Outcome], now: dt.datetime) -> dict[str, Any]:
+    """The parameters of finish_runs: one array per column."""
+    return {
+        "now": now,
+        "ids": [o.run_id for o in outcomes],
+        "tokens": [o.token for o in outcomes],
+        "statuses": [o.status.value for o in outcomes],
+        "outcomes": [o.outcome.value for o in outcomes],
+        "exit_codes": [o.exit_code for o in outcomes],
+        "errors": [o.error for o in outcomes],
+        "output_tails": [o.output_tail for o in outcomes],
+        "results": [Jsonb(o.result) if o.result is not None else None for o in outcomes],
+        "retry_ins": [o.retry_in or dt.timedelta(0) for o in outcomes],
+        "extra_attempts": [o.extra_attempts for o in outcomes],
+    }
 
 
 @contextmanager

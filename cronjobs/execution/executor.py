@@ -428,23 +428,13 @@ class Executor:
         failures: dict[int, JobFailure | None] = {}
 
         def write(store: Store) -> tuple[set[int], list[Claimed]]:
-            if claim_limit > 0:
-                def finish() -> tuple[set[int], list[Claimed]]:
-                    return store.finish_and_claim(
-                        outcomes, now=self.clock.now(), worker=self.options.worker,
-                        limit=claim_limit, tick_id=self.options.tick_id,
-                        run_ids=self.options.run_ids, handlers=self.options.handlers)
-            else:
-                def finish() -> tuple[set[int], list[Claimed]]:
-                    return store.finish_runs(outcomes, now=self.clock.now()), []
-            if not failing:
-                return finish()
-            with store.transaction():
-                failures.clear()
-                for o in failing:
-                    failures[o.run_id] = store.record_job_failure(
-                        o.run_id, token=o.token, error=o.error, now=self.clock.now())
-                return finish()
+            recorded, counted, claimed = store.pass_of_executor(
+                outcomes, failing, now=self.clock.now(), worker=self.options.worker,
+                limit=claim_limit, tick_id=self.options.tick_id,
+                run_ids=self.options.run_ids, handlers=self.options.handlers)
+            failures.clear()
+            failures.update(counted)
+            return recorded, claimed
 
         claims: list[Claimed] = []
         recorded: set[int] | None = set()
