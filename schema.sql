@@ -103,6 +103,9 @@ CREATE INDEX job_definitions_due_idx
     ON job_definitions (next_due_at) WHERE removed_at IS NULL;
 CREATE INDEX job_definitions_group_idx
     ON job_definitions (group_name) WHERE group_name IS NOT NULL;
+-- the jobs in a run of failures, which a success resets (finish_runs): usually none
+CREATE INDEX job_definitions_failing_idx
+    ON job_definitions (id) WHERE consecutive_failures <> 0;
 
 -- Fleet-wide limits: at most max_running runs of a group's jobs hold a lease at once,
 -- across every tick (the claim locks the group's row: claims of one group take turns). A
@@ -311,3 +314,4 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (5, 'claim_order');
 INSERT INTO cronjobs_migrations (version, name) VALUES (6, 'jobs_as_code');
 INSERT INTO cronjobs_migrations (version, name) VALUES (7, 'notifications_and_live_output');
 INSERT INTO cronjobs_migrations (version, name) VALUES (8, 'dashboard_indexes');
+INSERT INTO cronjobs_migrations (version, name) VALUES (9, 'failing_jobs_index');

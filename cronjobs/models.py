@@ -322,6 +322,8 @@ class Claimed:
     lease: dt.timedelta
     backoff: dt.timedelta
     backoff_max: dt.timedelta
+    # whether the job has webhook receivers (looked up only then: see execution/observe.py)
+    notifies: bool
 
 
 @dataclass(frozen=True)

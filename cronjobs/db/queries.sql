@@ -483,7 +483,7 @@ WITH group_room AS (
     RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
               r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
               AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
-              d.backoff_max
+              d.backoff_max, cardinality(d.notify_urls) > 0 AS notifies
 ), attempts AS (
     INSERT INTO job_attempts (run_id, attempt, worker, lease_token, started_at)
     SELECT id, attempt, lease_owner, lease_token, started_at FROM claimed
@@ -563,7 +563,7 @@ WITH group_room AS (
     RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
               r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
               AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
-              d.backoff_max
+              d.backoff_max, cardinality(d.notify_urls) > 0 AS notifies
 ), attempts AS (
     INSERT INTO job_attempts (run_id, attempt, worker, lease_token, started_at)
     SELECT id, attempt, lease_owner, lease_token, started_at FROM claimed

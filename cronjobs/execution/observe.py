@@ -75,6 +75,8 @@ class RunObserver:
         """An attempt's outcome was recorded (the run is now ``status``)."""
         self._end_span(claim.id, outcome, status, error)
         self._live.pop((claim.id, claim.attempt), None)
+        if not claim.notifies:  # no receivers when it was claimed
+            return
         try:
             self._notify(store, claim.definition_id, claim.id, claim.name,
                          claim.scheduled_for, claim.attempt, claim.max_attempts, status,
