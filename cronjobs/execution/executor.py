@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 POLL = 0.05  # longest wait between checks of running jobs (a finished job wakes it)
 RECLAIM_EVERY = 5.0  # seconds between reclaim passes while the tick is busy
 CLAIM_RETRY = (0.05, 1.0)  # wait after a claim that found less than capacity: first, most
+# While jobs still run, a free slot waits up to this long for half of the slots to be free,
+# so that short jobs are claimed in batches (a pass costs about the same for 1 run or 50)
+GATHER = 0.005
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,8 @@ class Executor:
         next_claim = 0.0  # monotonic time of the next claim
         retry = CLAIM_RETRY[0]
         stopping = False
+        gathering: float | None = None  # since when a free slot waits for others
+        half = (self.options.concurrency + 1) // 2
         while True:
             self.wake.clear()
             now = time.monotonic()
@@ -165,7 +170,12 @@ class Executor:
                 claiming = False
             ended = self._poll_jobs()
             free = self.options.concurrency - len(self.active)
+            if claiming and 0 < free < half and self.active:
+                gathering = now if gathering is None else gathering
+                if now - gathering < GATHER:
+                    free = 0  # not yet: see GATHER
             if claiming and free > 0 and now >= next_claim:
+                gathering = None
                 if now - last_reclaim >= RECLAIM_EVERY:
                     self._reclaim()
                     last_reclaim = now
@@ -192,6 +202,8 @@ class Executor:
             wait = POLL
             if claiming and free > 0:
                 wait = max(0.0, min(wait, next_claim - now))
+            if claiming and gathering is not None:
+                wait = max(0.0, min(wait, gathering + GATHER - now))
             self.wake.wait(wait)
 
     def _others_materialising(self) -> bool:
