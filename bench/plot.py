@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-MARKERS = {"cj_in_process": "o", "cj_isolated": "s", "cj_shell": "^", "pgqueuer": "D",
-           "handloop": "x"}
+MARKERS = {"cj_in_process": "o", "cj_in_process_64": "P", "cj_isolated": "s", "cj_shell": "^",
+           "pgqueuer": "D", "handloop": "x"}
 
 
 def plot(results: dict[str, Any], out: Path) -> None:
@@ -46,7 +46,8 @@ def plot(results: dict[str, Any], out: Path) -> None:
     rates.set_title(f"{results['settings'].get('queued', 0):,} queued no-op jobs")
     rates.grid(True, which="both", alpha=0.3)
     rates.legend(fontsize=7)
-    for key in ("cj_in_process", "cj_shell"):  # isolated runs: two orders below, in the table
+    # (isolated runs: two orders below, in the table)
+    for key in ("cj_in_process", "cj_in_process_64", "cj_shell"):
         for base, style in (("pgqueuer", "-"), ("handloop", ":")):
             series = [figures.get(f"{key} x{k} / {base} x{k}") for k in ks]
             if not any(series):
