@@ -436,6 +436,9 @@ class Store(ObserveQueries):
               ) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed]]:
         with _translated():
             with self.conn.pipeline(), self.conn.transaction():
+                # SET LOCAL, until the transaction ends: the outcomes are written by id
+                # too, never by reading a small table whole (see claim_plan)
+                self._send("claim_plan")
                 counted = [(o.run_id, self._later("record_job_failure", {
                     "run_id": o.run_id, "token": o.token, "error": o.error, "now": now},
                     class_row(JobFailure))) for o in failing]
@@ -446,7 +449,7 @@ class Store(ObserveQueries):
                     worker, limit, tick_id, run_ids, handlers = claim
                     claimed = self._claim_later(now=now, worker=worker, limit=limit,
                                                 tick_id=tick_id, run_ids=run_ids,
-                                                handlers=handlers)
+                                                handlers=handlers, planned=True)
             failures: dict[int, JobFailure | None] = {}
             for run_id, rows in counted:
                 got = rows()
@@ -486,19 +489,25 @@ class Store(ObserveQueries):
 
     def _claim_later(self, *, now: dt.datetime, worker: str, limit: int,
                      tick_id: int | None, run_ids: Sequence[int] | None,
-                     handlers: Sequence[str]) -> Callable[[], list[Claimed]]:
-        """Send the statements of a claim inside an open transaction; the claimed rows are
-        read by calling the result (after the pipeline, when there is one)."""
+                     handlers: Sequence[str], planned: bool = False
+                     ) -> Callable[[], list[Claimed]]:
+        """Send the statements of a claim inside an open transaction (``planned``: one in
+        which claim_plan was sent already); the claimed rows are read by calling the result
+        (after the pipeline, when there is one)."""
         params = {"now": now, "worker": worker, "limit": limit, "tick_id": tick_id,
                   "handlers": list(handlers)}
         # [group limit] lock_claimable_groups first, in the claim's transaction: the
         # claims of one limited group take turns, each counting what the one before
         # committed (see queries.sql)
-        self._send("lock_claimable_groups", {"now": now})
         if run_ids is not None:  # `trigger --run`: these runs only, by id
+            self._send("lock_claimable_groups", {"now": now})
             return self._later("claim_runs_by_id", params | {"run_ids": list(run_ids)},
                                class_row(Claimed))
-        self._send("claim_plan")  # SET LOCAL: until the transaction ends
+        # SET LOCAL, until the transaction ends: the group locks are planned with it too
+        # (without statistics on job_runs they could otherwise read the whole queue)
+        if not planned:
+            self._send("claim_plan")
+        self._send("lock_claimable_groups", {"now": now})
         return self._later("claim_runs", params | {"scan": claim_scan(limit)},
                            class_row(Claimed))
 

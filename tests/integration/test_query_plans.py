@@ -62,9 +62,10 @@ FROM generate_series(1, 5000) AS g;
 
 @pytest.fixture(scope="module")
 def seeded(server_url: str, template_name: str
-           ) -> Iterator[tuple[psycopg.Connection[Any], tuple[set[str], set[str]]]]:
-    """One seeded database for the module (EXPLAIN changes nothing), and the claim's plan
-    before ANALYZE."""
+           ) -> Iterator[tuple[psycopg.Connection[Any], tuple[set[str], set[str]],
+                               dict[str, tuple[set[str], set[str]]]]]:
+    """One seeded database for the module (EXPLAIN changes nothing), the claim's plan
+    before ANALYZE, and the plans of every statement of an executor's pass then."""
     name = f"cronjobs_plans_{uuid.uuid4().hex[:10]}"
     url = _create_database(server_url, name, template_name)
     try:
@@ -74,8 +75,9 @@ def seeded(server_url: str, template_name: str
                                  "pg_stat_user_tables WHERE relname = 'job_runs'").fetchone()
             assert stats == (None, None)
             before_analyze = _plan(conn, "claim_runs")
+            pass_plans = {name: _plan(conn, name) for name in PASS}
             conn.execute("ANALYZE job_runs, job_definitions, job_ticks")
-            yield conn, before_analyze
+            yield conn, before_analyze, pass_plans
     finally:
         _drop_database(server_url, name)
 
@@ -107,7 +109,7 @@ def _plan(conn: psycopg.Connection[Any], name: str) -> tuple[set[str], set[str]]
     now = conn.execute("SELECT now()").fetchone()
     assert now is not None
     with conn.transaction(force_rollback=True):
-        if name == "claim_runs":  # as the store runs it
+        if name in PASS:  # as the store runs it
             conn.execute(sql.query("claim_plan"))
         row = conn.execute(b"EXPLAIN (FORMAT JSON) " + sql.query(name).encode(),
                            _params(name, now[0])).fetchone()
@@ -118,6 +120,9 @@ def _plan(conn: psycopg.Connection[Any], name: str) -> tuple[set[str], set[str]]
     seq = {n["Relation Name"] for n in nodes if n["Node Type"] == "Seq Scan"}
     return indexes, seq
 
+
+# the statements of an executor's pass, all planned after claim_plan (Store._pass)
+PASS = ("claim_runs", "lock_claimable_groups", "finish_runs", "record_job_failure")
 
 HOT_QUERIES = {
     "due_definitions": {"job_definitions_due_idx"},
@@ -135,16 +140,27 @@ HOT_QUERIES = {
 
 
 def test_the_claim_uses_its_index_before_any_analyze(
-        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]]]) -> None:
+        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]],
+                      dict[str, tuple[set[str], set[str]]]]) -> None:
     indexes, seq = seeded[1]
     assert "job_runs_claim_idx" in indexes, indexes
     # (each run's job is looked up by its primary key, row by row of the index scan)
     assert "job_runs" not in seq, seq
 
 
+@pytest.mark.parametrize("name", PASS)
+def test_no_statement_of_a_pass_reads_a_table_whole_before_any_analyze(
+        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]],
+                      dict[str, tuple[set[str], set[str]]]], name: str) -> None:
+    # without statistics, the group locks once read the whole queue at every pass
+    _, seq = seeded[2][name]
+    assert not seq & {"job_runs", "job_definitions", "job_attempts"}, (name, seq)
+
+
 @pytest.mark.parametrize("name", sorted(HOT_QUERIES))
 def test_hot_queries_use_their_indexes(
-        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]]], name: str) -> None:
+        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]],
+                      dict[str, tuple[set[str], set[str]]]], name: str) -> None:
     indexes, seq = _plan(seeded[0], name)
     assert HOT_QUERIES[name] <= indexes, (name, indexes)
     # health counts every job, waiting_for_handlers looks at every handler job: reading
@@ -172,7 +188,8 @@ DASHBOARD_QUERIES: dict[str, tuple[dict[str, Any], set[str]]] = {
 
 @pytest.mark.parametrize("name", sorted(DASHBOARD_QUERIES))
 def test_dashboard_queries_use_their_indexes(
-        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]]], name: str) -> None:
+        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]],
+                      dict[str, tuple[set[str], set[str]]]], name: str) -> None:
     params, expected = DASHBOARD_QUERIES[name]
     row = seeded[0].execute(b"EXPLAIN (FORMAT JSON) " + sql.query(name).encode(),
                             params).fetchone()
