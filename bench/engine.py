@@ -16,6 +16,7 @@ processes' lifetime, read once they have exited.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import shutil
 import sys
 import tempfile
@@ -43,6 +44,7 @@ from common import (
 
 BATCH = 10  # pgqueuer's and the hand loop's batch (pgq run's default)
 CLAIM_RUNS = 100  # runs claimed per claim_rows measurement (the start of the backlog)
+CLAIM_THREADS = (8, 64)  # the in-process ticks' --concurrency in claim_rows
 
 
 # -- the systems ----------------------------------------------------------------------------
@@ -334,7 +336,8 @@ def bench_claim_rows(ctx: Context) -> Section:
         "queued with one INSERT (as `cronjobs backfill` leaves them); then either nothing "
         "(no statistics on job_runs: never analysed) or ANALYZE job_runs. One `cronjobs tick "
         f"--in-process --concurrency 8 --max-runs {CLAIM_RUNS:,}` (K = 1) runs the first "
-        f"min(N, {CLAIM_RUNS:,}) runs. Rows read = pg_stat_database tup_returned + "
+        f"min(N, {CLAIM_RUNS:,}) runs; then the same with `--concurrency 64` (marked \"64 "
+        "threads\": a pass claims up to 64 runs). Rows read = pg_stat_database tup_returned + "
         "tup_fetched delta of the database over the tick's lifetime; per run, and net of "
         "an empty tick (the same command on the same database before the runs were queued: "
         "start-up, materialisation, an empty claim), so that what remains is the execution "
@@ -343,55 +346,61 @@ def bench_claim_rows(ctx: Context) -> Section:
     appdir = handler_dir()
     system = Cronjobs(ctx.server, "in-process", appdir)
     n = ctx.repeats("claim_rows")
-    argv = tick_argv("--in-process", "--concurrency", "8", "--max-runtime", "10m",
-                     "--max-runs", str(CLAIM_RUNS), apps=["bench_noop_jobs"])
     values: dict[str, list[float]] = {}
     try:
-        for _ in range(n):
-            for backlog in ctx.backlogs:
-                for analysed in (False, True):
-                    db = ctx.server.create_database("rows", template=system.template())
-                    try:
-                        sql(ctx.server, db,
-                            "ALTER TABLE job_runs SET (autovacuum_enabled = false)")
-                        env = system.env(db)
-                        c0 = benchlib.counters(ctx.server, db)
-                        checked(benchlib.run(argv, env), "empty tick")
-                        c1 = benchlib.counters(ctx.server, db)
-                        enqueue(ctx.server, db, backlog, analysed=analysed)
-                        c2 = benchlib.counters(ctx.server, db)
-                        checked(benchlib.run(argv, env), "tick")
-                        c3 = benchlib.counters(ctx.server, db)
-                        runs = int(sql(ctx.server, db, "SELECT count(*) FROM job_runs "
-                                       "WHERE status = 'succeeded'")[0][0])
-                    finally:
-                        ctx.server.drop_database(db)
-                    if runs != min(backlog, CLAIM_RUNS):
-                        raise RuntimeError(f"{backlog} queued: {runs} runs done")
-                    state = "ANALYZE" if analysed else "no statistics"
-                    name = f"{backlog:,} queued, {state}"
-                    log(f"  {name}: {(c3['rows'] - c2['rows']) / runs:,.1f} rows/run")
-                    for what in ("rows", "statements", "commits"):
-                        if what not in c3:
-                            continue
-                        empty, full = c1[what] - c0[what], c3[what] - c2[what]
-                        values.setdefault(f"{name}: {what}/run", []).append(full / runs)
-                        values.setdefault(f"{name}: {what}/run, net of an empty tick",
-                                          []).append((full - empty) / runs)
-                    values.setdefault(f"{name}: runs", []).append(runs)
+        for _, (threads, backlog, analysed) in itertools.product(
+                range(n), itertools.product(CLAIM_THREADS, ctx.backlogs, (False, True))):
+            argv = tick_argv("--in-process", "--concurrency", str(threads),
+                             "--max-runtime", "10m", "--max-runs", str(CLAIM_RUNS),
+                             apps=["bench_noop_jobs"])
+            db = ctx.server.create_database("rows", template=system.template())
+            try:
+                sql(ctx.server, db,
+                    "ALTER TABLE job_runs SET (autovacuum_enabled = false)")
+                env = system.env(db)
+                c0 = benchlib.counters(ctx.server, db)
+                checked(benchlib.run(argv, env), "empty tick")
+                c1 = benchlib.counters(ctx.server, db)
+                enqueue(ctx.server, db, backlog, analysed=analysed)
+                c2 = benchlib.counters(ctx.server, db)
+                checked(benchlib.run(argv, env), "tick")
+                c3 = benchlib.counters(ctx.server, db)
+                runs = int(sql(ctx.server, db, "SELECT count(*) FROM job_runs "
+                               "WHERE status = 'succeeded'")[0][0])
+            finally:
+                ctx.server.drop_database(db)
+            if runs != min(backlog, CLAIM_RUNS):
+                raise RuntimeError(f"{backlog} queued: {runs} runs done")
+            state = "ANALYZE" if analysed else "no statistics"
+            name = f"{backlog:,} queued, {state}{_threads(threads)}"
+            log(f"  {name}: {(c3['rows'] - c2['rows']) / runs:,.1f} rows/run")
+            for what in ("rows", "statements", "commits"):
+                if what not in c3:
+                    continue
+                empty, full = c1[what] - c0[what], c3[what] - c2[what]
+                values.setdefault(f"{name}: {what}/run", []).append(full / runs)
+                values.setdefault(f"{name}: {what}/run, net of an empty tick",
+                                  []).append((full - empty) / runs)
+            values.setdefault(f"{name}: runs", []).append(runs)
     finally:
         shutil.rmtree(appdir, ignore_errors=True)
     for name, vs in values.items():
         s.figure(name, "", vs)
     s.extra["backlogs"] = list(ctx.backlogs)
     s.extra["statements"] = ctx.server.statements_note
-    for backlog in (100, 100_000):
-        for state in ("no statistics", "ANALYZE"):
-            f = s.figures.get(f"{backlog:,} queued, {state}: rows/run, net of an empty tick")
-            if f:
-                s.target(f"rows read/run <= 20 at {backlog:,} queued, {state}",
-                         (f["min"], f["median"]), "<=", 20.0)
+    s.extra["threads"] = list(CLAIM_THREADS)
+    for threads, backlog, state in itertools.product(CLAIM_THREADS, (100, 100_000),
+                                                     ("no statistics", "ANALYZE")):
+        name = f"{backlog:,} queued, {state}{_threads(threads)}"
+        f = s.figures.get(f"{name}: rows/run, net of an empty tick")
+        if f:
+            s.target(f"rows read/run <= 20 at {name}", (f["min"], f["median"]), "<=", 20.0)
     return s
+
+
+def _threads(threads: int) -> str:
+    """How the figures of a claim_rows series are named: none for the 8-thread one."""
+    return "" if threads == 8 else f", {threads} threads"
 
 
 def enqueue(server: Server, db: str, count: int, *, analysed: bool) -> None:

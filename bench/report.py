@@ -162,22 +162,25 @@ def engine_table(section: dict[str, Any]) -> list[str]:
 
 def claim_rows_table(section: dict[str, Any]) -> list[str]:
     f = section["figures"]
-    lines = ["| queued | statistics | runs | rows read/run | net of an empty tick | "
-             "statements/run (net) | commits/run (net) |", "|---|---|---|---|---|---|---|"]
-    for backlog in section["extra"]["backlogs"]:
-        for state in ("no statistics", "ANALYZE"):
-            name = f"{backlog:,} queued, {state}"
-            if f"{name}: rows/run" not in f:
-                continue
+    lines = ["| threads | queued | statistics | runs | rows read/run | net of an empty tick | "
+             "statements/run (net) | commits/run (net) |", "|---|---|---|---|---|---|---|---|"]
+    for threads in section["extra"].get("threads", [8]):
+        suffix = "" if threads == 8 else f", {threads} threads"
+        for backlog in section["extra"]["backlogs"]:
+            for state in ("no statistics", "ANALYZE"):
+                name = f"{backlog:,} queued, {state}{suffix}"
+                if f"{name}: rows/run" not in f:
+                    continue
 
-            def median(what: str, name: str = name) -> str:
-                value = f.get(f"{name}: {what}")
-                return NONE if value is None else f"{value['median']:,.4g}"
+                def median(what: str, name: str = name) -> str:
+                    value = f.get(f"{name}: {what}")
+                    return NONE if value is None else f"{value['median']:,.4g}"
 
-            lines.append(f"| {backlog:,} | {state} | {median('runs')} | {median('rows/run')} | "
-                         f"{median('rows/run, net of an empty tick')} | "
-                         f"{median('statements/run, net of an empty tick')} | "
-                         f"{median('commits/run, net of an empty tick')} |")
+                lines.append(
+                    f"| {threads} | {backlog:,} | {state} | {median('runs')} | "
+                    f"{median('rows/run')} | {median('rows/run, net of an empty tick')} | "
+                    f"{median('statements/run, net of an empty tick')} | "
+                    f"{median('commits/run, net of an empty tick')} |")
     return lines
 
 
@@ -193,7 +196,7 @@ def ratios_table(section: dict[str, Any]) -> list[str]:
 def extras(section: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for key, value in section.get("extra", {}).items():
-        if key in ("systems", "processes", "backlogs"):
+        if key in ("systems", "processes", "backlogs", "threads"):
             continue
         if key == "import profile":
             lines += [f"Import profile of one tick (`python -X importtime -m cronjobs tick`, "
