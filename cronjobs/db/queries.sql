@@ -611,19 +611,20 @@ RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel_requested;
 -- token: a run missing from the result had lost its lease, and nothing was recorded for
 -- it. A success also ends its job's run of consecutive failures (locking the few
 -- definitions that had one, in id order, so that concurrent finishes cannot deadlock).
+-- The outcomes come as one JSON array of objects (one parameter: a fraction of the cost of
+-- an array per column to send).
 WITH v AS (
     SELECT *
-    FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(statuses)s::text[],
-                %(outcomes)s::text[], %(exit_codes)s::integer[], %(errors)s::text[],
-                %(output_tails)s::text[], %(results)s::jsonb[], %(retry_ins)s::interval[],
-                %(extra_attempts)s::integer[])
-         AS v (id, token, status, outcome, exit_code, error, output_tail, result, retry_in,
-               extra_attempts)
+    FROM jsonb_to_recordset(%(outcomes)s::jsonb)
+         AS v (id bigint, token uuid, status text, outcome text, exit_code integer,
+               error text, output_tail text, result jsonb, retry_secs float8,
+               extra_attempts integer)
 ), run AS (
     UPDATE job_runs AS r
     SET status = v.status,
         eligible_at = CASE WHEN v.status IN ('queued', 'failed')
-                           THEN %(now)s + v.retry_in ELSE r.eligible_at END,
+                           THEN %(now)s + make_interval(secs => v.retry_secs)
+                           ELSE r.eligible_at END,
         max_attempts = r.max_attempts + v.extra_attempts,
         finished_at = CASE WHEN v.status IN ('succeeded', 'dead', 'cancelled')
                            THEN %(now)s END,
@@ -633,7 +634,7 @@ WITH v AS (
         updated_at = %(now)s
     FROM v
     -- by id, fenced by the lease token (set only while a run is running): see heartbeat
-    WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = v.id AND r.lease_token = v.token
+    WHERE r.id = ANY(ARRAY(SELECT id FROM v)) AND r.id = v.id AND r.lease_token = v.token
     RETURNING r.id, r.attempt, r.definition_id, v.token, v.status, v.outcome, v.exit_code,
               v.error, v.output_tail
 ), attempt AS (
