@@ -183,9 +183,12 @@ class Executor:
                 got = self._finish(ended, claim_limit=min(free, self._capacity_left()))
                 if got < free:
                     # Nothing more is due now. Stay while runs are still being
-                    # materialised by other ticks (they will be due in a moment).
-                    if not self.active and not self._others_materialising():
-                        return
+                    # materialised by other ticks (they will be due in a moment, so look
+                    # again soon rather than later).
+                    if not self.active:
+                        if not self._others_materialising():
+                            return
+                        retry = CLAIM_RETRY[0]
                     next_claim = now + retry
                     retry = min(retry * 2, CLAIM_RETRY[1])
                 else:
