@@ -13,7 +13,8 @@
 ``python -m cronjobs.execution.child --template N [APP ...]``
     The tick's template process (see :mod:`cronjobs.execution.template`): imports the
     ``--app`` modules, then forks one child per ``run`` request read from the socket on fd
-    ``N`` and runs :func:`run_handler` in it; it also follows the watchdog's lines. Without
+    ``N`` (the request carries the spec) and calls the handler in it as :func:`run_handler`
+    would; it also follows the watchdog's lines. Without
     ``APP`` (a tick with no handlers to fork) it only fences, and runs isolated like the
     watchdog.
 
@@ -52,8 +53,10 @@ from types import FrameType
 from typing import Any
 
 ERROR_CHARS = 1000  # longest error line sent to the tick
-FDS = 3  # file descriptors the tick sends the template with each run: stdin, output, result
-MESSAGE = 64 * 1024  # largest message between the tick and its template
+FDS = 2  # file descriptors the tick sends the template with each run: output, result
+MESSAGE = 64 * 1024  # largest message between the tick and its template, but a run request
+SPEC = 128 * 1024  # largest spec a run request carries (a larger one takes a fresh interpreter)
+REQUEST = SPEC + 1024  # largest run request: ``run ID`` and a newline, then the spec
 
 
 class _Terminated(BaseException):
@@ -141,6 +144,12 @@ def run_handler(channel: int) -> int:
     faulthandler.enable()  # a crash prints the Python stack to stderr, into the output tail
     spec = json.loads(sys.stdin.buffer.read() or b"{}")
     _prepare_stdio()
+    return _call(channel, spec, None)
+
+
+def _call(channel: int, spec: dict[str, Any], handlers: dict[str, Any] | None) -> int:
+    """Call the handler the spec names, from ``handlers`` (the template's, already
+    imported) or, when None, from the spec's ``apps`` imported now."""
     os.environ.update(spec.get("environment") or {})  # CRONJOBS_* (a forked child's own)
 
     from cronjobs.errors import ConfigurationError  # noqa: PLC0415
@@ -149,12 +158,13 @@ def run_handler(channel: int) -> int:
 
     name = str(spec.get("handler"))
     limit = int(spec.get("result_limit", 64 * 1024))
-    try:
-        handlers = load_apps(spec.get("apps") or ())
-    except ConfigurationError as exc:
-        traceback.print_exception(exc.__cause__ or exc)
-        _send(channel, _error_envelope(_one_line(exc.message)))
-        return 1
+    if handlers is None:
+        try:
+            handlers = load_apps(spec.get("apps") or ())
+        except ConfigurationError as exc:
+            traceback.print_exception(exc.__cause__ or exc)
+            _send(channel, _error_envelope(_one_line(exc.message)))
+            return 1
     try:
         handler = lookup(handlers, name)
     except ConfigurationError as exc:
@@ -285,6 +295,7 @@ class _Server:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.handlers: dict[str, Any] | None = None  # the apps' handlers, once imported
         self.watched: dict[int, float | None] = {}  # the watchdog's groups (and -PIDs)
         self.children: set[int] = set()  # children not yet reaped (each its own group)
         self.wake_r, self.wake_w = os.pipe()
@@ -309,13 +320,14 @@ class _Server:
             self._reap()
             if self.sock.fileno() in ready:
                 try:
-                    data, fds, _flags, _addr = socket.recv_fds(self.sock, MESSAGE, FDS)
+                    data, fds, _flags, _addr = socket.recv_fds(self.sock, REQUEST, FDS)
                 except OSError:
                     data, fds = b"", []
                 if not data:
                     break  # the tick died (or closed without saying so)
                 if data.startswith(b"run "):
-                    self._fork(data[4:].decode(), fds)
+                    header, _, spec = data.partition(b"\n")
+                    self._fork(header[4:].decode(), spec, fds)
                 else:
                     _close(fds)
                     if _apply(data.split(b"\n"), self.watched):
@@ -348,7 +360,7 @@ class _Server:
             self.children.discard(pid)
             self.send(f"exit {pid} {os.waitstatus_to_exitcode(status)}".encode())
 
-    def _fork(self, run_id: str, fds: list[int]) -> None:
+    def _fork(self, run_id: str, spec: bytes, fds: list[int]) -> None:
         if len(fds) != FDS:
             _close(fds)
             self.send(f"refused {run_id} expected {FDS} file descriptors".encode())
@@ -364,13 +376,15 @@ class _Server:
             self.send(f"refused {run_id} could not fork: {exc}".encode())
             return
         if pid == 0:
-            self._child(fds, template)  # never returns
+            self._child(spec, fds, template)  # never returns
         _close(fds)
         self.children.add(pid)
         self.send(f"started {run_id} {pid}".encode())
 
-    def _child(self, fds: list[int], template: int) -> None:
-        """In the forked child: become an isolated job, run the handler, ``os._exit``."""
+    def _child(self, spec: bytes, fds: list[int], template: int) -> None:
+        """In the forked child: become an isolated job, run the handler, ``os._exit``.
+        (What every child needs was made ready once, in :func:`template`: a child does
+        only what differs from run to run, since each page it touches is copied.)"""
         code = 70
         try:
             os.setsid()
@@ -381,16 +395,14 @@ class _Server:
             for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
                 signal.signal(signum, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            spec, output, result = fds
-            os.dup2(spec, 0)
-            os.dup2(output, 1)
+            output, result = fds
+            os.set_inheritable(result, False)  # the handler's own subprocesses must not hold it
+            os.dup2(output, 1)  # stdin is the template's /dev/null
             os.dup2(output, 2)
-            _close([spec, output, self.wake_r, self.wake_w])
+            _close([output, self.wake_r, self.wake_w])
             self.sock.close()
-            import random  # noqa: PLC0415 - the child's own seed (fork reseeds it; made sure)
-
-            random.seed()
-            code = run_handler(result)
+            # (random reseeds itself in a forked child, if the app imported it)
+            code = _call(result, json.loads(spec or b"{}"), self.handlers)
         except SystemExit as exc:  # sys.exit() in a handler ends its process, as it would
             code = _exit_code(exc)
         except BaseException:
@@ -419,6 +431,19 @@ def _close(fds: Iterable[int]) -> None:
             os.close(fd)
 
 
+def _ready_for_children() -> None:
+    """Once, after the apps: what every handler child needs and is the same for all of
+    them, so that no child pays for it (importing ctypes for the parent-death signal cost
+    more than the rest of a no-op run). The child's stdout, made line-buffered here, and
+    faulthandler's fd 2 are the child's output pipe once it set them up."""
+    import cronjobs.execution.context  # noqa: PLC0415
+    import cronjobs.execution.groups  # noqa: PLC0415, F401 - ctypes, prctl resolved
+
+    faulthandler.enable()  # a crash prints the Python stack to stderr, into the output tail
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # output survives ``os._exit``
+
+
 def template(fd: int, apps: list[str]) -> int:
     """The template process: import ``apps``, say hello, serve until the socket ends."""
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
@@ -435,11 +460,12 @@ def template(fd: int, apps: list[str]) -> int:
         from cronjobs.execution.registry import load_apps  # noqa: PLC0415
 
         with contextlib.suppress(ConfigurationError):  # each child reports it, as a
-            load_apps(apps)  # fresh interpreter would
+            server.handlers = load_apps(apps)  # fresh interpreter would
         threads = _threads()
         if threads > 1:
             hello = (f"unsafe the --app modules started {threads - 1} thread(s) on import, "
                      "and forking could copy a lock one of them holds").encode()
+        _ready_for_children()
     # Objects that exist now are never collected in a child: the collector would otherwise
     # touch (and so copy) every page of the template in every child.
     gc.freeze()
