@@ -48,7 +48,7 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
 
@@ -57,6 +57,18 @@ FDS = 2  # file descriptors the tick sends the template with each run: output, r
 MESSAGE = 64 * 1024  # largest message between the tick and its template, but a run request
 SPEC = 128 * 1024  # largest spec a run request carries (a larger one takes a fresh interpreter)
 REQUEST = SPEC + 1024  # largest run request: ``run ID`` and a newline, then the spec
+
+
+# Handlers are set with the C function that signal.signal wraps: the wrapper converts to and
+# from enums, and in a forked child every page that touches is copied (a tenth of a no-op
+# run). What a forked handler child restores: the default for the signals the template
+# handles or ignores, Python's own handler for SIGINT.
+_SET_HANDLER: Callable[[int, Any], Any] = getattr(signal.signal, "__wrapped__", signal.signal)
+_SIGTERM, _SIG_DFL = int(signal.SIGTERM), int(signal.SIG_DFL)
+_CHILD_HANDLERS: tuple[tuple[int, Any], ...] = (
+    *((int(s), _SIG_DFL)
+      for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)),
+    (int(signal.SIGINT), signal.default_int_handler))
 
 
 class _Terminated(BaseException):
@@ -173,23 +185,23 @@ def _call(channel: int, spec: dict[str, Any], handlers: dict[str, Any] | None) -
         return 1
     context = JobContext.from_dict(spec["context"])
 
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    _SET_HANDLER(_SIGTERM, _on_sigterm)
     try:
         value = handler(context)
     except _Terminated as exc:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _SET_HANDLER(_SIGTERM, _SIG_DFL)
         frames = traceback.extract_tb(exc.__traceback__)[1:-1]  # the handler's frames only
         print("cronjobs: the handler got SIGTERM while at:", file=sys.stderr)
         print("".join(traceback.format_list(frames)), end="", file=sys.stderr)
         _die_by(signal.SIGTERM)
         return 128 + signal.SIGTERM
     except Exception as exc:  # the handler failed: its traceback goes to the output
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _SET_HANDLER(_SIGTERM, _SIG_DFL)
         tb = exc.__traceback__
         traceback.print_exception(type(exc), exc, tb.tb_next if tb is not None else None)
         _send(channel, _error_envelope(describe_exception(exc)))
         return 1
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _SET_HANDLER(_SIGTERM, _SIG_DFL)
 
     data, note = encode_result(value, limit)
     if note is not None:
@@ -392,9 +404,8 @@ class _Server:
 
             die_with_parent(template)
             signal.set_wakeup_fd(-1)
-            for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
-                signal.signal(signum, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            for signum, handler in _CHILD_HANDLERS:
+                _SET_HANDLER(signum, handler)
             output, result = fds
             os.set_inheritable(result, False)  # the handler's own subprocesses must not hold it
             os.dup2(output, 1)  # stdin is the template's /dev/null
