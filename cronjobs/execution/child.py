@@ -108,6 +108,8 @@ def _safe_repr(value: Any) -> str:
 
 def encode_result(value: Any, limit: int) -> tuple[bytes | None, str | None]:
     """``(json bytes, None)`` for a result that fits ``limit``, else ``(None, note)``."""
+    if value is None and limit >= 4:  # the usual result, without the encoder's machinery
+        return b"null", None
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
         if "\\u0000" in text:  # PostgreSQL's jsonb cannot hold NUL characters
@@ -130,11 +132,17 @@ def encode_result(value: Any, limit: int) -> tuple[bytes | None, str | None]:
 
 
 def _send(channel: int, envelope: bytes) -> None:
+    """Write ``envelope`` to ``channel`` and close it (with system calls only: no file
+    object to build in a forked child)."""
+    view = memoryview(envelope)
     try:
-        with open(channel, "wb", closefd=True) as stream:
-            stream.write(envelope)
+        while view:
+            view = view[os.write(channel, view):]
     except OSError:
         pass  # the runner stopped listening (it gave up on this process)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(channel)
 
 
 def _error_envelope(message: str) -> bytes:
@@ -162,7 +170,8 @@ def run_handler(channel: int) -> int:
 def _call(channel: int, spec: dict[str, Any], handlers: dict[str, Any] | None) -> int:
     """Call the handler the spec names, from ``handlers`` (the template's, already
     imported) or, when None, from the spec's ``apps`` imported now."""
-    os.environ.update(spec.get("environment") or {})  # CRONJOBS_* (a forked child's own)
+    for key, value in (spec.get("environment") or {}).items():  # CRONJOBS_*: a forked
+        os.environ[key] = value  # child's own (set one by one: update() is an ABC's)
 
     from cronjobs.errors import ConfigurationError  # noqa: PLC0415
     from cronjobs.execution.context import JobContext  # noqa: PLC0415 - the watchdog mode imports nothing
@@ -303,7 +312,10 @@ def _threads() -> int:
 
 
 class _Server:
-    """The template's loop: fork children on request, report their exits, fence groups."""
+    """The template's loop: fork children on request, report their exits, fence groups.
+
+    (Its steps use plain ``try`` rather than ``contextlib.suppress``: every page the
+    template writes between two forks is copied, once per fork.)"""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -315,8 +327,10 @@ class _Server:
         os.set_blocking(self.wake_r, False)
 
     def send(self, data: bytes) -> None:
-        with contextlib.suppress(OSError):  # the tick is gone: the loop sees the end
+        try:  # noqa: SIM105 - see the class's docstring
             self.sock.send(data)
+        except OSError:
+            pass  # the tick is gone: the loop sees the end
 
     def serve(self) -> int:
         signal.set_wakeup_fd(self.wake_w)
@@ -327,8 +341,10 @@ class _Server:
             wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             ready, _, _ = select.select([self.sock.fileno(), self.wake_r], [], [], wait)
             if self.wake_r in ready:
-                with contextlib.suppress(BlockingIOError):
+                try:  # noqa: SIM105 - see the class's docstring
                     os.read(self.wake_r, 4096)
+                except BlockingIOError:
+                    pass
             self._reap()
             if self.sock.fileno() in ready:
                 try:
@@ -378,8 +394,10 @@ class _Server:
             self.send(f"refused {run_id} expected {FDS} file descriptors".encode())
             return
         for stream in (sys.stdout, sys.stderr):  # nothing buffered is copied into the child
-            with contextlib.suppress(OSError, ValueError):
+            try:  # noqa: SIM105 - see the class's docstring
                 stream.flush()
+            except (OSError, ValueError):
+                pass
         template = os.getpid()
         try:
             pid = os.fork()
@@ -413,7 +431,7 @@ class _Server:
             _close([output, self.wake_r, self.wake_w])
             self.sock.close()
             # (random reseeds itself in a forked child, if the app imported it)
-            code = _call(result, json.loads(spec or b"{}"), self.handlers)
+            code = _call(result, json.loads(spec.decode() or "{}"), self.handlers)
         except SystemExit as exc:  # sys.exit() in a handler ends its process, as it would
             code = _exit_code(exc)
         except BaseException:
@@ -438,8 +456,10 @@ def _exit_code(exc: SystemExit) -> int:
 
 def _close(fds: Iterable[int]) -> None:
     for fd in fds:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 - used by the template between forks (see _Server)
             os.close(fd)
+        except OSError:
+            pass
 
 
 def _ready_for_children() -> None:
