@@ -34,6 +34,7 @@ run.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -198,6 +199,10 @@ class Template:
         try:
             socket.send_fds(current.sock, [f"run {run_id}\n".encode(), spec], [output, result])
         except OSError as exc:
+            if exc.errno == errno.EMSGSIZE:  # more than this system lets one message hold
+                with current.lock:
+                    current.pending.pop(run_id, None)
+                return None
             self._died(current, f"the template process is gone ({exc})")
         if not child._answered.wait(ANSWER_WAIT):
             self._kill(current, f"the template process did not start the handler within "
