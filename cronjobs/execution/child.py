@@ -13,7 +13,8 @@
 ``python -m cronjobs.execution.child --template N [APP ...]``
     The tick's template process (see :mod:`cronjobs.execution.template`): imports the
     ``--app`` modules, then forks one child per ``run`` request read from the socket on fd
-    ``N`` and runs :func:`run_handler` in it; it also follows the watchdog's lines. Without
+    ``N`` (the request carries the spec) and calls the handler in it as :func:`run_handler`
+    would; it also follows the watchdog's lines. Without
     ``APP`` (a tick with no handlers to fork) it only fences, and runs isolated like the
     watchdog.
 
@@ -47,13 +48,27 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
 
 ERROR_CHARS = 1000  # longest error line sent to the tick
-FDS = 3  # file descriptors the tick sends the template with each run: stdin, output, result
-MESSAGE = 64 * 1024  # largest message between the tick and its template
+FDS = 2  # file descriptors the tick sends the template with each run: output, result
+MESSAGE = 64 * 1024  # largest message between the tick and its template, but a run request
+SPEC = 128 * 1024  # largest spec a run request carries (a larger one takes a fresh interpreter)
+REQUEST = SPEC + 1024  # largest run request: ``run ID`` and a newline, then the spec
+
+
+# Handlers are set with the C function that signal.signal wraps: the wrapper converts to and
+# from enums, and in a forked child every page that touches is copied (a tenth of a no-op
+# run). What a forked handler child restores: the default for the signals the template
+# handles or ignores, Python's own handler for SIGINT.
+_SET_HANDLER: Callable[[int, Any], Any] = getattr(signal.signal, "__wrapped__", signal.signal)
+_SIGTERM, _SIG_DFL = int(signal.SIGTERM), int(signal.SIG_DFL)
+_CHILD_HANDLERS: tuple[tuple[int, Any], ...] = (
+    *((int(s), _SIG_DFL)
+      for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)),
+    (int(signal.SIGINT), signal.default_int_handler))
 
 
 class _Terminated(BaseException):
@@ -93,6 +108,8 @@ def _safe_repr(value: Any) -> str:
 
 def encode_result(value: Any, limit: int) -> tuple[bytes | None, str | None]:
     """``(json bytes, None)`` for a result that fits ``limit``, else ``(None, note)``."""
+    if value is None and limit >= 4:  # the usual result, without the encoder's machinery
+        return b"null", None
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
         if "\\u0000" in text:  # PostgreSQL's jsonb cannot hold NUL characters
@@ -115,11 +132,17 @@ def encode_result(value: Any, limit: int) -> tuple[bytes | None, str | None]:
 
 
 def _send(channel: int, envelope: bytes) -> None:
+    """Write ``envelope`` to ``channel`` and close it (with system calls only: no file
+    object to build in a forked child)."""
+    view = memoryview(envelope)
     try:
-        with open(channel, "wb", closefd=True) as stream:
-            stream.write(envelope)
+        while view:
+            view = view[os.write(channel, view):]
     except OSError:
         pass  # the runner stopped listening (it gave up on this process)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(channel)
 
 
 def _error_envelope(message: str) -> bytes:
@@ -141,7 +164,14 @@ def run_handler(channel: int) -> int:
     faulthandler.enable()  # a crash prints the Python stack to stderr, into the output tail
     spec = json.loads(sys.stdin.buffer.read() or b"{}")
     _prepare_stdio()
-    os.environ.update(spec.get("environment") or {})  # CRONJOBS_* (a forked child's own)
+    return _call(channel, spec, None)
+
+
+def _call(channel: int, spec: dict[str, Any], handlers: dict[str, Any] | None) -> int:
+    """Call the handler the spec names, from ``handlers`` (the template's, already
+    imported) or, when None, from the spec's ``apps`` imported now."""
+    for key, value in (spec.get("environment") or {}).items():  # CRONJOBS_*: a forked
+        os.environ[key] = value  # child's own (set one by one: update() is an ABC's)
 
     from cronjobs.errors import ConfigurationError  # noqa: PLC0415
     from cronjobs.execution.context import JobContext  # noqa: PLC0415 - the watchdog mode imports nothing
@@ -149,12 +179,13 @@ def run_handler(channel: int) -> int:
 
     name = str(spec.get("handler"))
     limit = int(spec.get("result_limit", 64 * 1024))
-    try:
-        handlers = load_apps(spec.get("apps") or ())
-    except ConfigurationError as exc:
-        traceback.print_exception(exc.__cause__ or exc)
-        _send(channel, _error_envelope(_one_line(exc.message)))
-        return 1
+    if handlers is None:
+        try:
+            handlers = load_apps(spec.get("apps") or ())
+        except ConfigurationError as exc:
+            traceback.print_exception(exc.__cause__ or exc)
+            _send(channel, _error_envelope(_one_line(exc.message)))
+            return 1
     try:
         handler = lookup(handlers, name)
     except ConfigurationError as exc:
@@ -163,23 +194,23 @@ def run_handler(channel: int) -> int:
         return 1
     context = JobContext.from_dict(spec["context"])
 
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    _SET_HANDLER(_SIGTERM, _on_sigterm)
     try:
         value = handler(context)
     except _Terminated as exc:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _SET_HANDLER(_SIGTERM, _SIG_DFL)
         frames = traceback.extract_tb(exc.__traceback__)[1:-1]  # the handler's frames only
         print("cronjobs: the handler got SIGTERM while at:", file=sys.stderr)
         print("".join(traceback.format_list(frames)), end="", file=sys.stderr)
         _die_by(signal.SIGTERM)
         return 128 + signal.SIGTERM
     except Exception as exc:  # the handler failed: its traceback goes to the output
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _SET_HANDLER(_SIGTERM, _SIG_DFL)
         tb = exc.__traceback__
         traceback.print_exception(type(exc), exc, tb.tb_next if tb is not None else None)
         _send(channel, _error_envelope(describe_exception(exc)))
         return 1
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _SET_HANDLER(_SIGTERM, _SIG_DFL)
 
     data, note = encode_result(value, limit)
     if note is not None:
@@ -281,10 +312,14 @@ def _threads() -> int:
 
 
 class _Server:
-    """The template's loop: fork children on request, report their exits, fence groups."""
+    """The template's loop: fork children on request, report their exits, fence groups.
+
+    (Its steps use plain ``try`` rather than ``contextlib.suppress``: every page the
+    template writes between two forks is copied, once per fork.)"""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.handlers: dict[str, Any] | None = None  # the apps' handlers, once imported
         self.watched: dict[int, float | None] = {}  # the watchdog's groups (and -PIDs)
         self.children: set[int] = set()  # children not yet reaped (each its own group)
         self.wake_r, self.wake_w = os.pipe()
@@ -292,8 +327,10 @@ class _Server:
         os.set_blocking(self.wake_r, False)
 
     def send(self, data: bytes) -> None:
-        with contextlib.suppress(OSError):  # the tick is gone: the loop sees the end
+        try:  # noqa: SIM105 - see the class's docstring
             self.sock.send(data)
+        except OSError:
+            pass  # the tick is gone: the loop sees the end
 
     def serve(self) -> int:
         signal.set_wakeup_fd(self.wake_w)
@@ -304,18 +341,21 @@ class _Server:
             wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             ready, _, _ = select.select([self.sock.fileno(), self.wake_r], [], [], wait)
             if self.wake_r in ready:
-                with contextlib.suppress(BlockingIOError):
+                try:  # noqa: SIM105 - see the class's docstring
                     os.read(self.wake_r, 4096)
+                except BlockingIOError:
+                    pass
             self._reap()
             if self.sock.fileno() in ready:
                 try:
-                    data, fds, _flags, _addr = socket.recv_fds(self.sock, MESSAGE, FDS)
+                    data, fds, _flags, _addr = socket.recv_fds(self.sock, REQUEST, FDS)
                 except OSError:
                     data, fds = b"", []
                 if not data:
                     break  # the tick died (or closed without saying so)
                 if data.startswith(b"run "):
-                    self._fork(data[4:].decode(), fds)
+                    header, _, spec = data.partition(b"\n")
+                    self._fork(header[4:].decode(), spec, fds)
                 else:
                     _close(fds)
                     if _apply(data.split(b"\n"), self.watched):
@@ -348,14 +388,16 @@ class _Server:
             self.children.discard(pid)
             self.send(f"exit {pid} {os.waitstatus_to_exitcode(status)}".encode())
 
-    def _fork(self, run_id: str, fds: list[int]) -> None:
+    def _fork(self, run_id: str, spec: bytes, fds: list[int]) -> None:
         if len(fds) != FDS:
             _close(fds)
             self.send(f"refused {run_id} expected {FDS} file descriptors".encode())
             return
         for stream in (sys.stdout, sys.stderr):  # nothing buffered is copied into the child
-            with contextlib.suppress(OSError, ValueError):
+            try:  # noqa: SIM105 - see the class's docstring
                 stream.flush()
+            except (OSError, ValueError):
+                pass
         template = os.getpid()
         try:
             pid = os.fork()
@@ -364,13 +406,15 @@ class _Server:
             self.send(f"refused {run_id} could not fork: {exc}".encode())
             return
         if pid == 0:
-            self._child(fds, template)  # never returns
+            self._child(spec, fds, template)  # never returns
         _close(fds)
         self.children.add(pid)
         self.send(f"started {run_id} {pid}".encode())
 
-    def _child(self, fds: list[int], template: int) -> None:
-        """In the forked child: become an isolated job, run the handler, ``os._exit``."""
+    def _child(self, spec: bytes, fds: list[int], template: int) -> None:
+        """In the forked child: become an isolated job, run the handler, ``os._exit``.
+        (What every child needs was made ready once, in :func:`template`: a child does
+        only what differs from run to run, since each page it touches is copied.)"""
         code = 70
         try:
             os.setsid()
@@ -378,19 +422,16 @@ class _Server:
 
             die_with_parent(template)
             signal.set_wakeup_fd(-1)
-            for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
-                signal.signal(signum, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            spec, output, result = fds
-            os.dup2(spec, 0)
-            os.dup2(output, 1)
+            for signum, handler in _CHILD_HANDLERS:
+                _SET_HANDLER(signum, handler)
+            output, result = fds
+            os.set_inheritable(result, False)  # the handler's own subprocesses must not hold it
+            os.dup2(output, 1)  # stdin is the template's /dev/null
             os.dup2(output, 2)
-            _close([spec, output, self.wake_r, self.wake_w])
+            _close([output, self.wake_r, self.wake_w])
             self.sock.close()
-            import random  # noqa: PLC0415 - the child's own seed (fork reseeds it; made sure)
-
-            random.seed()
-            code = run_handler(result)
+            # (random reseeds itself in a forked child, if the app imported it)
+            code = _call(result, json.loads(spec.decode() or "{}"), self.handlers)
         except SystemExit as exc:  # sys.exit() in a handler ends its process, as it would
             code = _exit_code(exc)
         except BaseException:
@@ -415,8 +456,23 @@ def _exit_code(exc: SystemExit) -> int:
 
 def _close(fds: Iterable[int]) -> None:
     for fd in fds:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 - used by the template between forks (see _Server)
             os.close(fd)
+        except OSError:
+            pass
+
+
+def _ready_for_children() -> None:
+    """Once, after the apps: what every handler child needs and is the same for all of
+    them, so that no child pays for it (importing ctypes for the parent-death signal cost
+    more than the rest of a no-op run). The child's stdout, made line-buffered here, and
+    faulthandler's fd 2 are the child's output pipe once it set them up."""
+    import cronjobs.execution.context  # noqa: PLC0415
+    import cronjobs.execution.groups  # noqa: PLC0415, F401 - ctypes, prctl resolved
+
+    faulthandler.enable()  # a crash prints the Python stack to stderr, into the output tail
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # output survives ``os._exit``
 
 
 def template(fd: int, apps: list[str]) -> int:
@@ -435,11 +491,12 @@ def template(fd: int, apps: list[str]) -> int:
         from cronjobs.execution.registry import load_apps  # noqa: PLC0415
 
         with contextlib.suppress(ConfigurationError):  # each child reports it, as a
-            load_apps(apps)  # fresh interpreter would
+            server.handlers = load_apps(apps)  # fresh interpreter would
         threads = _threads()
         if threads > 1:
             hello = (f"unsafe the --app modules started {threads - 1} thread(s) on import, "
                      "and forking could copy a lock one of them holds").encode()
+        _ready_for_children()
     # Objects that exist now are never collected in a child: the collector would otherwise
     # touch (and so copy) every page of the template in every child.
     gc.freeze()

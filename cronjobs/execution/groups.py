@@ -29,13 +29,14 @@ def _load_prctl() -> Callable[..., int] | None:
 
 
 PRCTL = _load_prctl()  # resolved here, so the forked child only makes the call
+_SIGKILL = int(signal.SIGKILL)  # (an enum member, whose use in a forked child copies pages)
 
 
 def die_with_parent(parent: int) -> None:
     """In the forked child, before exec: SIGKILL when the parent dies. Must not raise."""
     if PRCTL is None:
         return
-    PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    PRCTL(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before the call: nobody to outlive
         os._exit(255)
 

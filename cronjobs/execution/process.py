@@ -535,23 +535,22 @@ def _spec(work: Work) -> bytes:
 def _start_forked(work: Work, template: Template, watchdog: Watchdog | None,
                   deadline: float | None, wake: threading.Event | None) -> Running | None:
     """A handler in a child of the template process; None when the template cannot take
-    it (it is not ready, or forking is unsafe there): then a fresh interpreter runs it."""
-    spec_r, spec_w = os.pipe()
+    it (it is not ready, or forking is unsafe there): then a fresh interpreter runs it.
+    The spec goes with the request to fork, so the child has no stdin to be fed."""
     channel_r, channel_w = os.pipe()
     output_r, output_w = os.pipe()
     _grow_pipe(output_w)
     started = time.monotonic()
-    child = template.run(spec_r, output_w, channel_w)
-    _close(spec_r, output_w, channel_w)  # the template holds its own copies
+    child = template.run(_spec(work), output_w, channel_w)
+    _close(output_w, channel_w)  # the template holds its own copies
     if child is None or child.refused is not None:
-        _close(spec_w, channel_r, output_r)
+        _close(channel_r, output_r)
         if child is None:
             return None
         return Running(work, None, None, None, started,
                        failure=f"could not start the handler: {child.refused}")
     if watchdog is not None:
         watchdog.watch(child.pid, deadline)
-    pump = Pump(output_r, work.output_limit, channel_r, work.result_limit, spec_w, _spec(work),
-                 wake=wake)
+    pump = Pump(output_r, work.output_limit, channel_r, work.result_limit, None, b"", wake=wake)
     pump.start()
     return Running(work, child, pump, watchdog, started)

@@ -14,8 +14,8 @@ SIGTERM) happens in its child and ends with it; the tick times it out, stops it 
 its output exactly as before, by its process group.
 
 The tick and its template share one ``SOCK_SEQPACKET`` socket pair. The tick sends
-``run ID`` with three file descriptors (the child's stdin carrying the spec, its output
-pipe and its result pipe), and the watchdog's own lines (``watch`` / ``renew`` /
+``run ID``, a newline and the run's spec (JSON) with two file descriptors (the child's
+output pipe and its result pipe), and the watchdog's own lines (``watch`` / ``renew`` /
 ``forget``, see :mod:`cronjobs.execution.child`), which makes the template a second
 watchdog. The template answers ``hello`` once the modules are imported (``unsafe REASON``
 when they started threads: forking then could copy a lock that another thread holds, so
@@ -34,6 +34,7 @@ run.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -45,7 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cronjobs.execution.child import MESSAGE, _apply
+from cronjobs.execution.child import MESSAGE, SPEC, _apply
 from cronjobs.execution.groups import signal_name
 
 log = logging.getLogger(__name__)
@@ -175,11 +176,14 @@ class Template:
 
     # -- runs -------------------------------------------------------------------------------
 
-    def run(self, spec: int, output: int, result: int) -> TemplateChild | None:
-        """Start a handler child with these file descriptors (the caller closes its
-        copies). None when the template cannot be used (it is not ready in time, or the
-        app made forking unsafe): then run it in a fresh interpreter. A child whose
-        ``refused`` is set could not be started."""
+    def run(self, spec: bytes, output: int, result: int) -> TemplateChild | None:
+        """Start a handler child for ``spec`` with these file descriptors (the caller
+        closes its copies). None when the template cannot be used (it is not ready in
+        time, the app made forking unsafe, or the spec is too large for one message):
+        then run it in a fresh interpreter. A child whose ``refused`` is set could not be
+        started."""
+        if len(spec) > SPEC:
+            return None
         current = self._usable()
         if current is None:
             return None
@@ -193,8 +197,12 @@ class Template:
                 return child
             current.pending[run_id] = child
         try:
-            socket.send_fds(current.sock, [f"run {run_id}".encode()], [spec, output, result])
+            socket.send_fds(current.sock, [f"run {run_id}\n".encode(), spec], [output, result])
         except OSError as exc:
+            if exc.errno == errno.EMSGSIZE:  # more than this system lets one message hold
+                with current.lock:
+                    current.pending.pop(run_id, None)
+                return None
             self._died(current, f"the template process is gone ({exc})")
         if not child._answered.wait(ANSWER_WAIT):
             self._kill(current, f"the template process did not start the handler within "

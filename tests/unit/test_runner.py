@@ -405,6 +405,27 @@ def test_handler_receives_its_context(handler: Callable[..., Result]) -> None:
     }
 
 
+def test_a_spec_too_large_for_a_request_to_fork_takes_a_fresh_interpreter(
+        app_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(app_env["PYTHONPATH"])  # the apps are found here, either way
+    # (escaped twice in the spec, the padding makes it larger than one request can be)
+    large = JobContext(run_id=42, job="nightly", attempt=2, scheduled_for=CONTEXT.scheduled_for,
+                       payload={"table": "events", "padding": '"' * 60_000})
+    template = Template(("myjobs",))
+    try:
+        assert template.wait_ready(SAFETY)
+        runs = [start(Work(context=context, kind="handler", command=None, handler="report",
+                           apps=("myjobs",)), template=template)
+                for context in (large, CONTEXT)]
+        assert [isinstance(r._process, TemplateChild) for r in runs] == [False, True]
+        results = [_finish(r) for r in runs]
+        assert [(r.outcome, r.result, r.output_tail) for r in results] == [(
+            AttemptOutcome.SUCCEEDED, {"rows": 3, "names": ["a", "b"]},
+            "working on events\na warning\n")] * 2
+    finally:
+        template.close()
+
+
 def test_output_never_passes_for_the_result(handler: Callable[..., Result]) -> None:
     result = handler("nothing")
     assert (result.outcome, result.result) == (AttemptOutcome.SUCCEEDED, None)
