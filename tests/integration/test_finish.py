@@ -156,3 +156,34 @@ def test_a_tick_waits_for_runs_another_tick_is_materialising(
     assert tick.returncode == 0, err
     counts = json.loads(out)["counts"]
     assert (counts["materialised"], counts["claimed"], counts["succeeded"]) == (0, 1, 1)
+
+
+def test_a_claimed_run_says_whether_its_job_has_webhook_receivers(
+        cli: Invoke, store: Store) -> None:
+    # (the tick looks receivers up only for the jobs that have some)
+    _queued_runs(cli, "quiet")
+    _queued_runs(cli, "loud", "--notify", "https://hooks.example.com/x")
+    claims = store.claim_runs(now=store.now(), worker="w", limit=10, tick_id=None)
+    assert sorted((c.name, c.notifies) for c in claims) == (
+        [("loud", True)] * 3 + [("quiet", False)] * 3)
+
+
+def test_a_retry_delay_and_a_result_survive_the_record(
+        cli: Invoke, store: Store, db: psycopg.Connection[Any]) -> None:
+    # (the outcomes travel as one JSON document: intervals, results and nulls intact)
+    _queued_runs(cli, "retried", "--max-attempts", "3")
+    now = store.now()
+    first, second, _ = store.claim_runs(now=now, worker="w", limit=10, tick_id=None)
+    recorded = store.finish_runs([
+        Outcome(first.id, first.lease_token, RunStatus.FAILED, AttemptOutcome.FAILED, 3,
+                "boom", "tail\n", None, dt.timedelta(seconds=90.5)),
+        Outcome(second.id, second.lease_token, RunStatus.SUCCEEDED,
+                AttemptOutcome.SUCCEEDED, 0, None, "", {"rows": [1, None, "é"]}),
+    ], now=now)
+    assert recorded == {first.id, second.id}
+    assert db.execute("SELECT status, CASE WHEN status = 'failed' THEN eligible_at - %s END, "
+                      "exit_code, error, result FROM job_runs WHERE id = ANY(%s) ORDER BY id",
+                      (now, [first.id, second.id])
+                      ).fetchall() == [
+        ("failed", dt.timedelta(seconds=90.5), 3, "boom", None),
+        ("succeeded", None, 0, None, {"rows": [1, None, "é"]})]
