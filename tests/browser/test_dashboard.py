@@ -132,8 +132,12 @@ def test_an_action_works_with_the_token_and_is_refused_without(
     # pause, then resume, from the job's page
     page.goto(server + "/jobs/nightly-report")
     page.click("button:has-text('Pause')")
+    page.wait_for_url(re.compile(r"/jobs/nightly-report\?done=paused$"))
+    page.wait_for_load_state()
     assert page.locator("h1 .badge.s-paused").count() == 1
     page.click("button:has-text('Resume')")
+    page.wait_for_url(re.compile(r"/jobs/nightly-report\?done=resumed$"))
+    page.wait_for_load_state()
     assert page.locator("h1 .badge").count() == 0
 
 
