@@ -302,6 +302,8 @@ class Executor:
                 from cronjobs.execution.inprocess import InProcess  # noqa: PLC0415 - see the imports
 
                 self._inprocess = InProcess(self.options.apps, self.wake)
+            # the watchdog knows this tick's deadline before the handler can start
+            self._watch_self(_deadline(claimed_at, claim))
             job = self._inprocess.start(work)
         else:
             job = start(work, self.watchdog, _deadline(claimed_at, claim), self.wake,
@@ -339,14 +341,15 @@ class Executor:
                     self._abandoned = True
         return ended
 
-    def _watch_self(self) -> None:
+    def _watch_self(self, starting: float | None = None) -> None:
         """While handlers run in this process, the watchdog holds the earliest deadline of
         their leases, and kills this whole process if it passes unrenewed (a frozen tick).
-        An earlier deadline is sent at once; a later one at most once a second."""
+        An earlier deadline is sent at once; a later one at most once a second.
+        ``starting``: the deadline of a handler about to start (sent before it starts)."""
         if self.watchdog is None:
             return
         deadlines = [_deadline(a.last_beat, a.claim) for a in self.active.values()
-                     if a.in_process]
+                     if a.in_process] + ([starting] if starting is not None else [])
         sent = self._self_deadline
         if deadlines:
             deadline = min(deadlines)

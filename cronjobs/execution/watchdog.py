@@ -65,8 +65,11 @@ class Watchdog:
 
     def watch(self, pgid: int, deadline: float | None = None) -> None:
         """Watch a job's process group; with ``deadline`` (a ``time.monotonic()`` value)
-        it is killed when that passes without :meth:`renew`."""
+        it is killed when that passes without :meth:`renew`. Sent at once, whatever
+        ``autoflush``: a tick killed (or frozen) just after starting a job must not leave
+        it unwatched until the end of the pass."""
         self._send(f"watch {pgid}\n" if deadline is None else f"watch {pgid} {deadline:.3f}\n")
+        self.flush()
 
     def renew(self, pgid: int, deadline: float) -> None:
         """Move a watched group's deadline (its lease was renewed)."""
