@@ -280,6 +280,29 @@ def peak_rss(argv: list[str], env: dict[str, str] | None = None,
     return int(code), float(mib)
 
 
+def process_state(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent, process group) of a process from /proc, None once it is gone."""
+    try:
+        line = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = line[line.rfind(b")") + 2:].split()
+    return fields[0].decode(), int(fields[1]), int(fields[2])
+
+
+def alive(pid: int) -> bool:
+    """Running or sleeping; a zombie counts as gone (it is dead, only not yet reaped)."""
+    state = process_state(pid)
+    return state is not None and state[0] not in ("Z", "X")
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes of a process group."""
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()
+            and (state := process_state(int(name))) is not None and state[2] == pgid
+            and state[0] not in ("Z", "X")]
+
+
 def wait_for(predicate: Callable[[], Any], what: str, limit: float = 60.0) -> None:
     """Poll ``predicate`` until it is true; fail saying ``what`` did not happen."""
     deadline = time.monotonic() + limit

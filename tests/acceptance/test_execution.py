@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import Invoke, count, one_run, peak_rss, wait_for
+from conftest import Invoke, alive, count, one_run, peak_rss, wait_for
 
 
 def _tick(database_url: str, *args: str, env: dict[str, str] | None = None
@@ -31,19 +31,6 @@ def _tick(database_url: str, *args: str, env: dict[str, str] | None = None
 def _attempts(db: psycopg.Connection[Any], run_id: int) -> list[tuple[Any, ...]]:
     return db.execute("SELECT attempt, outcome, worker FROM job_attempts WHERE run_id = %s "
                       "ORDER BY attempt", (run_id,)).fetchall()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is not alive
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.smoke
@@ -91,7 +78,7 @@ def test_kill_9_of_a_tick_mid_job(cli: Invoke, database_url: str,
     job_pid = int(pid_file.read_text())
     first.kill()
     first.wait()
-    wait_for(lambda: not _pid_alive(job_pid), "the orphaned job to die", 15)
+    wait_for(lambda: not alive(job_pid), "the orphaned job to die", 15)
     # Until the lease expires nobody else may run it.
     early = _tick(database_url, "--json")
     out, err = early.communicate(timeout=60)
@@ -124,7 +111,7 @@ def test_frozen_tick_is_fenced_out(cli: Invoke, database_url: str,
         wait_for(lambda: db.execute("SELECT lease_expires_at < now() FROM job_runs"
                                      ).fetchone() == (True,), "the lease to expire", 30)
         # A worker that cannot renew its lease must not keep its job running.
-        wait_for(lambda: not _pid_alive(job_pid), "the frozen worker's job to die", 15)
+        wait_for(lambda: not alive(job_pid), "the frozen worker's job to die", 15)
         other = _tick(database_url, "--json")
         out, err = other.communicate(timeout=60)
         assert other.returncode == 0, err
@@ -152,7 +139,7 @@ def test_sigterm_interrupts_and_requeues(cli: Invoke, database_url: str,
     tick.send_signal(signal.SIGTERM)
     _, err = tick.communicate(timeout=60)
     assert tick.returncode == 0, err
-    assert not _pid_alive(job_pid)
+    assert not alive(job_pid)
     run = db.execute("SELECT status, attempt, max_attempts, lease_token FROM job_runs"
                      ).fetchone()
     assert run == ("queued", 1, 4, None)

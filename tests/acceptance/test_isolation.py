@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import Invoke, wait_for
+from conftest import Invoke, alive, group_members, process_state, wait_for
 
 JOBS = '''
 import ctypes, os, random, signal, sys, threading, time
@@ -127,27 +127,12 @@ def _runs(db: psycopg.Connection[Any], job: str) -> list[tuple[Any, ...]]:
         (job,)).fetchall()
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, parent, process group), None once gone."""
-    try:
-        line = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = line[line.rfind(b")") + 2:].split()
-    return fields[0].decode(), int(fields[1]), int(fields[2])
-
-
-def _alive(pid: int) -> bool:
-    stat = _stat(pid)
-    return stat is not None and stat[0] not in ("Z", "X")
-
-
 def _children(pid: int) -> dict[int, str]:
     """Live children of ``pid``, with their command lines."""
     found = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
-            stat = _stat(int(name))
+            stat = process_state(int(name))
             if stat is not None and stat[1] == pid and stat[0] not in ("Z", "X"):
                 try:
                     cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
@@ -155,16 +140,6 @@ def _children(pid: int) -> dict[int, str]:
                     continue
                 found[int(name)] = cmdline.rstrip(b"\0").replace(b"\0", b" ").decode()
     return found
-
-
-def _group(pgid: int) -> list[int]:
-    members = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            stat = _stat(int(name))
-            if stat is not None and stat[2] == pgid and stat[0] not in ("Z", "X"):
-                members.append(int(name))
-    return members
 
 
 @pytest.mark.smoke
@@ -224,7 +199,7 @@ def test_a_dead_template_fails_only_its_runs_and_is_replaced(
     os.kill(template, signal.SIGKILL)
     out, err = tick.communicate(timeout=120)
     assert tick.returncode == 0, err
-    assert not _alive(handler)
+    assert not alive(handler)
     counts = json.loads(out)["counts"]
     assert (counts["claimed"], counts["succeeded"], counts["failed"]) == (3, 2, 1)
     victims = _runs(db, "victim")
@@ -263,21 +238,21 @@ def test_killing_the_tick_and_its_watchdog_leaves_no_job_process(
     assert len(commands) == 1
     assert template in children
     command_group = commands[0]
-    assert len(_group(command_group)) == 3  # sh and its two sleeps
-    assert _group(handler) == [handler]
+    assert len(group_members(command_group)) == 3  # sh and its two sleeps
+    assert group_members(handler) == [handler]
 
     os.kill(watchdogs[0], signal.SIGKILL)
     tick.kill()
     tick.communicate()
-    wait_for(lambda: not _alive(watchdogs[0]), "the watchdog to be gone")
+    wait_for(lambda: not alive(watchdogs[0]), "the watchdog to be gone")
 
-    wait_for(lambda: not _group(command_group), "the command's processes to die", 15)
-    wait_for(lambda: not _alive(handler), "the handler's child to die", 15)
-    wait_for(lambda: not _alive(template), "the template process to exit", 15)
+    wait_for(lambda: not group_members(command_group), "the command's processes to die", 15)
+    wait_for(lambda: not alive(handler), "the handler's child to die", 15)
+    wait_for(lambda: not alive(template), "the template process to exit", 15)
     for pid in map(int, pids.read_text().split()):
-        assert not _alive(pid)
-    assert _group(command_group) == []
-    assert _group(handler) == []
+        assert not alive(pid)
+    assert group_members(command_group) == []
+    assert group_members(handler) == []
 
 
 def test_handlers_run_in_a_fresh_interpreter_when_the_app_starts_threads(

@@ -15,14 +15,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import peak_rss
+from conftest import alive, group_members, peak_rss, wait_for
 from cronjobs.execution.child import encode_result
 from cronjobs.execution.context import JobContext
 from cronjobs.execution.process import Result, Running, Work, _close_inherited, start
@@ -114,41 +113,6 @@ def huge(ctx):
 
 
 # -- helpers -----------------------------------------------------------------------------
-
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state, process group) of a process, None once it is gone."""
-    try:
-        line = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = line[line.rfind(b")") + 2:].split()
-    return fields[0].decode(), int(fields[2])
-
-
-def _alive(pid: int) -> bool:
-    """Running or sleeping; a zombie counts as gone (it is dead, only not yet reaped)."""
-    stat = _stat(pid)
-    return stat is not None and stat[0] not in ("Z", "X")
-
-
-def _group(pgid: int) -> list[int]:
-    """Live processes of a process group."""
-    members = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            stat = _stat(int(name))
-            if stat is not None and stat[1] == pgid and stat[0] not in ("Z", "X"):
-                members.append(int(name))
-    return members
-
-
-def _eventually(check: Callable[[], bool], what: str, limit: float = 15.0) -> None:
-    deadline = time.monotonic() + limit
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"still not true after {limit}s: {what}")
-        time.sleep(0.05)
 
 
 def _finish(running: Running) -> Result:
@@ -255,7 +219,7 @@ def test_timeout_kills_the_whole_process_tree() -> None:
     pids = [int(word) for word in result.output_tail.split()]
     assert len(pids) == 2
     for pid in pids:
-        assert not _alive(pid), f"grandchild {pid} survived the timeout"
+        assert not alive(pid), f"grandchild {pid} survived the timeout"
 
 
 def test_processes_left_behind_do_not_outlive_the_job() -> None:
@@ -264,7 +228,7 @@ def test_processes_left_behind_do_not_outlive_the_job() -> None:
     assert (result.outcome, result.exit_code, result.error) == (
         AttemptOutcome.SUCCEEDED, 0, None)
     for pid in map(int, result.output_tail.split()):
-        assert not _alive(pid), f"background process {pid} outlived the job"
+        assert not alive(pid), f"background process {pid} outlived the job"
 
 
 def test_a_process_that_left_the_group_does_not_hold_up_the_result() -> None:
@@ -272,7 +236,7 @@ def test_a_process_that_left_the_group_does_not_hold_up_the_result() -> None:
     result = command("setsid sleep 300 & sleep 0.3; echo $!")
     assert (result.outcome, result.error) == (AttemptOutcome.SUCCEEDED, None)
     escaped = int(result.output_tail)
-    if _alive(escaped):
+    if alive(escaped):
         os.kill(escaped, signal.SIGKILL)
 
 
@@ -330,9 +294,9 @@ def test_stop_kills_a_command_that_ignores_sigterm() -> None:
 
 def test_stop_after_the_job_ended_keeps_its_result() -> None:
     running = start(Work(context=CONTEXT, kind="command", command="exit 0", handler=None))
-    _eventually(lambda: os.waitid(os.P_PID, running.pid,
-                                  os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None,
-                "the job exited")
+    wait_for(lambda: os.waitid(os.P_PID, running.pid,
+                               os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None,
+             "the job exited", 15)
     running.stop(AttemptOutcome.CANCELLED, "too late")
     assert _finish(running).outcome == AttemptOutcome.SUCCEEDED
 
@@ -464,7 +428,7 @@ def test_handler_timeout(handler: Callable[..., Result]) -> None:
 def test_stopped_handler_shows_where_it_was(app_env: dict[str, str]) -> None:
     running = start(Work(context=CONTEXT, kind="handler", command=None, handler="sleepy",
                          apps=("myjobs",), env=app_env))
-    _eventually(lambda: Path(app_env["READY"]).exists(), "the handler is sleeping")
+    wait_for(lambda: Path(app_env["READY"]).exists(), "the handler is sleeping", 15)
     running.stop(AttemptOutcome.CANCELLED, "cancelled")
     result = _finish(running)
     assert (result.outcome, result.exit_code, result.error) == (
@@ -565,7 +529,7 @@ def tick() -> Iterator[Callable[[str, str], tuple[int, int]]]:
         started.append(process)
         assert process.stdout is not None
         job, watchdog = map(int, process.stdout.readline().split())
-        _eventually(lambda: len(_group(job)) >= 3, "the job's processes started")
+        wait_for(lambda: len(group_members(job)) >= 3, "the job's processes started", 15)
         process.kill()  # kill -9: no cleanup of any kind
         process.wait()
         return job, watchdog
@@ -580,16 +544,16 @@ def tick() -> Iterator[Callable[[str, str], tuple[int, int]]]:
 def test_watchdog_kills_the_jobs_of_a_killed_tick(
         tick: Callable[[str, str], tuple[int, int]]) -> None:
     job, watchdog = tick("sleep 300 & sleep 300 & wait", "watchdog")
-    _eventually(lambda: not _group(job), f"process group {job} is gone")
-    _eventually(lambda: not _alive(watchdog), "the watchdog exited")
+    wait_for(lambda: not group_members(job), f"process group {job} is gone", 15)
+    wait_for(lambda: not alive(watchdog), "the watchdog exited", 15)
 
 
 def test_parent_death_signal_kills_the_job_without_a_watchdog(
         tick: Callable[[str, str], tuple[int, int]]) -> None:
     # Only the job's main process has the parent-death signal; its children need the watchdog.
     job, _ = tick("sleep 300 & sleep 300 & exec sleep 300", "none")
-    _eventually(lambda: not _alive(job), "the job's main process is gone")
-    for pid in _group(job):
+    wait_for(lambda: not alive(job), "the job's main process is gone", 15)
+    for pid in group_members(job):
         os.kill(pid, signal.SIGKILL)
 
 
@@ -608,7 +572,7 @@ def test_watchdog_closes_cleanly() -> None:
         watchdog.watch(123)  # after close: ignored
         assert watched.wait(SAFETY) == -signal.SIGKILL  # still watched at close: killed
         assert alone.poll() is None  # forgotten: left alone
-        assert not _alive(watchdog.pid)
+        assert not alive(watchdog.pid)
     finally:
         for process in (alone, watched):
             process.kill()
@@ -620,7 +584,7 @@ def test_runner_forgets_finished_jobs() -> None:
         result = _finish(start(Work(context=CONTEXT, kind="command", command="true",
                                     handler=None), watchdog))
         assert result.outcome == AttemptOutcome.SUCCEEDED
-        assert watchdog.pid is not None and _alive(watchdog.pid)
+        assert watchdog.pid is not None and alive(watchdog.pid)
 
 
 

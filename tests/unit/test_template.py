@@ -6,15 +6,14 @@ ticks in tests/acceptance/test_isolation.py.)"""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
+from conftest import alive, group_members, wait_for
 from cronjobs.execution.template import Template
 
 SAFETY = 60.0
@@ -32,33 +31,6 @@ time.sleep(300)
 """
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    try:
-        line = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = line[line.rfind(b")") + 2:].split()
-    return fields[0].decode(), int(fields[2])
-
-
-def _alive(pid: int) -> bool:
-    stat = _stat(pid)
-    return stat is not None and stat[0] not in ("Z", "X")
-
-
-def _group(pgid: int) -> list[int]:
-    return [int(n) for n in os.listdir("/proc") if n.isdigit()
-            and (s := _stat(int(n))) is not None and s[1] == pgid and s[0] not in ("Z", "X")]
-
-
-def _eventually(check: Callable[[], bool], what: str, limit: float = 15.0) -> None:
-    deadline = time.monotonic() + limit
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"still not true after {limit}s: {what}")
-        time.sleep(0.05)
-
-
 @pytest.fixture
 def tick() -> Iterator[subprocess.Popen[str]]:
     process = subprocess.Popen([sys.executable, "-c", TICK], stdout=subprocess.PIPE, text=True)
@@ -71,12 +43,12 @@ def tick() -> Iterator[subprocess.Popen[str]]:
 def test_the_template_kills_the_groups_of_a_killed_tick(tick: subprocess.Popen[str]) -> None:
     assert tick.stdout is not None
     job, template = map(int, tick.stdout.readline().split())
-    _eventually(lambda: len(_group(job)) == 3, "the job's three processes started")
+    wait_for(lambda: len(group_members(job)) == 3, "the job's three processes started", 15)
     tick.kill()  # no watchdog here: only the template is left to fence the job
     tick.wait()
-    _eventually(lambda: not _group(job), f"process group {job} is gone")
-    _eventually(lambda: not _alive(template), "the template exited")
-    assert _group(job) == []
+    wait_for(lambda: not group_members(job), f"process group {job} is gone", 15)
+    wait_for(lambda: not alive(template), "the template exited", 15)
+    assert group_members(job) == []
 
 
 def test_the_template_kills_a_group_whose_deadline_passed() -> None:
@@ -86,7 +58,7 @@ def test_the_template_kills_a_group_whose_deadline_passed() -> None:
         template.line(f"watch {job.pid} {time.monotonic() + 0.5:.3f}".encode())
         template.flush()
         assert job.wait(SAFETY) == -9
-        assert template.pid is not None and _alive(template.pid)
+        assert template.pid is not None and alive(template.pid)
     finally:
         template.close()
         if job.poll() is None:
@@ -104,7 +76,7 @@ def test_a_closed_template_leaves_forgotten_groups_alone() -> None:
         template.line(f"forget {job.pid}".encode())
         template.close()
         template.close()
-        _eventually(lambda: not _alive(pid), "the template exited")
+        wait_for(lambda: not alive(pid), "the template exited", 15)
         assert job.poll() is None
     finally:
         job.kill()
