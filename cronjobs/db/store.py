@@ -6,6 +6,7 @@ module needs to know about psycopg exceptions.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -133,12 +134,7 @@ class Store(ObserveQueries):
                 ) -> list[T]:
         """Rows in binary, made by ``row_factory``: cheaper than text and dicts for the
         thousands of rows of a materialising tick."""
-        return self._binary_later(name, params, row_factory)()
-
-    def _binary_later(self, name: str, params: Mapping[str, Any],
-                      row_factory: RowFactory[T]) -> Callable[[], list[T]]:
-        """``_later`` in binary."""
-        return self._later(name, params, row_factory, binary=True)
+        return self._later(name, params, row_factory, binary=True)()
 
     def _later(self, name: str, params: Mapping[str, Any], row_factory: RowFactory[T],
                *, binary: bool = False) -> Callable[[], list[T]]:
@@ -356,7 +352,7 @@ class Store(ObserveQueries):
             "now": now,
             "tick_id": tick_id,
         }
-        return self._binary_later("insert_runs", params, tuple_row)
+        return self._later("insert_runs", params, tuple_row, binary=True)
 
     def insert_skips(self, skips: Sequence[NewSkip], *, now: dt.datetime,
                      tick_id: int | None) -> None:
@@ -420,19 +416,17 @@ class Store(ObserveQueries):
         runs claimed. When the claim conflicts with another worker's (see claim_runs), the
         whole transaction is undone and the outcomes are recorded on their own."""
         if limit > 0:
-            try:
-                return self._pass(outcomes, failing, now=now, claim=(worker, limit, tick_id,
-                                                                     run_ids, handlers))
-            except Conflict:
-                if not outcomes and not failing:
-                    return set(), {}, []
+            def claim() -> Callable[[], list[Claimed]]:
+                return self._claim_later(now=now, worker=worker, limit=limit, tick_id=tick_id,
+                                         run_ids=run_ids, handlers=handlers, planned=True)
+            with contextlib.suppress(Conflict):
+                return self._pass(outcomes, failing, now=now, claim=claim)
         if not outcomes and not failing:
             return set(), {}, []
         return self._pass(outcomes, failing, now=now, claim=None)
 
     def _pass(self, outcomes: Sequence[Outcome], failing: Sequence[Outcome], *,
-              now: dt.datetime,
-              claim: tuple[str, int, int | None, Sequence[int] | None, Sequence[str]] | None
+              now: dt.datetime, claim: Callable[[], Callable[[], list[Claimed]]] | None
               ) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed]]:
         with _translated():
             with self.conn.pipeline(), self.conn.transaction():
@@ -444,12 +438,7 @@ class Store(ObserveQueries):
                     class_row(JobFailure))) for o in failing]
                 finished = (self._later("finish_runs", _finish_params(outcomes, now),
                                         tuple_row) if outcomes else None)
-                claimed = None
-                if claim is not None:
-                    worker, limit, tick_id, run_ids, handlers = claim
-                    claimed = self._claim_later(now=now, worker=worker, limit=limit,
-                                                tick_id=tick_id, run_ids=run_ids,
-                                                handlers=handlers, planned=True)
+                claimed = claim() if claim is not None else None
             failures: dict[int, JobFailure | None] = {}
             for run_id, rows in counted:
                 got = rows()

@@ -68,8 +68,8 @@ class Watchdog:
         it is killed when that passes without :meth:`renew`. Sent at once, whatever
         ``autoflush``: a tick killed (or frozen) just after starting a job must not leave
         it unwatched until the end of the pass."""
-        self._send(f"watch {pgid}\n" if deadline is None else f"watch {pgid} {deadline:.3f}\n")
-        self.flush()
+        self._send(f"watch {pgid}\n" if deadline is None else f"watch {pgid} {deadline:.3f}\n",
+                   at_once=True)
 
     def renew(self, pgid: int, deadline: float) -> None:
         """Move a watched group's deadline (its lease was renewed)."""
@@ -114,10 +114,13 @@ class Watchdog:
                  tb: TracebackType | None) -> None:
         self.close()
 
-    def _send(self, line: str) -> None:
+    def _send(self, line: str, *, at_once: bool = False) -> None:
+        """Write ``line`` to both watchdogs; sent now with ``autoflush`` or ``at_once``
+        (with what was buffered before it), else at the next :meth:`flush`."""
+        flush = self.autoflush or at_once
         if self.mirror is not None:
             self.mirror.line(line.rstrip("\n").encode())
-            if self.autoflush:
+            if flush:
                 self.mirror.flush()
         with self._lock:
             if self._process is None:
@@ -126,7 +129,7 @@ class Watchdog:
             assert stdin is not None  # noqa: S101
             try:
                 stdin.write(line.encode())
-                if self.autoflush:
+                if flush:
                     stdin.flush()
             except OSError as exc:
                 if not self._warned:

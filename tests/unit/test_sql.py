@@ -14,7 +14,7 @@ def test_every_named_query_is_used_and_every_used_name_exists() -> None:
     # the only code that runs SQL: the store (and the queries it mixes in)
     source = "\n".join((PACKAGE / "db" / name).read_text() for name in ("store.py", "observe.py"))
     names = set(sql.queries())
-    runs = r"\b_(?:rows|row|one|values|count|send|binary|binary_later|later)\(\s*\"([a-z_0-9]+)\""
+    runs = r"\b_(?:rows|row|one|values|count|send|binary|later)\(\s*\"([a-z_0-9]+)\""
     used = set(re.findall(runs, source))
     for pair in re.findall(r"\"([a-z_0-9]+)\" if \w+ else \"([a-z_0-9]+)\"", source):
         used |= set(pair)
