@@ -120,6 +120,7 @@ class Executor:
         self._inprocess: InProcess | None = None
         self._abandoned = False  # an in-process handler was given up on while running
         self._self_deadline: float | None = None  # what the watchdog holds for this process
+        self._gathering: float | None = None  # since when a free slot waits (GATHER)
         self._alerts: Alerts | None = None
         # [observe] notifications, live output, tracing (cronjobs.execution.observe)
         self.observer: RunObserver | None = None
@@ -156,8 +157,7 @@ class Executor:
         next_claim = 0.0  # monotonic time of the next claim
         retry = CLAIM_RETRY[0]
         stopping = False
-        gathering: float | None = None  # since when a free slot waits for others
-        half = (self.options.concurrency + 1) // 2
+        waited = False  # waited for runs other ticks were materialising
         while True:
             self.wake.clear()
             now = time.monotonic()
@@ -169,13 +169,9 @@ class Executor:
                              or self._capacity_left() == 0 or self._abandoned):
                 claiming = False
             ended = self._poll_jobs()
-            free = self.options.concurrency - len(self.active)
-            if claiming and 0 < free < half and self.active:
-                gathering = now if gathering is None else gathering
-                if now - gathering < GATHER:
-                    free = 0  # not yet: see GATHER
-            if claiming and free > 0 and now >= next_claim:
-                gathering = None
+            free = self._free_slots(now) if claiming else 0
+            if free > 0 and now >= next_claim:
+                self._gathering = None
                 if now - last_reclaim >= RECLAIM_EVERY:
                     self._reclaim()
                     last_reclaim = now
@@ -184,13 +180,18 @@ class Executor:
                 if got < free:
                     # Nothing more is due now. Stay while runs are still being
                     # materialised by other ticks (they will be due in a moment, so look
-                    # again soon rather than later).
+                    # again soon rather than later). Once they are done, claim once more
+                    # before leaving: what they committed while this claim ran is only
+                    # visible to the next one.
                     if not self.active:
-                        if not self._others_materialising():
+                        if self._others_materialising():
+                            waited, retry = True, CLAIM_RETRY[0]
+                        elif waited:
+                            waited, retry = False, 0.0
+                        else:
                             return
-                        retry = CLAIM_RETRY[0]
                     next_claim = now + retry
-                    retry = min(retry * 2, CLAIM_RETRY[1])
+                    retry = min(max(retry * 2, CLAIM_RETRY[0]), CLAIM_RETRY[1])
                 else:
                     retry = CLAIM_RETRY[0]
                 continue  # look at what just started before waiting
@@ -205,9 +206,20 @@ class Executor:
             wait = POLL
             if claiming and free > 0:
                 wait = max(0.0, min(wait, next_claim - now))
-            if claiming and gathering is not None:
-                wait = max(0.0, min(wait, gathering + GATHER - now))
+            if claiming and self._gathering is not None:
+                wait = max(0.0, min(wait, self._gathering + GATHER - now))
             self.wake.wait(wait)
+
+    def _free_slots(self, now: float) -> int:
+        """The slots to claim for now: none while jobs still run and fewer than half of
+        the slots are free, for up to GATHER (so that short jobs come in batches)."""
+        free = self.options.concurrency - len(self.active)
+        if 0 < free < (self.options.concurrency + 1) // 2 and self.active:
+            if self._gathering is None:
+                self._gathering = now
+            if now - self._gathering < GATHER:
+                return 0
+        return free
 
     def _others_materialising(self) -> bool:
         """Whether definitions are due but locked: another tick is materialising them."""
