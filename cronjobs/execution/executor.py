@@ -360,6 +360,13 @@ class Executor:
         ``starting``: the deadline of a handler about to start (sent before it starts)."""
         if self.watchdog is None:
             return
+        if starting is not None and self._self_deadline is not None \
+                and starting >= self._self_deadline:
+            # the watchdog holds an earlier deadline already (what it holds is never later
+            # than the earliest of the running handlers'): nothing to send before the
+            # handler starts, and the pass's own call sends a later one. (Without this,
+            # starting n handlers would look at every running one n times.)
+            return
         deadlines = [_deadline(a.last_beat, a.claim) for a in self.active.values()
                      if a.in_process] + ([starting] if starting is not None else [])
         sent = self._self_deadline
