@@ -64,7 +64,8 @@ class App:
 
         self.store()
         return Store(connect(self._connected.conninfo, retry_for=0,
-                             application_name=self.application_name()))
+                             application_name=self.application_name(),
+                             prepared=self.target.prepared))
 
     def application_name(self) -> str:
         """`cronjobs <command> <host>:<pid>`, so that pg_stat_activity names the worker."""

@@ -1,6 +1,7 @@
-"""The global options (--database-url, --app, --connect-timeout, -v): accepted before the
-command and after it (`cronjobs -v tick`, `cronjobs tick -v`), merged into the :class:`App`
-a command receives; and every option's environment variable, shown by its --help."""
+"""The global options (--database-url, --prepared-statements, --app, --connect-timeout,
+-v): accepted before the command and after it (`cronjobs -v tick`, `cronjobs tick -v`),
+merged into the :class:`App` a command receives; and every option's environment variable,
+shown by its --help."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from cronjobs.db.config import resolve_database
 
 class _EnvDocumented(click.Option):
     """An option whose environment variables ``--help`` shows but click does not read:
-    ``resolve_database`` reads the database URL's (its messages name the variable used),
+    ``resolve_database`` reads the database URL's and --prepared-statements' (its messages
+    name the variable used),
     and the group reads those of the global options repeated on every command."""
 
     def resolve_envvar_value(self, ctx: click.Context) -> str | None:
@@ -45,6 +47,12 @@ def global_options(*, read_env: bool) -> list[click.Parameter]:
                        help="PostgreSQL URL or conninfo. Default: the environment variables "
                             "shown, then libpq's PG* variables (if PGHOST or PGDATABASE is "
                             "set), then the embedded server.", **common),
+        _EnvDocumented(["--prepared-statements"], metavar="auto|on|off",
+                       envvar="CRONJOBS_PREPARED_STATEMENTS",
+                       help="Whether a tick's claims and finishes run as server-side "
+                            "prepared statements (planned once per connection). auto: only "
+                            "on a connection of its own to PostgreSQL, never through a "
+                            "transaction pooler such as PgBouncer (the default).", **common),
         env_option(["--app", "apps"], metavar="MODULE", multiple=True, envvar="CRONJOBS_APP",
                    help="Python module(s) registering handlers with @cronjobs.job, imported "
                         "from the current directory first (repeatable or comma-separated).",
@@ -135,7 +143,8 @@ def _make_app(values: dict[str, Any]) -> App:
 
     configure_logging(values["verbose"])
     return App(
-        target=resolve_database(values["database_url"]),
+        target=resolve_database(values["database_url"],
+                                prepared=values["prepared_statements"]),
         apps=split_apps(values["apps"]),
         connect_timeout=parse_duration(values["connect_timeout"], option="--connect-timeout")
         .total_seconds(),

@@ -16,11 +16,17 @@ _URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
 _KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
 
 
+PREPARED_STATEMENTS = ("auto", "on", "off")
+
+
 class DatabaseTarget(NamedTuple):
-    """A database to connect to. ``conninfo`` is None for the embedded default."""
+    """A database to connect to. ``conninfo`` is None for the embedded default.
+    ``prepared``: whether the executor's statements may be server-side prepared statements
+    (auto, on, off: see ``connect.prepared_statements_allowed``)."""
 
     conninfo: str | None
     source: str
+    prepared: str = "auto"
 
     @property
     def embedded(self) -> bool:
@@ -35,11 +41,31 @@ class DatabaseTarget(NamedTuple):
 
 
 def resolve_database(
-    option: str | None, environ: Mapping[str, str] | None = None
+    option: str | None, environ: Mapping[str, str] | None = None, *,
+    prepared: str | None = None,
 ) -> DatabaseTarget:
     """Pick the database: ``--database-url``, ``CRONJOBS_DATABASE_URL``, ``DATABASE_URL``,
-    libpq's ``PG*`` variables (when ``PGHOST`` or ``PGDATABASE`` is set), else embedded."""
+    libpq's ``PG*`` variables (when ``PGHOST`` or ``PGDATABASE`` is set), else embedded;
+    and whether to use prepared statements there: ``prepared`` (``--prepared-statements``),
+    else ``CRONJOBS_PREPARED_STATEMENTS``, else auto."""
     env = os.environ if environ is None else environ
+    mode = resolve_prepared_statements(prepared, env)
+    return _resolve_target(option, env)._replace(prepared=mode)
+
+
+def resolve_prepared_statements(option: str | None, environ: Mapping[str, str]) -> str:
+    for value, source in ((option, "--prepared-statements"),
+                          (environ.get("CRONJOBS_PREPARED_STATEMENTS"),
+                           "CRONJOBS_PREPARED_STATEMENTS")):
+        if value is not None and value.strip():
+            if value.strip().lower() not in PREPARED_STATEMENTS:
+                raise ConfigurationError(
+                    f"invalid {source}: {value.strip()[:40]!r} (expected auto, on or off)")
+            return value.strip().lower()
+    return "auto"
+
+
+def _resolve_target(option: str | None, env: Mapping[str, str]) -> DatabaseTarget:
     candidates = (
         (option, "--database-url"),
         (env.get("CRONJOBS_DATABASE_URL"), "CRONJOBS_DATABASE_URL"),

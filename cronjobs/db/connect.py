@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -49,12 +50,21 @@ def connect(
     application_name: str = "cronjobs",
     on_retry: Callable[[str], None] | None = None,
     options: str = SESSION_OPTIONS,
+    prepared: str = "auto",
 ) -> psycopg.Connection[Any]:
     """Open an autocommit connection, retrying transient failures for up to ``retry_for``
-    seconds with exponential backoff and jitter. Server-side prepared statements are off,
-    so it works through PgBouncer in transaction pooling mode."""
+    seconds with exponential backoff and jitter. Server-side prepared statements (which
+    the executor's pass asks for, see Store._later) are allowed as ``prepared`` says:
+    ``on``, ``off``, or ``auto``: only on a connection that provably reaches a
+    PostgreSQL session of its own (see :func:`prepared_statements_allowed`), so that it
+    works through PgBouncer in transaction pooling mode."""
     attempts = 0
-    startup_options = [options]
+    # The startup options to try, in turn while the server (a pooler) refuses them: ours
+    # with a marker for prepared_statements_allowed to look for (auto mode), ours, none.
+    marker = secrets.token_hex(8)
+    startup_options = [f"{options} -c {SESSION_MARKER}={marker}", options, ""]
+    if prepared != "auto":
+        startup_options.pop(0)
 
     def attempt() -> psycopg.Connection[Any]:
         nonlocal attempts
@@ -71,8 +81,8 @@ def connect(
         except psycopg.OperationalError as exc:
             if startup_options[0] and "unsupported startup parameter" in str(exc):
                 log.debug("the server (a pooler?) refuses startup options; connecting "
-                          "without them", extra={"action": "connect"})
-                startup_options[0] = ""
+                          "with fewer", extra={"action": "connect"})
+                startup_options.pop(0)
                 return attempt()
             raise
 
@@ -81,13 +91,40 @@ def connect(
             on_retry(mask_secrets_in(_first_line(exc), conninfo))
 
     try:
-        return retrying(attempt, policy=RetryPolicy(within=max(retry_for, 0.0)),
+        conn = retrying(attempt, policy=RetryPolicy(within=max(retry_for, 0.0)),
                         on_retry=retried)
+        sent = marker if SESSION_MARKER in startup_options[0] else None
+        if prepared_statements_allowed(conn, prepared, sent):
+            # only the statements executed with prepare=True (Store._later's): psycopg
+            # would otherwise prepare any statement after this many executions
+            conn.prepare_threshold = 2**31
+        return conn
     except psycopg.Error as exc:
         tries = f" (gave up after {attempts} attempts)" if attempts > 1 else ""
         raise DatabaseUnavailable(mask_secrets_in(
             f"cannot connect to the database at {mask_conninfo(conninfo)}: "
             f"{_first_line(exc)}{tries}", conninfo)) from None
+
+
+# The custom setting a connection sets among its startup options in auto mode; never read
+# by cronjobs otherwise.
+SESSION_MARKER = "cronjobs.session_marker"
+
+
+def prepared_statements_allowed(conn: psycopg.Connection[Any], mode: str,
+                                marker: str | None) -> bool:
+    """Whether ``conn`` may keep server-side prepared statements: ``on`` and ``off`` say
+    so; ``auto`` allows them only when the marker sent among the startup options (None:
+    the options were refused) is set in the session. A transaction pooler gives each
+    transaction any server session, where a statement prepared in another is missing (or
+    is another client's of the same name); PgBouncer refuses startup options or, with
+    ``ignore_startup_parameters = options``, drops them, and either way the marker is not
+    there. A direct connection, the embedded server's included, sees it."""
+    if mode != "auto":
+        return mode == "on"
+    if marker is None:
+        return False
+    return Store(conn).session_setting(SESSION_MARKER) == marker
 
 
 def _merged_options(conninfo: str, ours: str) -> str | None:
@@ -139,12 +176,14 @@ def open_store(
                 "set CRONJOBS_DATABASE_URL to use your own server"
             )
         store = Store(connect(server.conninfo, retry_for=retry_for,
-                              application_name=application_name, options=options))
+                              application_name=application_name, options=options,
+                              prepared=target.prepared))
         if check and not _current(store):
             migrate(store)
         return Connected(store, where, embedded=True, conninfo=server.conninfo)
     store = Store(connect(target.conninfo, retry_for=retry_for,
-                          application_name=application_name, options=options))
+                          application_name=application_name, options=options,
+                          prepared=target.prepared))
     if check:
         try:
             check_schema(store)

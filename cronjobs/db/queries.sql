@@ -14,6 +14,11 @@
 -- The instant of this transaction, from the database clock (the truth in production).
 SELECT now() AS now;
 
+-- name: session_setting
+-- A setting of this session, NULL when it has none (e.g. the marker a connection sends as a
+-- startup option, to learn whether its options reached the server: see connect.py).
+SELECT current_setting(%(name)s, true) AS value;
+
 -- name: migrations_table_exists
 SELECT to_regclass('cronjobs_migrations') IS NOT NULL AS present;
 

@@ -125,10 +125,12 @@ class Store(ObserveQueries):
         with _translated(), self.conn.pipeline():
             yield
 
-    def _send(self, name: str, params: Mapping[str, Any] | None = None) -> None:
-        """Run a statement whose answer is only whether it worked."""
+    def _send(self, name: str, params: Mapping[str, Any] | None = None, *,
+              prepare: bool = False) -> None:
+        """Run a statement whose answer is only whether it worked (``prepare``: see
+        :meth:`_later`)."""
         with _translated(), self.conn.cursor() as cur:
-            cur.execute(sql.query(name), params)
+            cur.execute(sql.query(name), params, prepare=prepare)
 
     def _binary(self, name: str, params: Mapping[str, Any], row_factory: RowFactory[T]
                 ) -> list[T]:
@@ -137,12 +139,20 @@ class Store(ObserveQueries):
         return self._later(name, params, row_factory, binary=True)()
 
     def _later(self, name: str, params: Mapping[str, Any], row_factory: RowFactory[T],
-               *, binary: bool = False) -> Callable[[], list[T]]:
+               *, binary: bool = False, prepare: bool = False) -> Callable[[], list[T]]:
         """``_rows`` of a statement sent now, read by calling the result: inside
-        ``pipeline()``, after the block, so that nothing waits for them before."""
+        ``pipeline()``, after the block, so that nothing waits for them before.
+
+        ``prepare``: run it as a server-side prepared statement, planned once per
+        connection instead of at every execution, when the connection allows them (see
+        connect.py: never through a transaction pooler). Only the executor's pass asks for
+        it, for the statements it runs hundreds of times a tick, each time after
+        claim_plan's settings: a plan the server caches is made under them (the cache
+        does not plan again when settings change, so a statement also run elsewhere is
+        prepared only here)."""
         with _translated():
             cur = self.conn.cursor(row_factory=row_factory, binary=binary)
-            cur.execute(sql.query(name), params)
+            cur.execute(sql.query(name), params, prepare=prepare)
 
         def rows() -> list[T]:
             with _translated(), cur:
@@ -168,6 +178,10 @@ class Store(ObserveQueries):
     def now(self) -> dt.datetime:
         value: dt.datetime = self._values("now")[0]
         return value.astimezone(dt.UTC)
+
+    def session_setting(self, name: str) -> str | None:
+        value: str | None = self._values("session_setting", {"name": name})[0]
+        return value
 
     def migrations_table_exists(self) -> bool:
         return bool(self._values("migrations_table_exists")[0])
@@ -432,12 +446,12 @@ class Store(ObserveQueries):
             with self.conn.pipeline(), self.conn.transaction():
                 # SET LOCAL, until the transaction ends: the outcomes are written by id
                 # too, never by reading a small table whole (see claim_plan)
-                self._send("claim_plan")
+                self._send("claim_plan", prepare=True)
                 counted = [(o.run_id, self._later("record_job_failure", {
                     "run_id": o.run_id, "token": o.token, "error": o.error, "now": now},
-                    class_row(JobFailure))) for o in failing]
+                    class_row(JobFailure), prepare=True)) for o in failing]
                 finished = (self._later("finish_runs", _finish_params(outcomes, now),
-                                        tuple_row) if outcomes else None)
+                                        tuple_row, prepare=True) if outcomes else None)
                 claimed = claim() if claim is not None else None
             failures: dict[int, JobFailure | None] = {}
             for run_id, rows in counted:
@@ -495,11 +509,11 @@ class Store(ObserveQueries):
         # SET LOCAL, until the transaction ends: the group locks are planned with it too
         # (without statistics on job_runs they could otherwise read the whole queue)
         if not planned:
-            self._send("claim_plan")
-        self._send("lock_claimable_groups", {"now": now})
+            self._send("claim_plan", prepare=True)
+        self._send("lock_claimable_groups", {"now": now}, prepare=True)
         # (in binary: half the time of parsing the rows' text, per run)
         return self._later("claim_runs", params | {"scan": claim_scan(limit)},
-                           class_row(Claimed), binary=True)
+                           class_row(Claimed), binary=True, prepare=True)
 
     def heartbeat(self, leases: Sequence[tuple[int, Any, dt.timedelta]], *, now: dt.datetime
                   ) -> dict[int, bool]:

@@ -3,6 +3,7 @@ pgbouncer, installed by .ci/install-system-packages; skipped where it is missing
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from cronjobs.db.connect import connect
 from system_tools import require_tool
 
 
@@ -36,6 +38,14 @@ def pgbouncer() -> str:
 
 @pytest.fixture
 def pooled_url(pgbouncer: str, database_url: str) -> Iterator[str]:
+    with _pooler(pgbouncer, database_url) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _pooler(pgbouncer: str, database_url: str, extra: str = "") -> Iterator[str]:
+    """A PgBouncer in transaction pooling mode in front of ``database_url`` (``extra``:
+    more lines of its [pgbouncer] section); yields its URL."""
     params = conninfo_to_dict(database_url)
     host = str(params.get("host") or "127.0.0.1")
     port = str(params.get("port") or "5432")
@@ -52,7 +62,7 @@ def pooled_url(pgbouncer: str, database_url: str) -> Iterator[str]:
         f"listen_addr = 127.0.0.1\nlisten_port = {listen}\n"
         f"unix_socket_dir =\nauth_type = trust\nauth_file = {work}/users.txt\n"
         "pool_mode = transaction\nmax_client_conn = 100\ndefault_pool_size = 5\n"
-        f"logfile = {work}/pgbouncer.log\npidfile = {work}/pgbouncer.pid\n")
+        f"logfile = {work}/pgbouncer.log\npidfile = {work}/pgbouncer.pid\n{extra}")
     for f in work.iterdir():
         f.chmod(0o644)
     command = [pgbouncer, str(work / "pgbouncer.ini")]
@@ -79,6 +89,23 @@ def pooled_url(pgbouncer: str, database_url: str) -> Iterator[str]:
         proc.terminate()
         proc.wait(10)
         shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.mark.parametrize("extra", ["", "ignore_startup_parameters = options\n"],
+                         ids=["refusing-options", "ignoring-options"])
+def test_no_prepared_statements_through_a_transaction_pooler(
+        pgbouncer: str, database_url: str, extra: str) -> None:
+    # A statement prepared in one transaction would be missing (or another client's)
+    # in the next: auto mode finds out that its startup options never reached a session
+    # of its own, whether PgBouncer refuses them or drops them. Told "on", it obeys (for
+    # a pooler that handles prepared statements itself).
+    with _pooler(pgbouncer, database_url, extra) as url:
+        for mode, threshold in (("auto", None), ("off", None), ("on", 2**31)):
+            conn = connect(url, retry_for=0, prepared=mode)
+            try:
+                assert conn.prepare_threshold == threshold, mode
+            finally:
+                conn.close()
 
 
 def _run(url: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from cronjobs.db import sql
-from cronjobs.db.store import claim_scan
+from cronjobs.db.store import Store, claim_scan
 
 SEED = """
 ALTER TABLE job_runs SET (autovacuum_enabled = false);
@@ -94,8 +94,53 @@ def test_the_claim_is_a_range_scan_bounded_by_the_batch(
     assert row is not None and claimed is not None
     assert claimed[0] == limit  # (it claimed for real, then was rolled back)
     doc = row[0] if isinstance(row[0], list) else json.loads(row[0])
-    nodes = list(_nodes(doc[0]["Plan"]))
+    _assert_a_bounded_range_scan(list(_nodes(doc[0]["Plan"])), limit)
 
+
+@pytest.mark.parametrize("backlog", [(100_000, 0, False), (100, 100_000, False)],
+                         ids=["100k-queued-unanalysed", "100-queued-100k-history-unanalysed"],
+                         indirect=True)
+def test_the_prepared_claim_is_a_range_scan_bounded_by_the_batch_in_its_generic_plan(
+        backlog: psycopg.Connection[Any]) -> None:
+    # On a connection that allows prepared statements, the executor's claim is one, and the
+    # server may plan it once for every later execution (a generic plan: the instant, the
+    # batch and the handlers unknown); forced here. Its plan, as executed, comes back as a
+    # notice from auto_explain.
+    limit = 10
+    plans: list[dict[str, Any]] = []
+
+    def explained(diag: psycopg.errors.Diagnostic) -> None:
+        text = diag.message_primary or ""
+        if "plan:" in text:
+            plans.append(json.loads(text.split("plan:", 1)[1]))
+
+    backlog.add_notice_handler(explained)
+    backlog.prepare_threshold = 2**31  # as connect() sets it: prepared when asked
+    backlog.execute("LOAD 'auto_explain'")
+    for setting in ("plan_cache_mode = force_generic_plan", "auto_explain.log_min_duration = 0",
+                    "auto_explain.log_analyze = on", "auto_explain.log_format = json",
+                    "auto_explain.log_level = notice"):
+        backlog.execute(f"SET {setting}".encode())
+    store = Store(backlog)
+    now = store.now()
+    with backlog.transaction(force_rollback=True):
+        for _ in range(2):  # prepared at the first; the second runs the cached plan
+            plans.clear()
+            claimed = store.claim_runs(now=now, worker="w", limit=limit, tick_id=None,
+                                       handlers=["noop"])
+            assert len(claimed) == limit
+        # (looked at before the rollback, after which psycopg forgets its statements)
+        prepared = backlog.execute("SELECT count(*) FROM pg_prepared_statements "
+                                   "WHERE statement LIKE '%candidates AS MATERIALIZED%' "
+                                   "AND generic_plans = 2").fetchone()
+    assert prepared == (1,)
+    claims = [p for p in plans if "candidates AS MATERIALIZED" in p["Query Text"]
+              and "pg_prepared_statements" not in p["Query Text"]]
+    assert len(claims) == 1
+    _assert_a_bounded_range_scan(list(_nodes(claims[0]["Plan"])), limit)
+
+
+def _assert_a_bounded_range_scan(nodes: list[dict[str, Any]], limit: int) -> None:
     # nothing reads job_runs but through the claim's index, its primary key, and (to see
     # whether an exclusive candidate's job is running) an index of the running runs alone;
     # nothing sorts or scans it
