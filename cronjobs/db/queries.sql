@@ -397,7 +397,14 @@ SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan'
        set_config('enable_mergejoin', 'off', true),
        -- (the price of what is priced out would otherwise make the claim look expensive
        -- enough to be compiled first, which takes longer than the claim itself)
-       set_config('jit', 'off', true);
+       set_config('jit', 'off', true),
+       -- `generic`, on a connection whose pass runs prepared statements (Store._later):
+       -- planned once for every later execution. Left to choose, the server keeps planning
+       -- the claim again at each execution (its generic plan, priced with the settings
+       -- above, looks dearer than the custom ones), which is half its time. The generic
+       -- plan is the same range scan (tests/integration/test_claim_plan.py).
+       set_config('plan_cache_mode', CASE WHEN %(generic)s::boolean THEN 'force_generic_plan'
+                                          ELSE current_setting('plan_cache_mode') END, true);
 
 -- name: claim_runs
 -- Claim due runs in one short statement that commits at once, and open their attempts in

@@ -160,6 +160,11 @@ class Store(ObserveQueries):
 
         return rows
 
+    def _prepares(self) -> bool:
+        """Whether this connection runs statements asked to be prepared as prepared
+        statements (connect.py decides)."""
+        return self.conn.prepare_threshold is not None
+
     def _count(self, name: str, params: Mapping[str, Any] | None = None) -> int:
         with _translated(), self.conn.cursor() as cur:
             cur.execute(sql.query(name), params)
@@ -446,7 +451,7 @@ class Store(ObserveQueries):
             with self.conn.pipeline(), self.conn.transaction():
                 # SET LOCAL, until the transaction ends: the outcomes are written by id
                 # too, never by reading a small table whole (see claim_plan)
-                self._send("claim_plan", prepare=True)
+                self._send("claim_plan", {"generic": self._prepares()}, prepare=True)
                 counted = [(o.run_id, self._later("record_job_failure", {
                     "run_id": o.run_id, "token": o.token, "error": o.error, "now": now},
                     class_row(JobFailure), prepare=True)) for o in failing]
@@ -509,7 +514,7 @@ class Store(ObserveQueries):
         # SET LOCAL, until the transaction ends: the group locks are planned with it too
         # (without statistics on job_runs they could otherwise read the whole queue)
         if not planned:
-            self._send("claim_plan", prepare=True)
+            self._send("claim_plan", {"generic": self._prepares()}, prepare=True)
         self._send("lock_claimable_groups", {"now": now}, prepare=True)
         # (in binary: half the time of parsing the rows' text, per run)
         return self._later("claim_runs", params | {"scan": claim_scan(limit)},

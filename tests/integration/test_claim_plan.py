@@ -86,7 +86,7 @@ def test_the_claim_is_a_range_scan_bounded_by_the_batch(
               "tick_id": None, "handlers": handlers}
     assert set(re.findall(r"%\((\w+)\)s", query)) == set(params)
     with backlog.transaction(force_rollback=True):
-        backlog.execute(sql.query("claim_plan"))
+        backlog.execute(sql.query("claim_plan"), {"generic": False})
         row = backlog.execute(b"EXPLAIN (ANALYZE, FORMAT JSON) " + query.encode(),
                               params).fetchone()
         claimed = backlog.execute("SELECT count(*) FROM job_runs WHERE status = 'running'"
@@ -97,14 +97,17 @@ def test_the_claim_is_a_range_scan_bounded_by_the_batch(
     _assert_a_bounded_range_scan(list(_nodes(doc[0]["Plan"])), limit)
 
 
-@pytest.mark.parametrize("backlog", [(100_000, 0, False), (100, 100_000, False)],
-                         ids=["100k-queued-unanalysed", "100-queued-100k-history-unanalysed"],
-                         indirect=True)
+@pytest.mark.parametrize(
+    "backlog",
+    [(100_000, 0, False), (100_000, 0, True), (100, 100_000, False), (100, 100_000, True)],
+    ids=["100k-queued-unanalysed", "100k-queued-analysed", "100-queued-100k-history-unanalysed",
+         "100-queued-100k-history-analysed"],
+    indirect=True)
 def test_the_prepared_claim_is_a_range_scan_bounded_by_the_batch_in_its_generic_plan(
         backlog: psycopg.Connection[Any]) -> None:
-    # On a connection that allows prepared statements, the executor's claim is one, and the
-    # server may plan it once for every later execution (a generic plan: the instant, the
-    # batch and the handlers unknown); forced here. Its plan, as executed, comes back as a
+    # On a connection that allows prepared statements, the executor's claim is one, planned
+    # once for every later execution (a generic plan: the instant, the batch and the
+    # handlers unknown; claim_plan asks for it). Its plan, as executed, comes back as a
     # notice from auto_explain.
     limit = 10
     plans: list[dict[str, Any]] = []
@@ -117,7 +120,7 @@ def test_the_prepared_claim_is_a_range_scan_bounded_by_the_batch_in_its_generic_
     backlog.add_notice_handler(explained)
     backlog.prepare_threshold = 2**31  # as connect() sets it: prepared when asked
     backlog.execute("LOAD 'auto_explain'")
-    for setting in ("plan_cache_mode = force_generic_plan", "auto_explain.log_min_duration = 0",
+    for setting in ("auto_explain.log_min_duration = 0",
                     "auto_explain.log_analyze = on", "auto_explain.log_format = json",
                     "auto_explain.log_level = notice"):
         backlog.execute(f"SET {setting}".encode())
@@ -132,7 +135,7 @@ def test_the_prepared_claim_is_a_range_scan_bounded_by_the_batch_in_its_generic_
         # (looked at before the rollback, after which psycopg forgets its statements)
         prepared = backlog.execute("SELECT count(*) FROM pg_prepared_statements "
                                    "WHERE statement LIKE '%candidates AS MATERIALIZED%' "
-                                   "AND generic_plans = 2").fetchone()
+                                   "AND generic_plans = 2 AND custom_plans = 0").fetchone()
     assert prepared == (1,)
     claims = [p for p in plans if "candidates AS MATERIALIZED" in p["Query Text"]
               and "pg_prepared_statements" not in p["Query Text"]]

@@ -110,7 +110,7 @@ def _plan(conn: psycopg.Connection[Any], name: str) -> tuple[set[str], set[str]]
     assert now is not None
     with conn.transaction(force_rollback=True):
         if name in PASS:  # as the store runs it
-            conn.execute(sql.query("claim_plan"))
+            conn.execute(sql.query("claim_plan"), {"generic": False})
         row = conn.execute(b"EXPLAIN (FORMAT JSON) " + sql.query(name).encode(),
                            _params(name, now[0])).fetchone()
     assert row is not None
