@@ -63,18 +63,22 @@ def backlog(database_url: str, request: pytest.FixtureRequest
         yield conn
 
 
+# the queue's shapes: a long queue, or a short one beside a long history; analysed or never
+BACKLOGS = pytest.mark.parametrize(
+    "backlog",
+    [(100_000, 0, False), (100_000, 0, True), (100, 100_000, False), (100, 100_000, True)],
+    ids=["100k-queued-unanalysed", "100k-queued-analysed", "100-queued-100k-history-unanalysed",
+         "100-queued-100k-history-analysed"],
+    indirect=True)
+
+
 def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield plan
     for child in plan.get("Plans", []):
         yield from _nodes(child)
 
 
-@pytest.mark.parametrize(
-    "backlog",
-    [(100_000, 0, False), (100_000, 0, True), (100, 100_000, False), (100, 100_000, True)],
-    ids=["100k-queued-unanalysed", "100k-queued-analysed", "100-queued-100k-history-unanalysed",
-         "100-queued-100k-history-analysed"],
-    indirect=True)
+@BACKLOGS
 @pytest.mark.parametrize("handlers", [["noop"], []], ids=["handlers", "commands-only"])
 def test_the_claim_is_a_range_scan_bounded_by_the_batch(
         backlog: psycopg.Connection[Any], handlers: list[str]) -> None:
@@ -97,12 +101,7 @@ def test_the_claim_is_a_range_scan_bounded_by_the_batch(
     _assert_a_bounded_range_scan(list(_nodes(doc[0]["Plan"])), limit)
 
 
-@pytest.mark.parametrize(
-    "backlog",
-    [(100_000, 0, False), (100_000, 0, True), (100, 100_000, False), (100, 100_000, True)],
-    ids=["100k-queued-unanalysed", "100k-queued-analysed", "100-queued-100k-history-unanalysed",
-         "100-queued-100k-history-analysed"],
-    indirect=True)
+@BACKLOGS
 def test_the_prepared_claim_is_a_range_scan_bounded_by_the_batch_in_its_generic_plan(
         backlog: psycopg.Connection[Any]) -> None:
     # On a connection that allows prepared statements, the executor's claim is one, planned
