@@ -487,7 +487,9 @@ WITH group_room AS (
         lease_token = gen_random_uuid(),
         lease_expires_at = %(now)s + coalesce(d.lease, interval '60 seconds'),
         heartbeat_at = %(now)s, started_at = %(now)s, finished_at = NULL,
-        cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s
+        cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s,
+        -- (the new attempt has printed nothing yet: `logs` must not show the last one's)
+        output_tail = NULL, output_bytes = NULL
     FROM job_definitions AS d
     -- the picked runs by id: an array looked up in the primary key, never a join that
     -- could read the table
@@ -567,7 +569,9 @@ WITH group_room AS (
         lease_token = gen_random_uuid(),
         lease_expires_at = %(now)s + coalesce(d.lease, interval '60 seconds'),
         heartbeat_at = %(now)s, started_at = %(now)s, finished_at = NULL,
-        cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s
+        cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s,
+        -- (the new attempt has printed nothing yet: `logs` must not show the last one's)
+        output_tail = NULL, output_bytes = NULL
     FROM job_definitions AS d
     -- the picked runs by id: an array looked up in the primary key, never a join that
     -- could read the table

@@ -187,3 +187,30 @@ def test_a_retry_delay_and_a_result_survive_the_record(
                       ).fetchall() == [
         ("failed", dt.timedelta(seconds=90.5), 3, "boom", None),
         ("succeeded", None, 0, None, {"rows": [1, None, "é"]})]
+
+
+def test_a_new_attempt_starts_with_no_output(cli: Invoke, store: Store,
+                                            db: psycopg.Connection[Any]) -> None:
+    # the first attempt printed and failed; until the second prints, `logs` of the running
+    # run shows nothing (not the first attempt's output as if it were the second's)
+    assert cli("define", "flaky", "0 0 1 1 *", "--command", "true", "--max-attempts", "2",
+               "--backoff", "1s").exit_code == 0
+    assert cli("trigger", "flaky").exit_code == 0
+    now = store.now()
+    [first] = store.claim_runs(now=now, worker="w", limit=1, tick_id=None)
+    assert store.write_live_output([(first.id, first.lease_token, "attempt one\n", 12)]) \
+        == {first.id}
+    assert store.finish_runs([Outcome(first.id, first.lease_token, RunStatus.FAILED,
+                                      AttemptOutcome.FAILED, 1, "exit code 1",
+                                      "attempt one\n", None, dt.timedelta(0))],
+                             now=now) == {first.id}
+    [second] = store.claim_runs(now=now + dt.timedelta(seconds=1), worker="w", limit=1,
+                                tick_id=None)
+    assert (second.id, second.attempt) == (first.id, 2)
+    live = store.live_output(second.id)
+    assert live is not None
+    assert (live.status, live.attempt, live.output_tail, live.output_bytes) == (
+        "running", 2, None, None)
+    # the first attempt's output stays with the first attempt
+    assert db.execute("SELECT attempt, output_tail FROM job_attempts ORDER BY attempt"
+                      ).fetchall() == [(1, "attempt one\n"), (2, None)]
