@@ -14,6 +14,13 @@
 -- The instant of this transaction, from the database clock (the truth in production).
 SELECT now() AS now;
 
+-- name: begin
+-- (Store._transaction_at_once: a transaction sent in one pipeline with its statements)
+BEGIN;
+
+-- name: commit
+COMMIT;
+
 -- name: session_setting
 -- A setting of this session, NULL when it has none (e.g. the marker a connection sends as a
 -- startup option, to learn whether its options reached the server: see connect.py).
