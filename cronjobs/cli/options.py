@@ -18,9 +18,9 @@ from cronjobs.db.config import resolve_database
 
 class _EnvDocumented(click.Option):
     """An option whose environment variables ``--help`` shows but click does not read:
-    ``resolve_database`` reads the database URL's and --prepared-statements' (its messages
-    name the variable used),
-    and the group reads those of the global options repeated on every command."""
+    ``resolve_database`` reads those of the database URL and of --prepared-statements (its
+    messages name the variable used), and the group reads those of the global options
+    repeated on every command."""
 
     def resolve_envvar_value(self, ctx: click.Context) -> str | None:
         return None

@@ -94,7 +94,12 @@ def connect(
         conn = retrying(attempt, policy=RetryPolicy(within=max(retry_for, 0.0)),
                         on_retry=retried)
         sent = marker if SESSION_MARKER in startup_options[0] else None
-        if prepared_statements_allowed(conn, prepared, sent):
+        try:
+            allowed = prepared_statements_allowed(conn, prepared, sent)
+        except BaseException:
+            conn.close()
+            raise
+        if allowed:
             # only the statements executed with prepare=True (Store._later's): psycopg
             # would otherwise prepare any statement after this many executions
             conn.prepare_threshold = 2**31
