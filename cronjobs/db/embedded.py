@@ -222,7 +222,7 @@ def stop(timeout: float = 30) -> bool:
             raise EmbeddedServerError(
                 f"not permitted to stop the embedded PostgreSQL (pid {pid}) in {pgdata}"
             ) from exc
-        while not _has_exited(pgdata, pid):
+        while not _has_exited(pid):
             if time.monotonic() >= deadline:
                 raise EmbeddedServerError(
                     f"the embedded PostgreSQL (pid {pid}) did not stop within {timeout:g}s; "
@@ -317,10 +317,11 @@ def _running_server(pgdata: Path, *, require_database: bool) -> EmbeddedServer |
     )
 
 
-def _has_exited(pgdata: Path, pid: int) -> bool:
-    postmaster = _read_postmaster(pgdata)
-    # PostgreSQL removes postmaster.pid as the last step of a clean shutdown.
-    return postmaster is None or postmaster.pid != pid or not _postmaster_alive(pid)
+def _has_exited(pid: int) -> bool:
+    # (not the removal of postmaster.pid: PostgreSQL removes it as the last step of a clean
+    # shutdown, but the process lives on for a moment after, still holding its memory and
+    # files; whoever stops the server expects it gone)
+    return not _postmaster_alive(pid)
 
 
 # --------------------------------------------------------------------------- slow path
