@@ -222,7 +222,9 @@ def stop(timeout: float = 30) -> bool:
             raise EmbeddedServerError(
                 f"not permitted to stop the embedded PostgreSQL (pid {pid}) in {pgdata}"
             ) from exc
-        while not _has_exited(pid):
+        # until the process is gone, not only postmaster.pid: PostgreSQL removes the file as
+        # the last step of a clean shutdown, and the process lives on for a moment after
+        while _postmaster_alive(pid):
             if time.monotonic() >= deadline:
                 raise EmbeddedServerError(
                     f"the embedded PostgreSQL (pid {pid}) did not stop within {timeout:g}s; "
@@ -315,13 +317,6 @@ def _running_server(pgdata: Path, *, require_database: bool) -> EmbeddedServer |
     return EmbeddedServer(
         data_dir=pgdata, socket_dir=postmaster.socket_dir, port=postmaster.port, pid=postmaster.pid
     )
-
-
-def _has_exited(pid: int) -> bool:
-    # (not the removal of postmaster.pid: PostgreSQL removes it as the last step of a clean
-    # shutdown, but the process lives on for a moment after, still holding its memory and
-    # files; whoever stops the server expects it gone)
-    return not _postmaster_alive(pid)
 
 
 # --------------------------------------------------------------------------- slow path
