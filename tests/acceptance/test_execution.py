@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import Invoke, alive, count, one_run, peak_rss, wait_for
+from conftest import Invoke, alive, clean_env, count, one_run, peak_rss, wait_for
 
 
 def _tick(database_url: str, *args: str, env: dict[str, str] | None = None
@@ -230,9 +230,7 @@ def test_database_restart_while_a_job_runs_loses_nothing(tmp_path: Path) -> None
     from cronjobs.db import embedded
 
     home = tmp_path / "home"
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PG", "CRONJOBS_")) and k != "DATABASE_URL"}
-    env["CRONJOBS_HOME"] = str(home)
+    env = clean_env(CRONJOBS_HOME=str(home))
     with embedded.scratch(home):
         def cronjobs(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([sys.executable, "-m", "cronjobs", *args], env=env,

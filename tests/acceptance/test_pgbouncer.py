@@ -21,6 +21,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from conftest import clean_env
 from cronjobs.db.connect import connect
 from system_tools import require_tool
 
@@ -144,9 +145,8 @@ def test_no_prepared_statements_through_a_transaction_pooler(
 
 
 def _run(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "CRONJOBS_"))}
-    env["CRONJOBS_DATABASE_URL"] = url
-    return subprocess.run([sys.executable, "-m", "cronjobs", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "cronjobs", *args],
+                          env=clean_env(CRONJOBS_DATABASE_URL=url),
                           capture_output=True, text=True, timeout=120, check=False)
 
 

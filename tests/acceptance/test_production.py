@@ -19,14 +19,7 @@ import pytest
 from psycopg import sql as pgsql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from conftest import ROOT, Invoke, make_invoke
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PG", "CRONJOBS_")) and k != "DATABASE_URL"}
-    env.update(extra)
-    return env
+from conftest import ROOT, Invoke, clean_env, make_invoke
 
 
 def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -64,7 +57,7 @@ def test_tick_works_with_the_restricted_role(cli: Invoke, db: psycopg.Connection
     marker = tmp_path / "ran"
     assert cli("define", "job", "0 0 1 1 *", "--command", f"touch {marker}").exit_code == 0
     assert cli("trigger", "job").exit_code == 0
-    env = _env(CRONJOBS_DATABASE_URL=url)
+    env = clean_env(CRONJOBS_DATABASE_URL=url)
     ticked = _run("tick", "--json", "--retention", "30d", env=env)
     assert ticked.returncode == 0, ticked.stderr
     assert json.loads(ticked.stdout)["counts"]["succeeded"] == 1
@@ -88,7 +81,7 @@ def test_the_restricted_tick_honours_group_limits_it_cannot_change(
     assert cli("group", "set", "g", "--max-running", "1").exit_code == 0
     assert cli("trigger", "job").exit_code == 0
     assert cli("trigger", "job").exit_code == 0
-    env = _env(CRONJOBS_DATABASE_URL=url)
+    env = clean_env(CRONJOBS_DATABASE_URL=url)
     ticked = _run("tick", "--json", env=env)
     assert ticked.returncode == 0, ticked.stderr
     assert json.loads(ticked.stdout)["counts"]["succeeded"] == 2
@@ -104,7 +97,7 @@ def test_multi_host_url_with_target_session_attrs(database_url: str) -> None:
     port = str(params.get("port") or "5432")
     url = make_conninfo(database_url, host=f"{host},{host}", port=f"1,{port}",
                         target_session_attrs="read-write")
-    env = _env(CRONJOBS_DATABASE_URL=url)
+    env = clean_env(CRONJOBS_DATABASE_URL=url)
     assert _run("define", "x", "@daily", "--command", "true", env=env).returncode == 0
     assert _run("tick", env=env).returncode == 0
 
@@ -116,7 +109,7 @@ def test_sessions_are_bounded_and_named(cli: Invoke, database_url: str,
                f"touch {started}; sleep 30").exit_code == 0
     assert cli("trigger", "slow").exit_code == 0
     tick = subprocess.Popen([sys.executable, "-m", "cronjobs", "tick", "--grace", "1s"],
-                            env=_env(CRONJOBS_DATABASE_URL=database_url),
+                            env=clean_env(CRONJOBS_DATABASE_URL=database_url),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
@@ -152,7 +145,7 @@ def test_no_password_in_process_arguments(cli: Invoke, database_url: str,
                f"touch {started}; sleep 30").exit_code == 0
     assert cli("trigger", "slow").exit_code == 0
     tick = subprocess.Popen([sys.executable, "-m", "cronjobs", "tick", "--grace", "1s"],
-                            env=_env(CRONJOBS_DATABASE_URL=url), stdout=subprocess.PIPE,
+                            env=clean_env(CRONJOBS_DATABASE_URL=url), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
@@ -174,7 +167,7 @@ def test_handlers_only_and_allow_list(cli: Invoke, db: psycopg.Connection[Any],
     assert cli("define", "shell", "0 0 1 1 *", "--command", "echo hi").exit_code == 0
     assert cli("define", "backup", "0 0 1 1 *", "--command", "true backup").exit_code == 0
     assert cli("trigger", "shell").exit_code == 0
-    env = _env(CRONJOBS_DATABASE_URL=database_url)
+    env = clean_env(CRONJOBS_DATABASE_URL=database_url)
     refused = _run("tick", "--handlers-only", "--json", env=env)
     assert refused.returncode == 0, refused.stderr
     row = db.execute("SELECT status, error FROM job_runs").fetchone()
@@ -196,7 +189,7 @@ def test_worker_ticks_on_trigger_and_stops_gracefully(cli: Invoke, database_url:
     marker = tmp_path / "ran"
     assert cli("define", "job", "0 0 1 1 *", "--command", f"echo $$ >> {marker}").exit_code == 0
     worker = subprocess.Popen([sys.executable, "-m", "cronjobs", "worker"],
-                              env=_env(CRONJOBS_DATABASE_URL=database_url),
+                              env=clean_env(CRONJOBS_DATABASE_URL=database_url),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(2)  # let it start listening

@@ -4,7 +4,6 @@ Through a transaction pooler auto turns them off: tests/acceptance/test_pgbounce
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from typing import Any
@@ -13,7 +12,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from conftest import make_invoke, run_cronjobs, snapshot
+from conftest import clean_env, make_invoke, run_cronjobs, snapshot
 from cronjobs.db.connect import connect
 
 ONLY_WHEN_ASKED = 2**31  # the threshold connect() sets: prepared only when a call asks
@@ -46,7 +45,7 @@ def test_ticks_run_every_run_once_either_way(
                             "2026-01-01T04:59:00Z", env=env)
     assert backfill.returncode == 0, backfill.stderr
     procs = [subprocess.Popen([sys.executable, "-m", "cronjobs", "tick", "--concurrency", "4"],
-                              env=_env(env), stdout=subprocess.DEVNULL,
+                              env=clean_env(**env), stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True) for _ in range(3)]
     for proc in procs:
         _, err = proc.communicate(timeout=120)
@@ -57,11 +56,6 @@ def test_ticks_run_every_run_once_either_way(
     attempts = db.execute("SELECT count(*), count(DISTINCT run_id) FROM job_attempts "
                           "WHERE outcome = 'succeeded'").fetchone()
     assert attempts == (300, 300)
-
-
-def _env(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "CRONJOBS_"))}
-    return env | extra
 
 
 @pytest.mark.parametrize("where", ["option", "environment"])
