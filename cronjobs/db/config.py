@@ -54,14 +54,17 @@ def resolve_database(
 
 
 def resolve_prepared_statements(option: str | None, environ: Mapping[str, str]) -> str:
+    """``--prepared-statements``, else ``CRONJOBS_PREPARED_STATEMENTS``, else auto (blank
+    counts as unset; case does not matter)."""
     for value, source in ((option, "--prepared-statements"),
                           (environ.get("CRONJOBS_PREPARED_STATEMENTS"),
                            "CRONJOBS_PREPARED_STATEMENTS")):
-        if value is not None and value.strip():
-            if value.strip().lower() not in PREPARED_STATEMENTS:
+        given = (value or "").strip()
+        if given:
+            if given.lower() not in PREPARED_STATEMENTS:
                 raise ConfigurationError(
-                    f"invalid {source}: {value.strip()[:40]!r} (expected auto, on or off)")
-            return value.strip().lower()
+                    f"invalid {source}: {given[:40]!r} (expected auto, on or off)")
+            return given.lower()
     return "auto"
 
 
