@@ -96,7 +96,7 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
     if options.now is not None and not options.allow_future:
         _refuse_the_future(store, options.now)
     handlers = _handlers(options.apps)  # before anything is written: a broken app stops here
-    tick_id, now, lost = store.insert_tick(worker=options.worker, now=options.now,
+    tick_id, now, lost = store.ticks.insert_tick(worker=options.worker, now=options.now,
                                            lost_after=TICK_LOST_AFTER, handlers=handlers)
     clock = Clock(now)
     report = TickReport(tick_id, now, False)
@@ -120,7 +120,7 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
             reconnect=reconnect, should_stop=should_stop)
         executor.observer = observer  # [observe]
         report.execute = executor.run()
-        report.waiting = executor.store.waiting_for_handlers(now=now, handlers=handlers)
+        report.waiting = executor.store.reports.waiting_for_handlers(now=now, handlers=handlers)
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.
             from cronjobs.core.prune import prune  # noqa: PLC0415 - only with --retention
@@ -148,7 +148,7 @@ def _record(store: Store, clock: Clock, report: TickReport, status: TickStatus,
     if report.tick_id is None:
         return
     try:
-        store.finish_tick(report.tick_id, status=status, counts=report.counts(),
+        store.ticks.finish_tick(report.tick_id, status=status, counts=report.counts(),
                           now=clock.now(), error=error)
     except Exception as exc:
         log.warning("could not record the tick: %s", exc, extra={"action": "tick"})

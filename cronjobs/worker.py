@@ -80,7 +80,7 @@ def _reap(children: list[subprocess.Popen[bytes]],
 
 def _listen(store: Store) -> bool:
     try:
-        store.listen_for_triggers()
+        store.notifications.listen_for_triggers()
     except CronjobsError as exc:  # e.g. behind a transaction-pooling PgBouncer
         log.info("no notifications (%s): ticking every minute only", exc.message,
                  extra={"action": "worker"})
@@ -117,7 +117,7 @@ def _wait_for_next(store: Store, listening: bool, should_stop: Callable[[], bool
         step = min(left, 0.5)
         if listening:
             try:
-                if store.wait_for_notification(step):
+                if store.notifications.wait_for_notification(step):
                     log.info("triggered: ticking now", extra={"action": "worker"})
                     break
             except CronjobsError:

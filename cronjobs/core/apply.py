@@ -103,9 +103,9 @@ def apply(store: Store, specs: Sequence[DefinitionSpec], *, source: str, prune: 
     """Diff ``specs`` against the database and, unless ``dry_run``, apply the difference in
     one transaction. Conflicting names refuse the whole apply (Refused) unless ``adopt``."""
     with store.transaction(rollback=dry_run):
-        store.lock_apply()
+        store.definitions.lock_apply()
         current = {summary.definition.name: summary.definition
-                   for summary in store.list_definitions()}
+                   for summary in store.definitions.list_definitions()}
         added, changed, conflicts, unchanged = _diff(specs, current, source, adopt)
         if conflicts:
             named = ", ".join(f"{name!r} ({owner(current[name].source)})" for name in conflicts)
@@ -126,10 +126,10 @@ def apply(store: Store, specs: Sequence[DefinitionSpec], *, source: str, prune: 
                         for d in changed)
         for diff in changed:
             if diff.adopted_from is not None:
-                store.adopt_definition(current[diff.name].id, source=source, now=now)
+                store.definitions.adopt_definition(current[diff.name].id, source=source, now=now)
         done = []
         for diff in removed:
-            _, cancelled = store.remove_definition(current[diff.name].id, now=now)
+            _, cancelled = store.definitions.remove_definition(current[diff.name].id, now=now)
             done.append(JobDiff(diff.name, "remove", diff.fields, cancelled_runs=cancelled))
         return ApplyResult(source, False, added, changed, tuple(done), unchanged,
                            () if prune else tuple(stale))
@@ -183,7 +183,7 @@ def export(store: Store, names: Sequence[str] = (), *, show_secrets: bool = Fals
     if names:
         definitions = [get(store, check_name(name)) for name in dict.fromkeys(names)]
     else:
-        definitions = [summary.definition for summary in store.list_definitions()]
+        definitions = [summary.definition for summary in store.definitions.list_definitions()]
     sources = {d.source for d in definitions}
     shared = sources.pop() if len(sources) == 1 else None
     jobs = {d.name: declared_fields(d) for d in definitions}

@@ -113,13 +113,14 @@ def define(
     with store.transaction():
         now = store.now()
         next_due = sched.next_after(now)
-        existing = store.definition_by_name(spec.name, for_update=True)
+        existing = store.definitions.definition_by_name(spec.name, for_update=True)
         if existing is not None and (
             (existing.schedule, existing.timezone) != (spec.schedule, spec.timezone)
             or existing.invalid_reason is not None
         ):
-            store.insert_skips(_undecided(existing, spec, now), now=now, tick_id=None)
-        stored = store.upsert_definition(spec, now=now, next_due_at=next_due, source=source)
+            store.materialise.insert_skips(_undecided(existing, spec, now), now=now, tick_id=None)
+        stored = store.definitions.upsert_definition(spec, now=now, next_due_at=next_due,
+                                                     source=source)
         if stored is None:
             definition = get(store, spec.name, for_update=True)
             outcome = "unchanged"
@@ -176,7 +177,7 @@ def list_jobs(store: Store) -> list[Listing]:
     past); one whose stored schedule cannot be evaluated is reported, not fatal."""
     now = store.now()
     listings = []
-    for summary in store.list_definitions():
+    for summary in store.definitions.list_definitions():
         definition = summary.definition
         problem = _problem(definition)
         next_at = None
@@ -219,15 +220,15 @@ def describe(store: Store, name: str, *, count: int = 5, runs: int = 10) -> Desc
         sched = schedules.parse(definition.schedule, definition.timezone, hash_key=name)
         slots = _slots(sched, _upcoming_from(definition, now), count)
         description = describe_schedule(sched)
-    return Description(definition, slots, problem, tuple(store.recent_runs(definition.id, runs)),
-                       description)
+    recent = tuple(store.runs.recent_runs(definition.id, runs))
+    return Description(definition, slots, problem, recent, description)
 
 
 def get(store: Store, name: str, *, for_update: bool = False) -> Definition:
     """The job called ``name`` (locked for the rest of the transaction with ``for_update``),
     or JobNotFound."""
     check_name(name)
-    definition = store.definition_by_name(name, for_update=for_update)
+    definition = store.definitions.definition_by_name(name, for_update=for_update)
     if definition is None:
         raise JobNotFound(f"no job named {name!r} (see `cronjobs list`)")
     return definition
@@ -246,7 +247,7 @@ def pause(
         now = store.now()
         if until is not None and until <= now:
             raise UsageError(f"invalid --until {until.isoformat()}: it is already past")
-        return store.pause_definition(definition.id, now=now, until=until, note=note)
+        return store.definitions.pause_definition(definition.id, now=now, until=until, note=note)
 
 
 def resume(store: Store, name: str) -> Definition:
@@ -263,13 +264,13 @@ def resume(store: Store, name: str) -> Definition:
             sched = schedules.parse(definition.schedule, definition.timezone, hash_key=name)
             missed = list(sched.between(definition.cursor_at, now))
             if missed:
-                store.record_skip(
+                store.definitions.record_skip(
                     definition.id, first_slot=missed[0], last_slot=missed[-1],
                     slot_count=len(missed), reason=SkipReason.PAUSED,
                     detail=definition.pause_note, now=now,
                 )
             next_due = sched.next_after(max(now, definition.cursor_at))
-        return store.resume_definition(definition.id, now=now, next_due_at=next_due)
+        return store.definitions.resume_definition(definition.id, now=now, next_due_at=next_due)
 
 
 def remove(store: Store, name: str) -> tuple[Definition, int]:
@@ -278,7 +279,7 @@ def remove(store: Store, name: str) -> tuple[Definition, int]:
     check_name(name)
     with store.transaction():
         definition = get(store, name, for_update=True)
-        return store.remove_definition(definition.id, now=store.now())
+        return store.definitions.remove_definition(definition.id, now=store.now())
 
 
 def preview(

@@ -67,7 +67,7 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
     and, if not, why. Runs and skip records in the range that are not slots of the current
     schedule (an older schedule, manual runs) are listed too."""
     check_name(name)
-    history = store.definition_history(name)
+    history = store.definitions.definition_history(name)
     if not history:
         raise JobNotFound(f"no job named {name!r} (see `cronjobs list`)")
     definition = history[0]
@@ -79,8 +79,8 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
     runs: list[Run] = []
     skips: list[Skip] = []
     for d in history:
-        runs += store.runs_between(d.id, start, end)
-        skips += store.skips_between(d.id, start, end)
+        runs += store.materialise.runs_between(d.id, start, end)
+        skips += store.materialise.skips_between(d.id, start, end)
     slots = _slots(definition, start, end)
     rows: list[Explained] = []
     matched_runs: set[int] = set()
@@ -134,7 +134,7 @@ def _waiting(store: Store, definition: Definition, now: dt.datetime
 
         found = waiting_for_handlers(store, now, Thresholds().max_tick_age, definition.id)
         waiting = found[0] if found else None
-    one_offs = tuple(store.one_off_runs_of(definition.id))
+    one_offs = tuple(store.materialise.one_off_runs_of(definition.id))
     group = None
     if definition.group_name is not None:
         from cronjobs.core.groups import usage_of  # noqa: PLC0415

@@ -33,7 +33,7 @@ def set_limit(store: Store, name: str, *, max_running: int) -> GroupUsage:
                          f"{MAX_RUNNING}")
     with store.transaction():
         now = store.now()
-        store.set_group_limit(name, max_running=max_running, now=now)
+        store.groups.set_group_limit(name, max_running=max_running, now=now)
         return _usage(store, name, now)
 
 
@@ -41,30 +41,30 @@ def remove_limit(store: Store, name: str) -> GroupUsage:
     """Remove group ``name``'s limit (its jobs stay in the group, unlimited)."""
     check_name(name, what="group name")
     with store.transaction():
-        if not store.remove_group_limit(name):
+        if not store.groups.remove_group_limit(name):
             raise UsageError(f"group {name!r} has no limit (see `cronjobs group list`)")
         return _usage(store, name, store.now(), missing_ok=True)
 
 
 def list_groups(store: Store, *, now: dt.datetime | None = None) -> list[GroupUsage]:
     """Every group: limited ones, and those only named by jobs (no limit)."""
-    return store.group_usage(now=now if now is not None else store.now())
+    return store.groups.group_usage(now=now if now is not None else store.now())
 
 
 def show(store: Store, name: str) -> GroupDetail:
     check_name(name, what="group name")
     usage = _usage(store, name, store.now())
-    return GroupDetail(usage, tuple(store.group_jobs(name)))
+    return GroupDetail(usage, tuple(store.groups.group_jobs(name)))
 
 
 def usage_of(store: Store, name: str, now: dt.datetime) -> GroupUsage | None:
-    found = store.group_usage(now=now, name=name)
+    found = store.groups.group_usage(now=now, name=name)
     return found[0] if found else None
 
 
 def waiting_for_groups(store: Store, now: dt.datetime) -> list[GroupUsage]:
     """The groups whose due runs wait for a free slot right now."""
-    return [g for g in store.group_usage(now=now) if g.full and g.waiting]
+    return [g for g in store.groups.group_usage(now=now) if g.full and g.waiting]
 
 
 def _usage(store: Store, name: str, now: dt.datetime, *, missing_ok: bool = False

@@ -55,9 +55,9 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     """Gather the health of the whole installation, and what is wrong with it, at ``now``
     (default: the database's clock)."""
     now = now if now is not None else store.now()
-    numbers = store.health(now)
-    running = store.running_runs()
-    judged = [_job(row, now) for row in store.job_stats(since=now - RECENT)]
+    numbers = store.reports.health(now)
+    running = store.reports.running_runs()
+    judged = [_job(row, now) for row in store.reports.job_stats(since=now - RECENT)]
     jobs = [job for job, _ in judged]
     overdue = {job.name: why for job, why in judged if why is not None}
     result = Status(now, numbers, running, jobs, overdue)
@@ -105,7 +105,7 @@ def waiting_for_handlers(store: Store, now: dt.datetime, recent: dt.timedelta,
                          definition_id: int | None = None) -> list[WaitingRuns]:
     """Due handler runs (of one definition, or all) that wait for a handler that no tick
     started in the last ``recent`` has loaded, per handler."""
-    return store.waiting_for_handlers(now=now, handlers=None, since=now - recent,
+    return store.reports.waiting_for_handlers(now=now, handlers=None, since=now - recent,
                                       definition_id=definition_id)
 
 

@@ -78,7 +78,7 @@ def logs(store: Store, run_id: int, *, follow: bool = False, poll: float = 1.0,
 
 
 def _read(store: Store, run_id: int) -> LiveOutput:
-    row = store.live_output(check_run_id(run_id))
+    row = store.notifications.live_output(check_run_id(run_id))
     if row is None:
         raise RunNotFound(f"no run with id {run_id} (see `cronjobs runs`)")
     return row

@@ -278,10 +278,10 @@ def release_one_offs(store: Store, now: dt.datetime, report: MaterialiseReport, 
     a manual trigger does: queued to be claimed, or cancelled saying why (skip: the job is
     busy; queue: a run already waits); replace asks the running run to stop. Returns how
     many were decided."""
-    due = store.due_one_off_runs(now=now, limit=batch)
+    due = store.materialise.due_one_off_runs(now=now, limit=batch)
     if not due:
         return 0
-    active = store.active_runs(sorted({row.definition_id for row in due}), now=now)
+    active = store.materialise.active_runs(sorted({row.definition_id for row in due}), now=now)
     counts = {key: list(value) for key, value in active.items()}
     releases: list[tuple[int, bool, str | None]] = []
     replace: set[int] = set()
@@ -306,21 +306,21 @@ def release_one_offs(store: Store, now: dt.datetime, report: MaterialiseReport, 
         report.decisions.append(Decided(row.name, row.scheduled_for,
                                         row.scheduled_for, 1,
                                         "one-off" if outcome == "run" else "overlap", error))
-    store.release_one_off_runs(releases, now=now)
+    store.materialise.release_one_off_runs(releases, now=now)
     if replace:
-        store.request_cancel_running(sorted(replace), now=now)
+        store.definitions.request_cancel_running(sorted(replace), now=now)
     return len(due)
 
 
 def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, batch: int,
                        part: int, include_unscheduled: bool, report: MaterialiseReport
                        ) -> int:
-    definitions = store.due_definitions(now=now, limit=batch)
+    definitions = store.materialise.due_definitions(now=now, limit=batch)
     if include_unscheduled:
-        definitions += store.unscheduled_definitions(limit=batch)
+        definitions += store.materialise.unscheduled_definitions(limit=batch)
     if not definitions:
         return 0
-    active = store.active_runs([d.id for d in definitions], now=now)
+    active = store.materialise.active_runs([d.id for d in definitions], now=now)
     idle = (0, 0)
     decided: list[tuple[DueDefinition, Decision]] = []
     answers = []
@@ -335,14 +335,14 @@ def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, b
             new_runs = [NewRun(d.id, slot, Trigger.SCHEDULE, d.max_attempts, slot,
                                exclusive(d))
                         for d, dec in some for slot in dec.runs]
-            answers.append(store.send_runs(new_runs, now=now, tick_id=tick_id))
-            store.insert_skips([s for _, dec in some for s in dec.skips], now=now,
+            answers.append(store.materialise.send_runs(new_runs, now=now, tick_id=tick_id))
+            store.materialise.insert_skips([s for _, dec in some for s in dec.skips], now=now,
                                tick_id=tick_id)
-            store.advance_definitions([dec.advance for _, dec in some])
+            store.materialise.advance_definitions([dec.advance for _, dec in some])
             decided += some
     cancel = [d.id for d, dec in decided if dec.cancel_running]
     if cancel:
-        store.request_cancel_running(cancel, now=now)
+        store.definitions.request_cancel_running(cancel, now=now)
     _report(report, decided, {run for answer in answers for run in answer()})
     return len(definitions)
 
@@ -403,5 +403,5 @@ def backfill(store: Store, definition: Definition, start: dt.datetime, end: dt.d
                              "backfill a shorter range at a time")
         runs = [NewRun(definition.id, s, Trigger.BACKFILL, definition.max_attempts, current,
                        exclusive(definition)) for s in slots]
-        created = store.insert_runs(runs, now=current, tick_id=None)
+        created = store.materialise.insert_runs(runs, now=current, tick_id=None)
     return BackfillReport(definition.name, tuple(slots), len(created))

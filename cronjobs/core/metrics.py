@@ -30,7 +30,7 @@ def metrics(store: Store, *, now: dt.datetime | None = None) -> str:
     database's clock)."""
     registry = CollectorRegistry(auto_describe=False)
     st = status(store, now=now)
-    groups = [g for g in store.group_usage(now=st.now) if g.max_running is not None]
+    groups = [g for g in store.groups.group_usage(now=st.now) if g.max_running is not None]
     registry.register(_Snapshot(st, groups))
     return generate_latest(registry).decode("utf-8")
 

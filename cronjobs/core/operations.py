@@ -45,7 +45,7 @@ def check_run_id(run_id: int) -> int:
 
 
 def _locked_run(store: Store, run_id: int) -> tuple[Run, str]:
-    found = store.run_by_id(check_run_id(run_id), for_update=True)
+    found = store.runs.run_by_id(check_run_id(run_id), for_update=True)
     if found is None:
         raise RunNotFound(f"no run with id {run_id} (see `cronjobs runs`)")
     return found
@@ -64,13 +64,13 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
         now = now if now is not None else store.now()
         status = RunStatus(run.status)
         if status in RETRYABLE:
-            return store.requeue_run(run.id, attempts=attempts, by=by, now=now)
+            return store.runs.requeue_run(run.id, attempts=attempts, by=by, now=now)
         if status == RunStatus.SUCCEEDED:
             if not force:
                 raise Refused(f"run {run.id} of {job!r} succeeded; use --force to run its slot "
                               "again as a new run")
             definition = get(store, job)
-            return store.insert_manual_run(
+            return store.runs.insert_manual_run(
                 definition_id=run.definition_id, scheduled_for=run.scheduled_for,
                 trigger=Trigger.RETRY, payload=run.payload, max_attempts=attempts,
                 exclusive=exclusive(definition), now=now, retry_of=run.id)
@@ -97,8 +97,8 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
     with store.transaction():
         definition = get(store, name, for_update=True)
         now = now if now is not None else store.now()
-        running, waiting = store.active_runs([definition.id], now=now).get(definition.id,
-                                                                            (0, 0))
+        active = store.materialise.active_runs([definition.id], now=now)
+        running, waiting = active.get(definition.id, (0, 0))
         policy = Overlap(definition.overlap)
         if not force:
             busy = running > 0 or waiting > 0
@@ -109,12 +109,12 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
                 raise Refused(f"{name!r} already has a run waiting and its overlap policy is "
                               "'queue': use --force to add another")
             if policy == Overlap.REPLACE and running > 0:
-                store.request_cancel_running([definition.id], now=now)
-        run = store.insert_manual_run(
+                store.definitions.request_cancel_running([definition.id], now=now)
+        run = store.runs.insert_manual_run(
             definition_id=definition.id, scheduled_for=now, trigger=Trigger.MANUAL,
             payload=payload, max_attempts=definition.max_attempts,
             exclusive=exclusive(definition) and not force, now=now)
-        store.notify_trigger()  # a `cronjobs worker` ticks at once
+        store.notifications.notify_trigger()  # a `cronjobs worker` ticks at once
         return run
 
 
@@ -133,7 +133,7 @@ def _trigger_later(store: Store, name: str, *, payload: dict[str, Any] | None, f
         if when <= now:
             raise UsageError(f"invalid --at {when.isoformat()}: it is already past (trigger "
                              "without --at runs it now)")
-        return store.insert_one_off_run(
+        return store.materialise.insert_one_off_run(
             definition_id=definition.id, at=when, payload=payload,
             max_attempts=definition.max_attempts, exclusive=exclusive(definition), now=now)
 
@@ -146,9 +146,9 @@ def cancel(store: Store, run_id: int, *, now: dt.datetime | None = None) -> Run:
         now = now if now is not None else store.now()
         status = RunStatus(run.status)
         if status in (RunStatus.SCHEDULED, RunStatus.QUEUED, RunStatus.FAILED):
-            cancelled = store.cancel_waiting_run(run.id, now=now)
+            cancelled = store.runs.cancel_waiting_run(run.id, now=now)
         elif status == RunStatus.RUNNING:
-            cancelled = store.request_cancel_run(run.id, now=now)
+            cancelled = store.runs.request_cancel_run(run.id, now=now)
         else:
             raise Refused(f"run {run.id} of {job!r} is {status.value}: it has already finished")
         if cancelled is None:  # pragma: no cover - the row is locked
@@ -168,7 +168,7 @@ def acknowledge(store: Store, run_id: int, *, by: str | None = None,
                           "acknowledged (see `cronjobs runs --status dead`)")
         if not run.unacknowledged:
             return Acknowledged(job, (run,), already=True)
-        done = store.acknowledge_run(run.id, by=by,
+        done = store.runs.acknowledge_run(run.id, by=by,
                                      now=now if now is not None else store.now())
         if done is None:  # pragma: no cover - the row is locked
             raise Refused(f"run {run.id} changed while it was being acknowledged")
@@ -181,7 +181,7 @@ def acknowledge_all(store: Store, name: str, *, by: str | None = None,
     with store.transaction():
         definition = get(store, name, for_update=True)
         at = now if now is not None else store.now()
-        return Acknowledged(name, tuple(store.acknowledge_dead_runs(definition.id, by=by,
+        return Acknowledged(name, tuple(store.runs.acknowledge_dead_runs(definition.id, by=by,
                                                                     now=at)))
 
 
@@ -190,17 +190,18 @@ def list_runs(store: Store, *, name: str | None = None, statuses: Sequence[str] 
     """Runs, newest first; ``name`` may be a removed job's (its history stays readable)."""
     if name is not None:
         check_name(name)
-        if not store.definition_history(name):
+        if not store.definitions.definition_history(name):
             raise JobNotFound(f"no job named {name!r}, now or before (see `cronjobs list`)")
     if not 1 <= limit <= 10_000:
         raise UsageError(f"invalid --limit {limit}: must be between 1 and 10000")
-    return store.list_runs(name=name, statuses=list(statuses) or None, since=since, limit=limit)
+    return store.runs.list_runs(name=name, statuses=list(statuses) or None, since=since,
+                                limit=limit)
 
 
 def show(store: Store, run_id: int) -> RunDetail:
-    found = store.run_by_id(check_run_id(run_id))
+    found = store.runs.run_by_id(check_run_id(run_id))
     if found is None:
         raise RunNotFound(f"no run with id {run_id} (see `cronjobs runs`)")
     run, job = found
-    return RunDetail(run, job, tuple(store.attempts_of_run(run.id)),
-                     tuple(store.deliveries_of_run(run.id)))
+    return RunDetail(run, job, tuple(store.runs.attempts_of_run(run.id)),
+                     tuple(store.notifications.deliveries_of_run(run.id)))

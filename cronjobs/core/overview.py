@@ -48,7 +48,7 @@ class JobLine:
 @dataclass(frozen=True)
 class Overview:
     now: dt.datetime
-    numbers: Health  # as `cronjobs status` reads them (store.health)
+    numbers: Health  # as `cronjobs status` reads them (store.reports.health)
     jobs: tuple[JobLine, ...]
     total: int  # jobs matching the search, on every page
     search: str | None
@@ -67,11 +67,11 @@ def overview(store: Store, *, after: str = "", search: str | None = None,
         raise UsageError("invalid page size")
     search = search or None
     now = store.now()
-    rows = store.dashboard_jobs(after=after, search=search, limit=limit + 1, strip=strip)
+    rows = store.reports.dashboard_jobs(after=after, search=search, limit=limit + 1, strip=strip)
     more = len(rows) > limit
     rows = rows[:limit]
     jobs = tuple(_line(row, now) for row in rows)
-    return Overview(now, store.health(now), jobs, store.count_jobs(search=search),
+    return Overview(now, store.reports.health(now), jobs, store.reports.count_jobs(search=search),
                     search, after, jobs[-1].definition.name if more and jobs else None)
 
 
@@ -115,7 +115,7 @@ def job_page(store: Store, name: str, *, runs: int = STRIP, upcoming: int = 8) -
     moments = _moments(explanation.rows)
     shown = tuple(reversed(moments[-TIMELINE_ROWS:]))
     found: dict[int, list[Attempt]] = {}
-    for attempt in store.attempts_of_runs([r.id for r in description.recent_runs]):
+    for attempt in store.runs.attempts_of_runs([r.id for r in description.recent_runs]):
         found.setdefault(attempt.run_id, []).append(attempt)
     return JobPage(description, explanation.end, explanation.start, shown,
                    max(0, len(moments) - TIMELINE_ROWS),

@@ -29,8 +29,8 @@ def prune(store: Store, *, older_than: dt.timedelta, keep_last: int = 0,
     a time). Ages are counted back from ``now`` (default: the database's clock)."""
     cutoff = (now if now is not None else store.now()) - older_than
     if dry_run:
-        return PruneReport(cutoff, store.count_prunable_runs(cutoff=cutoff, keep_last=keep_last),
-                           0, 0, True)
+        prunable = store.retention.count_prunable_runs(cutoff=cutoff, keep_last=keep_last)
+        return PruneReport(cutoff, prunable, 0, 0, True)
     totals = {"runs": 0, "skips": 0, "ticks": 0}
     after: tuple[dt.datetime, int] | None = None
 
@@ -38,15 +38,15 @@ def prune(store: Store, *, older_than: dt.timedelta, keep_last: int = 0,
         # each batch starts where the last one stopped: the runs kept on the way (a job's
         # latest, its keep_last newest) are not read again
         nonlocal after
-        deleted, last = store.prune_runs(cutoff=cutoff, keep_last=keep_last, batch=batch,
+        deleted, last = store.retention.prune_runs(cutoff=cutoff, keep_last=keep_last, batch=batch,
                                          after=after)
         after = last or after
         return deleted
 
     steps: dict[str, Callable[[], int]] = {
         "runs": prune_runs,
-        "skips": lambda: store.prune_skips(cutoff=cutoff, batch=batch),
-        "ticks": lambda: store.prune_ticks(cutoff=cutoff, batch=batch),
+        "skips": lambda: store.retention.prune_skips(cutoff=cutoff, batch=batch),
+        "ticks": lambda: store.retention.prune_ticks(cutoff=cutoff, batch=batch),
     }
     for kind, step in steps.items():
         done = 0

@@ -129,7 +129,7 @@ def prepared_statements_allowed(conn: psycopg.Connection[Any], mode: str,
         return mode == "on"
     if marker is None:
         return False
-    return Store(conn).session_setting(SESSION_MARKER) == marker
+    return Store(conn).schema.session_setting(SESSION_MARKER) == marker
 
 
 def _merged_options(conninfo: str, ours: str) -> str | None:
@@ -156,7 +156,7 @@ def _first_line(exc: BaseException | None) -> str:
 def _current(store: Store) -> bool:
     from cronjobs.db import sql
 
-    return store.installed_version() == sql.current_version()
+    return store.schema.installed_version() == sql.current_version()
 
 
 def open_store(

@@ -27,17 +27,17 @@ def migrate(store: Store) -> MigrationReport:
     older one, in one transaction under an advisory lock. Idempotent."""
     target = sql.current_version()
     with store.transaction():
-        store.lock_migrations()
-        if not store.migrations_table_exists():
+        store.schema.lock_migrations()
+        if not store.schema.migrations_table_exists():
             store.run_script(sql.schema())
             log.info("schema created", extra={"action": "migrate", "version": target})
             return MigrationReport(0, target, ("schema.sql",))
-        current = store.schema_version()
+        current = store.schema.schema_version()
         _refuse_newer(current, target)
         applied = []
         for migration in sql.migrations()[current:]:
             store.run_script(migration.sql)
-            store.record_migration(migration.version, migration.name)
+            store.schema.record_migration(migration.version, migration.name)
             applied.append(f"{migration.version:04d}_{migration.name}")
             log.info("migration applied", extra={"action": "migrate", "version": migration.version})
         return MigrationReport(current, target, tuple(applied))
@@ -46,7 +46,7 @@ def migrate(store: Store) -> MigrationReport:
 def check_schema(store: Store) -> int:
     """Fail with a clear message unless the database is at the current schema version."""
     target = sql.current_version()
-    current = store.installed_version()
+    current = store.schema.installed_version()
     if current is None:
         raise SchemaNotReady(
             "the database has no cronjobs schema: run `cronjobs migrate` "

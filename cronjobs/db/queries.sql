@@ -15,7 +15,7 @@
 SELECT now() AS now;
 
 -- name: begin
--- (Store._transaction_at_once: a transaction sent in one pipeline with its statements)
+-- (Session.transaction_at_once: a transaction sent in one pipeline with its statements)
 BEGIN;
 
 -- name: commit

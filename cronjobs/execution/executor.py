@@ -226,7 +226,7 @@ class Executor:
         due_at = self.options.due_at
         if self.options.run_ids is not None or due_at is None:
             return False
-        return bool(self._db(lambda s: s.definitions_due(now=due_at)))
+        return bool(self._db(lambda s: s.materialise.definitions_due(now=due_at)))
 
     def _capacity_left(self) -> int:
         if self.options.max_runs is None:
@@ -240,8 +240,8 @@ class Executor:
             # the takeover and the count of the lost attempts in one transaction
             now = self.clock.now()
             with store.transaction():
-                rows = sorted(store.reclaim_expired(now=now), key=lambda r: r.definition_id)
-                return [(row, store.record_reclaimed_failure(row.definition_id,
+                rows = sorted(store.queue.reclaim_expired(now=now), key=lambda r: r.definition_id)
+                return [(row, store.queue.record_reclaimed_failure(row.definition_id,
                                                              error=row.error, now=now))
                         for row in rows]
 
@@ -391,7 +391,7 @@ class Executor:
         # Retried until the first of these leases must be given up (5/6 of it), so that two
         # copies never overlap; a stop request ends the retries early.
         give_up = min(a.last_beat + a.claim.lease.total_seconds() * 5 / 6 for a in due)
-        held = self._db(lambda s: s.heartbeat(leases, now=self.clock.now()), until=give_up,
+        held = self._db(lambda s: s.queue.heartbeat(leases, now=self.clock.now()), until=give_up,
                         give_up=self.should_stop)
         if held is None:
             late = time.monotonic()
@@ -465,7 +465,7 @@ class Executor:
         failures: dict[int, JobFailure | None] = {}
 
         def write(store: Store) -> tuple[set[int], list[Claimed]]:
-            recorded, counted, claimed = store.pass_of_executor(
+            recorded, counted, claimed = store.queue.pass_of_executor(
                 outcomes, failing, now=self.clock.now(), worker=self.options.worker,
                 limit=claim_limit, tick_id=self.options.tick_id,
                 run_ids=self.options.run_ids, handlers=self.options.handlers)
@@ -546,9 +546,9 @@ class Executor:
                 now = self.clock.now()
                 with store.transaction():
                     if o.run_id in counted:
-                        failures[o.run_id] = store.record_job_failure(
+                        failures[o.run_id] = store.queue.record_job_failure(
                             o.run_id, token=o.token, error=o.error, now=now)
-                    return store.finish_runs([o], now=now)
+                    return store.queue.finish_runs([o], now=now)
             until = active.last_beat + active.claim.lease.total_seconds()
             try:
                 recorded |= self._db(write, until=until) or set()

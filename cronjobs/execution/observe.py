@@ -121,9 +121,9 @@ class RunObserver:
             writes.append((a.claim.id, a.claim.lease_token, snapshot[0], snapshot[1]))
         try:
             if writes:
-                store.write_live_output(writes)
+                store.notifications.write_live_output(writes)
             if self._notifier is not None:
-                store.record_deliveries(self._notifier.take())
+                store.notifications.record_deliveries(self._notifier.take())
         except Exception as exc:
             log.warning("could not write live output or deliveries: %s", exc,
                         extra={"action": "observe"})
@@ -137,7 +137,7 @@ class RunObserver:
 
             done = self._notifier.close(HURRY if hurry else DRAIN)
             try:
-                store.record_deliveries(done)
+                store.notifications.record_deliveries(done)
             except Exception as exc:
                 log.warning("could not record %d notification(s): %s", len(done), exc,
                             extra={"action": "notify"})
@@ -153,7 +153,7 @@ class RunObserver:
             return
         if definition_id not in self._config:
             self._config.update(dict.fromkeys([definition_id]))
-            self._config.update(store.notify_config([definition_id]))
+            self._config.update(store.notifications.notify_config([definition_id]))
         config = self._config[definition_id]
         if config is None:
             return
@@ -163,7 +163,7 @@ class RunObserver:
             event = "dead" if "dead" in on else "failure" if "failure" in on else None
         elif status == "failed":
             event = "failure" if "failure" in on else None
-        elif "recovery" in on and (attempt > 1 or store.previous_run_dead(run_id)):
+        elif "recovery" in on and (attempt > 1 or store.notifications.previous_run_dead(run_id)):
             event = "recovery"
         if event is None:
             return

@@ -19,7 +19,8 @@ import psycopg
 import pytest
 
 from cronjobs.db import sql
-from cronjobs.db.store import Store, claim_scan
+from cronjobs.db.store import Store
+from cronjobs.db.stores.queue import claim_scan
 
 SEED = """
 ALTER TABLE job_runs SET (autovacuum_enabled = false);
@@ -128,7 +129,7 @@ def test_the_prepared_claim_is_a_range_scan_bounded_by_the_batch_in_its_generic_
     with backlog.transaction(force_rollback=True):
         for _ in range(2):  # prepared at the first; the second runs the cached plan
             plans.clear()
-            claimed = store.claim_runs(now=now, worker="w", limit=limit, tick_id=None,
+            claimed = store.queue.claim_runs(now=now, worker="w", limit=limit, tick_id=None,
                                        handlers=["noop"])
             assert len(claimed) == limit
         # (looked at before the rollback, after which psycopg forgets its statements)

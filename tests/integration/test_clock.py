@@ -69,9 +69,9 @@ def test_a_pinned_clock_drives_leases_and_heartbeats(cli: Invoke, store: Store,
     t = store.now() + dt.timedelta(hours=1)
     # A worker claims the run at T, heartbeats once at T+8m, then dies (the row a crash
     # leaves behind, made by the real statements).
-    (claim,) = store.claim_runs(now=t, worker="gone", limit=1, tick_id=None)
+    (claim,) = store.queue.claim_runs(now=t, worker="gone", limit=1, tick_id=None)
     assert db.execute("SELECT lease_expires_at FROM job_runs").fetchone() == (t + 10 * MINUTE,)
-    held = store.heartbeat([(claim.id, claim.lease_token, claim.lease)], now=t + 8 * MINUTE)
+    held = store.queue.heartbeat([(claim.id, claim.lease_token, claim.lease)], now=t + 8 * MINUTE)
     assert held == {claim.id: False}
     assert db.execute("SELECT lease_expires_at FROM job_runs").fetchone() == (t + 18 * MINUTE,)
     # At T+11m the first lease would have expired, the renewed one has not.

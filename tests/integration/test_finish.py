@@ -29,14 +29,14 @@ def test_outcomes_are_recorded_together_and_fenced(cli: Invoke, store: Store,
                                                    db: psycopg.Connection[Any]) -> None:
     _queued_runs(cli, "work")
     now = store.now()
-    claims = store.claim_runs(now=now, worker="w", limit=10, tick_id=None)
+    claims = store.queue.claim_runs(now=now, worker="w", limit=10, tick_id=None)
     assert len(claims) == 3
     first, second, third = claims
     db.execute("UPDATE job_definitions SET consecutive_failures = 2")
     # the third run was taken over meanwhile: its old token no longer fences anything
     db.execute("UPDATE job_runs SET lease_token = gen_random_uuid() WHERE id = %s",
                (third.id,))
-    recorded = store.finish_runs([
+    recorded = store.queue.finish_runs([
         Outcome(first.id, first.lease_token, RunStatus.SUCCEEDED, AttemptOutcome.SUCCEEDED,
                 0, None, "ok\n", {"n": 1}),
         Outcome(second.id, second.lease_token, RunStatus.FAILED, AttemptOutcome.FAILED, 3,
@@ -57,16 +57,16 @@ def test_outcomes_are_recorded_together_and_fenced(cli: Invoke, store: Store,
     # a success ends the job's run of failures
     assert db.execute("SELECT consecutive_failures FROM job_definitions").fetchone() == (0,)
     # recording again changes nothing: the leases are spent
-    assert store.finish_runs([
+    assert store.queue.finish_runs([
         Outcome(first.id, first.lease_token, RunStatus.FAILED, AttemptOutcome.FAILED, 1,
                 "late", "", None)], now=now) == set()
-    assert store.finish_runs([], now=now) == set()
+    assert store.queue.finish_runs([], now=now) == set()
 
 
 def test_outcomes_are_kept_when_the_claim_beside_them_conflicts(
         cli: Invoke, store: Store, database_url: str, db: psycopg.Connection[Any]) -> None:
     _queued_runs(cli, "other")  # three runs, overlap allow
-    done = store.claim_runs(now=store.now(), worker="w", limit=1, tick_id=None)[0]
+    done = store.queue.claim_runs(now=store.now(), worker="w", limit=1, tick_id=None)[0]
     _queued_runs(cli, "single", "--overlap", "queue")  # exclusive: one running at a time
     first, second = (row[0] for row in db.execute(
         "SELECT r.id FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id "
@@ -82,15 +82,15 @@ def test_outcomes_are_kept_when_the_claim_beside_them_conflicts(
         other.execute("UPDATE job_runs SET status = 'running', attempt = 1, "
                       "lease_owner = 'x', lease_token = gen_random_uuid(), "
                       "lease_expires_at = now() + interval '1 minute' WHERE id = %s", (first,))
-        worker = threading.Thread(target=lambda: result.append(store.finish_and_claim(
-            [outcome], now=store.now(), worker="w", limit=5, tick_id=None)))
+        worker = threading.Thread(target=lambda: result.append(store.queue.pass_of_executor(
+            [outcome], (), now=store.now(), worker="w", limit=5, tick_id=None)))
         worker.start()
         wait_for(lambda: db.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
             "AND datname = current_database()").fetchone() == (1,), "our claim to wait")
         other.commit()
         worker.join(30)
-    assert result == [({done.id}, [])]  # nothing claimed, the outcome recorded all the same
+    assert result == [({done.id}, {}, [])]  # nothing claimed, the outcome recorded all the same
     assert db.execute("SELECT status FROM job_runs WHERE id = %s", (done.id,)
                       ).fetchone() == ("succeeded",)
     assert db.execute("SELECT status FROM job_runs WHERE id = %s", (second,)
@@ -110,7 +110,7 @@ def test_a_claim_of_its_own_that_conflicts_claims_nothing(
         other.execute("UPDATE job_runs SET status = 'running', attempt = 1, "
                       "lease_owner = 'x', lease_token = gen_random_uuid(), "
                       "lease_expires_at = now() + interval '1 minute' WHERE id = %s", (first,))
-        worker = threading.Thread(target=lambda: result.append(store.claim_runs(
+        worker = threading.Thread(target=lambda: result.append(store.queue.claim_runs(
             now=store.now(), worker="w", limit=5, tick_id=None)))
         worker.start()
         wait_for(lambda: db.execute(
@@ -122,7 +122,7 @@ def test_a_claim_of_its_own_that_conflicts_claims_nothing(
     assert db.execute("SELECT status FROM job_runs WHERE id = %s", (second,)
                       ).fetchone() == ("queued",)
     # and the connection is usable again
-    assert [c.id for c in store.claim_runs(now=store.now() + dt.timedelta(hours=2),
+    assert [c.id for c in store.queue.claim_runs(now=store.now() + dt.timedelta(hours=2),
                                            worker="w", limit=5, tick_id=None)] == []
 
 
@@ -163,7 +163,7 @@ def test_a_claimed_run_says_whether_its_job_has_webhook_receivers(
     # (the tick looks receivers up only for the jobs that have some)
     _queued_runs(cli, "quiet")
     _queued_runs(cli, "loud", "--notify", "https://hooks.example.com/x")
-    claims = store.claim_runs(now=store.now(), worker="w", limit=10, tick_id=None)
+    claims = store.queue.claim_runs(now=store.now(), worker="w", limit=10, tick_id=None)
     assert sorted((c.name, c.notifies) for c in claims) == (
         [("loud", True)] * 3 + [("quiet", False)] * 3)
 
@@ -173,8 +173,8 @@ def test_a_retry_delay_and_a_result_survive_the_record(
     # (the outcomes travel as one JSON document: intervals, results and nulls intact)
     _queued_runs(cli, "retried", "--max-attempts", "3")
     now = store.now()
-    first, second, _ = store.claim_runs(now=now, worker="w", limit=10, tick_id=None)
-    recorded = store.finish_runs([
+    first, second, _ = store.queue.claim_runs(now=now, worker="w", limit=10, tick_id=None)
+    recorded = store.queue.finish_runs([
         Outcome(first.id, first.lease_token, RunStatus.FAILED, AttemptOutcome.FAILED, 3,
                 "boom", "tail\n", None, dt.timedelta(seconds=90.5)),
         Outcome(second.id, second.lease_token, RunStatus.SUCCEEDED,
@@ -197,17 +197,17 @@ def test_a_new_attempt_starts_with_no_output(cli: Invoke, store: Store,
                "--backoff", "1s").exit_code == 0
     assert cli("trigger", "flaky").exit_code == 0
     now = store.now()
-    [first] = store.claim_runs(now=now, worker="w", limit=1, tick_id=None)
-    assert store.write_live_output([(first.id, first.lease_token, "attempt one\n", 12)]) \
-        == {first.id}
-    assert store.finish_runs([Outcome(first.id, first.lease_token, RunStatus.FAILED,
+    [first] = store.queue.claim_runs(now=now, worker="w", limit=1, tick_id=None)
+    live = [(first.id, first.lease_token, "attempt one\n", 12)]
+    assert store.notifications.write_live_output(live) == {first.id}
+    assert store.queue.finish_runs([Outcome(first.id, first.lease_token, RunStatus.FAILED,
                                       AttemptOutcome.FAILED, 1, "exit code 1",
                                       "attempt one\n", None, dt.timedelta(0))],
                              now=now) == {first.id}
-    [second] = store.claim_runs(now=now + dt.timedelta(seconds=1), worker="w", limit=1,
+    [second] = store.queue.claim_runs(now=now + dt.timedelta(seconds=1), worker="w", limit=1,
                                 tick_id=None)
     assert (second.id, second.attempt) == (first.id, 2)
-    live = store.live_output(second.id)
+    live = store.notifications.live_output(second.id)
     assert live is not None
     assert (live.status, live.attempt, live.output_tail, live.output_bytes) == (
         "running", 2, None, None)

@@ -51,7 +51,7 @@ CLAIMER = textwrap.dedent(f'''
     store = Store(conn)
     now = store.now()
     conn.execute("SELECT pg_advisory_lock_shared({BARRIER})")  # the start line
-    got = store.claim_runs(now=now, worker=sys.argv[2], limit=10, tick_id=None)
+    got = store.queue.claim_runs(now=now, worker=sys.argv[2], limit=10, tick_id=None)
     print(json.dumps(len(got)))
 ''')
 
@@ -94,9 +94,9 @@ def test_waiting_runs_are_claimed_when_a_slot_frees(cli: Invoke, db: psycopg.Con
     assert cli("group", "set", "reports", "--max-running", "2").exit_code == 0
     _queue(db, 3)  # 3 runs each of job0, job1 (the group) and loner (no group)
     now = store.now()
-    first = store.claim_runs(now=now, worker="a", limit=100, tick_id=None)
+    first = store.queue.claim_runs(now=now, worker="a", limit=100, tick_id=None)
     assert sorted(c.name for c in first) == ["job0", "job1", "loner", "loner", "loner"]
-    assert store.claim_runs(now=now, worker="b", limit=100, tick_id=None) == []
+    assert store.queue.claim_runs(now=now, worker="b", limit=100, tick_id=None) == []
     metrics = cli("metrics").stdout.splitlines()
     assert {'cronjobs_group_max_running{group="reports"} 2.0',
             'cronjobs_group_running_runs{group="reports"} 2.0',
@@ -114,14 +114,14 @@ def test_waiting_runs_are_claimed_when_a_slot_frees(cli: Invoke, db: psycopg.Con
     # one finishes: exactly one more is claimed, the oldest first
     db.execute("UPDATE job_runs SET status = 'succeeded', lease_token = NULL, "
                "lease_expires_at = NULL, finished_at = now() WHERE id = %s", (first[0].id,))
-    again = store.claim_runs(now=now, worker="c", limit=100, tick_id=None)
+    again = store.queue.claim_runs(now=now, worker="c", limit=100, tick_id=None)
     assert len(again) == 1
-    assert store.claim_runs(now=now, worker="d", limit=100, tick_id=None) == []
+    assert store.queue.claim_runs(now=now, worker="d", limit=100, tick_id=None) == []
     # raising the limit frees slots at once; removing it frees them all
     assert cli("group", "set", "reports", "--max-running", "3").exit_code == 0
-    assert len(store.claim_runs(now=now, worker="e", limit=100, tick_id=None)) == 1
+    assert len(store.queue.claim_runs(now=now, worker="e", limit=100, tick_id=None)) == 1
     assert cli("group", "remove", "reports").exit_code == 0
-    assert len(store.claim_runs(now=now, worker="f", limit=100, tick_id=None)) == 2
+    assert len(store.queue.claim_runs(now=now, worker="f", limit=100, tick_id=None)) == 2
     assert db.execute("SELECT count(*) FROM job_runs WHERE status = 'running'"
                       ).fetchone() == (8,)
     metrics = cli("metrics").stdout
@@ -145,9 +145,9 @@ def test_a_claim_waits_for_a_claim_of_the_same_group_in_progress(
     now = a.now()
     got: dict[str, Any] = {}
     worker = threading.Thread(target=lambda: got.setdefault(
-        "b", b.claim_runs(now=now, worker="b", limit=10, tick_id=None)))
+        "b", b.queue.claim_runs(now=now, worker="b", limit=10, tick_id=None)))
     with a.transaction():
-        got["a"] = a.claim_runs(now=now, worker="a", limit=10, tick_id=None)
+        got["a"] = a.queue.claim_runs(now=now, worker="a", limit=10, tick_id=None)
         worker.start()
         wait_for(lambda: not worker.is_alive() or db.execute(
             "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (b_pid,)

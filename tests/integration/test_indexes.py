@@ -81,9 +81,9 @@ def test_heartbeats_and_cancel_requests_are_hot_updates(db: psycopg.Connection[A
     now = store.now()
     with store.transaction(rollback=True):
         for _ in range(5):
-            assert store.heartbeat([(run_id, token, dt.timedelta(minutes=1))], now=now) == {
+            assert store.queue.heartbeat([(run_id, token, dt.timedelta(minutes=1))], now=now) == {
                 run_id: False}
-        assert store.request_cancel_run(run_id, now=now) is not None
+        assert store.runs.request_cancel_run(run_id, now=now) is not None
         assert _hot_updates(store) == (6, 6)
     reloptions = db.execute("SELECT reloptions FROM pg_class "
                             "WHERE oid = 'job_runs'::regclass").fetchone()

@@ -58,8 +58,8 @@ def test_schema_sql_and_migrations_give_the_same_catalog(server_url: str,
                 store.run_script(migration.sql)
                 if migration.version == 1:
                     continue
-                store.record_migration(migration.version, migration.name)
-            store.record_migration(1, "initial")
+                store.schema.record_migration(migration.version, migration.name)
+            store.schema.record_migration(1, "initial")
     assert _catalog(empty_database_url) == _catalog(database_url)
 
 

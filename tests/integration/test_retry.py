@@ -24,7 +24,7 @@ def _one_claimed_run(cli: Invoke, store: Store, pause_after: str) -> Claimed:
                "--pause-after-failures", pause_after).exit_code == 0
     assert cli("backfill", "flaky", "--from", "2021-01-01T00:00:00Z",
                "--to", "2021-01-01T00:00:00Z").exit_code == 0
-    claims = store.claim_runs(now=store.now(), worker="a", limit=10, tick_id=None)
+    claims = store.queue.claim_runs(now=store.now(), worker="a", limit=10, tick_id=None)
     assert len(claims) == 1
     return claims[0]
 
@@ -39,8 +39,9 @@ def _record(store: Store, claim: Claimed, token: Any) -> tuple[Any, set[int]]:
     transaction."""
     with store.transaction():
         now = store.now()
-        counted = store.record_job_failure(claim.id, token=token, error="exit code 1", now=now)
-        return counted, store.finish_runs([_failed(claim, token)], now=now)
+        counted = store.queue.record_job_failure(claim.id, token=token, error="exit code 1",
+                                                 now=now)
+        return counted, store.queue.finish_runs([_failed(claim, token)], now=now)
 
 
 def _definition(db: psycopg.Connection[Any]) -> tuple[Any, ...] | None:

@@ -1,29 +1,37 @@
-"""The typed queries of observing runs: webhook notifications (their targets, and the record
-of every delivery) and the live output of running runs. Mixed into
-:class:`~cronjobs.db.store.Store`, whose plumbing (``_rows``, ``_values``) runs them; the
-SQL is in ``queries.sql``."""
+"""Notifications: the worker's wake-up channel, webhook targets and deliveries, live output of
+running runs."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
-from cronjobs.models import NotifyConfig
+from cronjobs.db.session import Queries, translated
+from cronjobs.models import (
+    NotifyConfig,
+)
+from cronjobs.reports import (
+    Delivery,
+    LiveOutput,
+)
 
-if TYPE_CHECKING:  # the classes themselves: in the methods that return them
-    from cronjobs.reports import Delivery, LiveOutput
 
-T = TypeVar("T")
+class NotificationStore(Queries):
+    """Notifications: the worker's wake-up channel, webhook targets and deliveries, live output of
+    running runs."""
 
+    def listen_for_triggers(self) -> None:
+        self._send("listen_trigger")
 
-class ObserveQueries:
-    """Notifications and live output (see the module's docstring)."""
+    def notify_trigger(self) -> None:
+        self._send("notify_trigger")
 
-    def _rows(self, name: str, params: Mapping[str, Any] | None, cls: type[T]) -> list[T]:
-        raise NotImplementedError  # the Store's
-
-    def _values(self, name: str, params: Mapping[str, Any] | None = None) -> list[Any]:
-        raise NotImplementedError  # the Store's
+    def wait_for_notification(self, timeout: float) -> bool:
+        """Whether a notification arrived within ``timeout`` seconds."""
+        with translated():
+            for _ in self.conn.notifies(timeout=timeout, stop_after=1):
+                return True
+        return False
 
     def notify_config(self, definition_ids: Sequence[int]) -> dict[int, NotifyConfig]:
         """{definition id: its receivers} of those jobs that have any."""
@@ -53,7 +61,6 @@ class ObserveQueries:
         }))
 
     def deliveries_of_run(self, run_id: int) -> list[Delivery]:
-        from cronjobs.reports import Delivery  # noqa: PLC0415 - see reports.py
         return self._rows("deliveries_of_run", {"run_id": run_id}, Delivery)
 
     def write_live_output(self, outputs: Sequence[tuple[int, Any, str, int]]) -> set[int]:
@@ -67,6 +74,6 @@ class ObserveQueries:
 
     def live_output(self, run_id: int) -> LiveOutput | None:
         """What `cronjobs logs` reads of a run: its status, attempt, output so far, error."""
-        from cronjobs.reports import LiveOutput  # noqa: PLC0415 - see reports.py
         rows = self._rows("live_output", {"id": run_id}, LiveOutput)
         return rows[0] if rows else None
+

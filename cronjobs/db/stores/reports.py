@@ -1,0 +1,56 @@
+"""Read-only reports: health, runs waiting for handlers, what is running, per-job figures, the
+dashboard's pages."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+from cronjobs.db.session import Queries
+from cronjobs.models import (
+    WaitingRuns,
+)
+from cronjobs.reports import (
+    DashboardJob,
+    Health,
+    JobStats,
+    RunningRun,
+)
+
+
+class ReportStore(Queries):
+    """Read-only reports: health, runs waiting for handlers, what is running, per-job figures, the
+    dashboard's pages."""
+
+    def health(self, now: dt.datetime) -> Health:
+        return self._one("health", {"now": now}, Health)
+
+    def waiting_for_handlers(self, *, now: dt.datetime, handlers: Sequence[str] | None,
+                             since: dt.datetime | None = None,
+                             definition_id: int | None = None) -> list[WaitingRuns]:
+        """Due handler runs waiting for a handler that is missing, per handler (``handler``,
+        ``runs``, ``oldest``): missing from ``handlers``, or with None, registered by no tick
+        started after ``since``."""
+        return self._rows("waiting_for_handlers", {
+            "now": now, "handlers": list(handlers) if handlers is not None else None,
+            "since": since, "definition_id": definition_id}, WaitingRuns)
+
+    def running_runs(self) -> list[RunningRun]:
+        return self._rows("running_runs", None, RunningRun)
+
+    def job_stats(self, *, since: dt.datetime) -> list[JobStats]:
+        """Per job numbers; runs by status and retries count the runs not finished yet and
+        those finished since ``since``."""
+        return self._rows("job_stats", {"since": since}, JobStats)
+
+    def dashboard_jobs(self, *, after: str, search: str | None, limit: int, strip: int
+                       ) -> list[DashboardJob]:
+        """A page of jobs in name order after ``after``, each with its ``strip`` latest runs
+        (``run_ids``, ``run_statuses``, ``run_slots``, ``run_times``: oldest first)."""
+        return self._rows("dashboard_jobs", {"after": after, "search": search,
+                                             "limit": limit, "strip": strip}, DashboardJob)
+
+    def count_jobs(self, *, search: str | None) -> int:
+        values = self._values("count_jobs", {"search": search})
+        return int(values[0]) if values else 0
+
