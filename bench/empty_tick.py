@@ -4,11 +4,14 @@ SELECT 1), with the tick's import profile."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import benchlib
+from benchlib import Server
 from common import (
     Context,
     Section,
@@ -35,9 +38,7 @@ def bench_empty_tick(ctx: Context) -> Section:
         "of each. For context, the same interpreter doing nothing, only importing psycopg, "
         "and `cronjobs --version` (the CLI's imports, no database).")
     server, n = ctx.server, ctx.repeats("empty_tick")
-    with server.database("empty") as db:
-        add_definitions(server, db, prefix="idle-", count=100)
-        sql(server, db, "VACUUM ANALYZE job_definitions")
+    with idle_database(server, "empty") as db:
         env = cli_env(server, db, BENCH_DSN=server.conninfo(db))
         py = sys.executable
         variants: dict[str, list[str]] = {
@@ -47,18 +48,14 @@ def bench_empty_tick(ctx: Context) -> Section:
             "cronjobs --version": [*benchlib.cronjobs_command(), "--version"],
             "empty tick": tick_argv(),
         }
-        times: dict[str, list[float]] = {name: [] for name in variants}
-        for argv in variants.values():  # warm-up (page cache, .pyc files)
-            checked(benchlib.run(argv, env), argv[-1])
+        commands = {name: (argv, env) for name, argv in variants.items()}
+        warm(commands)
         before = benchlib.commits(server, db)
-        for _ in range(n):
-            for name, argv in variants.items():
-                result = checked(benchlib.run(argv, env), name)
-                times[name].append(result.wall)
+        times = alternate(commands, n)
         ticks = n + 1
         after = benchlib.commits(server, db)
-        for name in variants:
-            s.figure(name, "s", times[name])
+        for name, values in times.items():
+            s.figure(name, "s", values)
         internal = [float(r[0]) for r in sql(server, db, """
             SELECT extract(epoch FROM finished_at - started_at) FROM job_ticks
             ORDER BY id DESC LIMIT %s""", (n,))]
@@ -72,6 +69,37 @@ def bench_empty_tick(ctx: Context) -> Section:
             "python -c pass")
     s.target("empty tick <= 1.25 x the floor", (r["min"], r["median"]), "<=", 1.25, "x")
     return s
+
+
+Command = tuple[list[str], dict[str, str]]  # argv and environment of a measured process
+
+
+@contextlib.contextmanager
+def idle_database(server: Server, purpose: str, *, cli: Sequence[str] | None = None
+                  ) -> Iterator[str]:
+    """A scratch database (at the schema of ``cli``) with 100 definitions and nothing due
+    before next year: what an empty tick finds."""
+    with server.database(purpose, cli=cli) as db:
+        add_definitions(server, db, prefix="idle-", count=100)
+        sql(server, db, "VACUUM ANALYZE job_definitions")
+        yield db
+
+
+def warm(commands: Mapping[str, Command]) -> None:
+    """Run every command once, unmeasured: the page cache, and bytecode of anything the
+    run's warm-up did not compile."""
+    for name, (argv, env) in commands.items():
+        checked(benchlib.run(argv, env), name)
+
+
+def alternate(commands: Mapping[str, Command], n: int) -> dict[str, list[float]]:
+    """Wall times of ``n`` rounds of every command in turn, so that a noisy moment of a
+    shared machine hits all of them."""
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(n):
+        for name, (argv, env) in commands.items():
+            times[name].append(checked(benchlib.run(argv, env), name).wall)
+    return times
 
 
 def import_profile(env: dict[str, str]) -> dict[str, Any]:

@@ -4,6 +4,7 @@
     python bench/run.py --database-url URL       # everything, on your server
     python bench/run.py --only empty_tick        # one benchmark (repeatable, or a,b)
     python bench/run.py --only issue14 --plot docs/engine-throughput.png  # the engine (engine.py)
+    python bench/run.py --only engine_compare --baseline-ref dab99c0  # two versions (compare.py)
     python bench/run.py --repeat 3 --json > results.json
     python bench/report.py results.json          # the tables of docs/benchmarks.md
 
@@ -32,6 +33,7 @@ import benchlib
 import engine
 from benchlib import Server, log
 from common import Context, Section
+from compare import bench_engine_compare
 from empty_tick import bench_empty_tick
 from lateness import bench_lateness
 from materialise import bench_idle_definitions, bench_materialise
@@ -50,9 +52,12 @@ BENCHMARKS: dict[str, Callable[[Context], Section]] = {
     "memory": bench_memory,
     "pgbench": bench_pgbench,
     **engine.BENCHMARKS,
+    "engine_compare": bench_engine_compare,
 }
 # names that stand for several benchmarks in --only
 GROUPS: dict[str, tuple[str, ...]] = {**engine.GROUPS}
+# run only when named in --only (it installs two versions of cronjobs with pip)
+OPT_IN = ("engine_compare",)
 
 
 def machine(server: Server) -> dict[str, Any]:
@@ -133,7 +138,9 @@ def make_context(server: Server, args: argparse.Namespace) -> Context:
                    backlogs=args.backlogs or ((100, 2_000, 20_000) if quick else
                                               (100, 2_000, 10_000, 100_000)),
                    due=args.due or (2_000 if quick else 10_000),
-                   due_ticks=args.due_ticks or 4)
+                   due_ticks=args.due_ticks or 4,
+                   baseline_ref=args.baseline_ref,
+                   compare_processes=args.processes or (1, 4))
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -156,7 +163,7 @@ def make_parser() -> argparse.ArgumentParser:
                              "temporary CRONJOBS_HOME")
     parser.add_argument("--only", action="append", metavar="NAME",
                         help=f"run only these benchmarks: {', '.join(BENCHMARKS)}; or a group: "
-                             f"{groups_help}")
+                             f"{groups_help}; all but {', '.join(OPT_IN)} by default")
     parser.add_argument("--repeat", type=int, metavar="N",
                         help="measured repetitions of every figure (default: per benchmark)")
     parser.add_argument("--runs", type=int, default=None, metavar="N",
@@ -165,14 +172,18 @@ def make_parser() -> argparse.ArgumentParser:
                         help="pgbench -T (default 10; 2 with --quick)")
     parser.add_argument("--quick", action="store_true",
                         help="a fast smoke run: fewer repetitions and smaller sizes")
-    parser.add_argument("--queued", type=int, default=None, metavar="N",
-                        help="engine: jobs queued per drain (default 10000; 1000 with --quick)")
+    parser.add_argument("--queued", "--jobs", type=int, default=None, metavar="N",
+                        help="engine, engine_compare: jobs queued per drain (default 10000; "
+                             "1000 with --quick)")
     parser.add_argument("--isolated-queued", type=int, default=None, metavar="N",
                         help="engine: jobs per drain in the isolated handler mode (default "
                              "1000; 200 with --quick)")
     parser.add_argument("--processes", type=_ints, default=None, metavar="K,K,…",
                         help="engine: worker processes per drain (default 1,2,4; e.g. "
-                             "1,4,8,16 on a bigger machine)")
+                             "1,4,8,16 on a bigger machine); engine_compare: default 1,4")
+    parser.add_argument("--baseline-ref", default="dab99c0", metavar="REF",
+                        help="engine_compare: the git ref measured against the working tree "
+                             "(default dab99c0, the code before the architecture refactor)")
     parser.add_argument("--backlogs", type=_ints, default=None, metavar="N,N,…",
                         help="claim_rows: queued runs (default 100,2000,10000,100000)")
     parser.add_argument("--due", type=int, default=None, metavar="N",
@@ -198,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [name for name in only if name not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
-    selected = only or list(BENCHMARKS)
+    selected = only or [name for name in BENCHMARKS if name not in OPT_IN]
     started = time.monotonic()
     results: dict[str, Any] = {"started_at": dt.datetime.now(dt.UTC).isoformat(
         timespec="seconds"), "sections": {}}
@@ -212,6 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 queued=ctx.queued, isolated_queued=ctx.isolated_queued,
                 processes=list(ctx.processes), backlogs=list(ctx.backlogs), due=ctx.due,
                 due_ticks=ctx.due_ticks)
+        if "engine_compare" in selected:
+            results["settings"].update(queued=ctx.queued, baseline_ref=ctx.baseline_ref,
+                                       compare_processes=list(ctx.compare_processes))
         for name in selected:
             log(f"{name} …")
             t = time.monotonic()
