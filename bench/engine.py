@@ -20,7 +20,7 @@ import itertools
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -118,7 +118,9 @@ class System:
 
 class Cronjobs(System):
     """``cronjobs tick`` processes (the real CLI) over runs queued with SQL, as ``cronjobs
-    backfill`` leaves them, spread over 100 definitions with overlap ``allow``."""
+    backfill`` leaves them, spread over 100 definitions with overlap ``allow``. ``cli`` is
+    the ``cronjobs`` command (by default this environment's); ``tag`` names its version in
+    the keys and labels when two versions are drained side by side (compare.py)."""
 
     MODES: ClassVar[dict[str, str]] = {
         "in-process": "cronjobs tick --in-process (no-op Python handlers)",
@@ -126,14 +128,15 @@ class Cronjobs(System):
         "isolated": "cronjobs tick, isolated handlers (the default mode)",
         "shell": "cronjobs tick, shell commands (true)"}
 
-    def __init__(self, server: Server, mode: str, appdir: Path) -> None:
+    def __init__(self, server: Server, mode: str, appdir: Path, *,
+                 cli: Sequence[str] | None = None, tag: str = "") -> None:
         super().__init__(server)
-        self.mode, self.appdir = mode, appdir
-        self.key = f"cj_{mode.replace('-', '_')}"
-        self.label = self.MODES[mode]
+        self.mode, self.appdir, self.cli = mode, appdir, cli
+        self.key = f"cj_{mode.replace('-', '_')}" + (f"_{tag}" if tag else "")
+        self.label = self.MODES[mode] + (f" [{tag}]" if tag else "")
 
     def make_template(self) -> str:
-        db = self.server.cronjobs_database(f"tpl_{self.key}")
+        db = self.server.cronjobs_database(f"tpl_{self.key}", cli=self.cli)
         if self.mode == "shell":
             add_definitions(self.server, db, prefix="noop-", count=100, command="true",
                             overlap="allow")
@@ -152,7 +155,8 @@ class Cronjobs(System):
         in_process = self.mode.startswith("in-process")
         return tick_argv("--concurrency", "64" if self.mode == "in-process-64" else "8",
                          "--max-runtime", "10m", *(["--in-process"] if in_process else []),
-                         apps=[] if self.mode == "shell" else ["bench_noop_jobs"])
+                         apps=[] if self.mode == "shell" else ["bench_noop_jobs"],
+                         cli=self.cli)
 
     def env(self, db: str) -> dict[str, str]:
         return cli_env(self.server, db, PYTHONPATH=str(self.appdir))
@@ -266,48 +270,70 @@ def bench_engine(ctx: Context) -> Section:
                              Cronjobs(ctx.server, "isolated", appdir),
                              Cronjobs(ctx.server, "shell", appdir),
                              PgQueuer(ctx.server), HandLoop(ctx.server)]
-    drains: dict[tuple[str, int], list[Drain]] = {}
     try:
-        for rep in range(n):
-            for k in ks:
-                for system in systems:
-                    count = ctx.isolated_queued if system.key == "cj_isolated" else ctx.queued
-                    log(f"  [{rep + 1}/{n}] K={k} {system.label}: {count:,} jobs")
-                    d = system.drain(count, k)
-                    if d.runs != count:
-                        raise RuntimeError(f"{system.label}: {d.runs} of {count} jobs done")
-                    log(f"    {d.runs / d.span:,.0f} runs/s")
-                    drains.setdefault((system.key, k), []).append(d)
+        drains = drain_series(systems, ks, n, lambda system: ctx.isolated_queued
+                              if system.key == "cj_isolated" else ctx.queued)
     finally:
         shutil.rmtree(appdir, ignore_errors=True)
     engine_figures(s, systems, drains, ks)
     return s
 
 
-def engine_figures(s: Section, systems: Sequence[System],
-                   drains: dict[tuple[str, int], list[Drain]], ks: Sequence[int]) -> None:
+Drains = dict[tuple[str, int], list[Drain]]  # (system key, K) -> one drain per repetition
+
+
+def drain_series(systems: Sequence[System], ks: Sequence[int], n: int,
+                 jobs: Callable[[System], int], *, alternate: bool = False) -> Drains:
+    """``n`` repetitions of every system at every K, one drain of ``jobs(system)`` jobs
+    each, the systems one after the other; with ``alternate``, every other repetition takes
+    them in reverse order, so that no system of a comparison always goes first."""
+    drains: Drains = {}
+    for rep in range(n):
+        for k in ks:
+            order = reversed(systems) if alternate and rep % 2 else systems
+            for system in order:
+                count = jobs(system)
+                log(f"  [{rep + 1}/{n}] K={k} {system.label}: {count:,} jobs")
+                d = system.drain(count, k)
+                if d.runs != count:
+                    raise RuntimeError(f"{system.label}: {d.runs} of {count} jobs done")
+                log(f"    {d.runs / d.span:,.0f} runs/s")
+                drains.setdefault((system.key, k), []).append(d)
+    return drains
+
+
+def drain_figures(s: Section, name: str, ds: Sequence[Drain]) -> None:
+    """The figures of one system at one K (``name``), over the repetitions."""
+    s.figure(f"{name}: runs/s", "runs/s", [d.runs / d.span for d in ds])
+    s.figure(f"{name}: runs/s incl. start and exit", "runs/s", [d.runs / d.wall for d in ds])
+    s.figure(f"{name}: commits/run", "", [d.counters["commits"] / d.runs for d in ds])
+    s.figure(f"{name}: rows read/run", "", [d.counters["rows"] / d.runs for d in ds])
+    if all("statements" in d.counters for d in ds):
+        s.figure(f"{name}: statements/run", "",
+                 [d.counters["statements"] / d.runs for d in ds])
+        s.figure(f"{name}: BEGIN/COMMIT/run", "",
+                 [d.counters["transaction control"] / d.runs for d in ds])
+    s.figure(f"{name}: CPU ms/run", "ms", [1000 * d.cpu / d.runs for d in ds])
+    s.figure(f"{name}: jobs", "", [d.runs for d in ds])
+
+
+def paired(ds: Sequence[Drain], bases: Sequence[Drain]) -> list[float]:
+    """runs/s of each drain over that of the base drained in the same repetition."""
+    return [(d.runs / d.span) / (b.runs / b.span) for d, b in zip(ds, bases, strict=True)]
+
+
+def engine_figures(s: Section, systems: Sequence[System], drains: Drains,
+                   ks: Sequence[int]) -> None:
     labels = {x.key: x.label for x in systems}
     s.extra["systems"] = labels
     s.extra["processes"] = list(ks)
     for (key, k), ds in drains.items():
         name = f"{key} x{k}"
-        s.figure(f"{name}: runs/s", "runs/s", [d.runs / d.span for d in ds])
-        s.figure(f"{name}: runs/s incl. start and exit", "runs/s", [d.runs / d.wall for d in ds])
-        s.figure(f"{name}: commits/run", "", [d.counters["commits"] / d.runs for d in ds])
-        s.figure(f"{name}: rows read/run", "", [d.counters["rows"] / d.runs for d in ds])
-        if all("statements" in d.counters for d in ds):
-            s.figure(f"{name}: statements/run", "",
-                     [d.counters["statements"] / d.runs for d in ds])
-            s.figure(f"{name}: BEGIN/COMMIT/run", "",
-                     [d.counters["transaction control"] / d.runs for d in ds])
-        s.figure(f"{name}: CPU ms/run", "ms", [1000 * d.cpu / d.runs for d in ds])
-        s.figure(f"{name}: jobs", "", [d.runs for d in ds])
+        drain_figures(s, name, ds)
         for base in ("pgqueuer", "handloop"):
             if key == base or (base, k) not in drains:
                 continue
-            paired = [(d.runs / d.span) / (b.runs / b.span)
-                      for d, b in zip(ds, drains[(base, k)], strict=True)]
-            s.figure(f"{name} / {base} x{k}", "x", paired)
+            s.figure(f"{name} / {base} x{k}", "x", paired(ds, drains[(base, k)]))
     for key, mode in (("cj_in_process", "in-process"),
                       ("cj_in_process_64", "in-process, 64 threads")):
         for k in (1, 4):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 ORDER = ("empty_tick", "idle_definitions", "materialise", "throughput", "lateness", "memory",
-         "pgbench", "engine", "claim_rows", "due_at_once")
+         "pgbench", "engine", "claim_rows", "due_at_once", "engine_compare")
 RATES = ("jobs/s", "slots/s", "tps", "runs/s")
 TIMES = "\u00d7"  # the multiplication sign
 NONE = "\u2013"  # an en dash: no value
