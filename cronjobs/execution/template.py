@@ -203,7 +203,7 @@ class Template:
                 with current.lock:
                     current.pending.pop(run_id, None)
                 return None
-            self._died(current, f"the template process is gone ({exc})")
+            self._gone(current, exc)
         if not child._answered.wait(ANSWER_WAIT):
             self._kill(current, f"the template process did not start the handler within "
                                 f"{ANSWER_WAIT:g}s; it was killed")
@@ -269,6 +269,15 @@ class Template:
         try:
             current.sock.send(data)
         except OSError as exc:
+            self._gone(current, exc)
+
+    def _gone(self, current: _Process, exc: OSError) -> None:
+        """A message could not be sent: the process ended (say how, from its exit status,
+        as the reader does when it sees the socket close: a send can fail first) or
+        closed its end of the socket."""
+        if exc.errno in (errno.EPIPE, errno.ECONNRESET):
+            self._died(current, None)
+        else:
             self._died(current, f"the template process is gone ({exc})")
 
     def _read(self, current: _Process) -> None:
