@@ -106,8 +106,12 @@ def _group_lock(group: str) -> Iterator[None]:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: twice the CPUs this process may use. The tests mostly wait (on
     subprocesses, on the server, on a frozen tick's lease), so two workers per CPU keep the
-    CPUs busy; PYTEST_XDIST_AUTO_NUM_WORKERS overrides it."""
+    CPUs busy; PYTEST_XDIST_AUTO_NUM_WORKERS overrides it (read here: this hook answers
+    before pytest-xdist's own, which reads it)."""
     del config
+    chosen = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if chosen:
+        return int(chosen)
     cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
             else os.cpu_count() or 1)
     return 2 * max(1, cpus)
