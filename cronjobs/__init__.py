@@ -4,9 +4,10 @@ The public API: for the modules that register handlers, :func:`job` and
 :class:`JobContext`; for applications, :class:`Client`; and the errors of
 :mod:`cronjobs.errors`.
 
-``Client`` is imported on first use (``cronjobs.Client``, ``from cronjobs import Client``):
-a handler module that imports ``cronjobs`` loads only what a handler needs, and `cronjobs
-tick` does not pay for the client's imports.
+Every import of a cronjobs module runs this file first (the tick's, a handler's), so it
+imports only what a handler uses; ``Client``, which needs the whole library (schedules in
+words, the jobs-file reader), is resolved when first asked for (``cronjobs.Client``,
+``from cronjobs import Client``: a module ``__getattr__``, PEP 562).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "Client":
-        from cronjobs.client import Client  # noqa: PLC0415 - on first use only
+        from cronjobs.client import Client  # noqa: PLC0415 - see the docstring
 
         return Client
     raise AttributeError(f"module 'cronjobs' has no attribute {name!r}")

@@ -1,4 +1,7 @@
-"""Frozen rows and the enums that mirror the schema's CHECK constraints."""
+"""The rows the engine decides on and writes — definitions, runs, attempts' outcomes,
+skips, ticks, leases — as frozen dataclasses, and the enums that mirror the schema's CHECK
+constraints. The read-only views built for operators (`status`, `list`, `show`, the
+dashboard) are :mod:`cronjobs.reports`."""
 
 from __future__ import annotations
 
@@ -177,6 +180,13 @@ class Definition:
         if self.paused_at is not None:
             return "paused"
         return "active"
+
+
+@dataclass(frozen=True)
+class UpsertedDefinition(Definition):
+    """A definition as ``upsert_definition`` (`define`) wrote it: whether the row is new."""
+
+    created: bool
 
 
 @dataclass(frozen=True)

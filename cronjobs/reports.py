@@ -1,9 +1,7 @@
-"""Rows of the queries that report — `status`, `metrics`, `list`, `show`, `explain`,
-`logs`, the dashboard — and of `define`'s upsert: frozen dataclasses like those of
-:mod:`cronjobs.models` (built by psycopg's ``class_row``), kept apart because a tick reads
-none of them. Building a dataclass costs a fraction of a millisecond, and `cronjobs tick`
-starts every minute: its start-up budget (bench/, "empty tick") is met by not building
-these (db/store.py imports them in the methods that return them)."""
+"""Read-only views for operators: the rows of the queries behind `status`, `metrics`,
+`list`, `show`, `logs`, `explain`, `group` and the dashboard. The engine decides nothing on
+them and writes none of them; its own rows, the ones it decides on and writes, are
+:mod:`cronjobs.models`. Both are frozen dataclasses built by psycopg's ``class_row``."""
 
 from __future__ import annotations
 
@@ -62,13 +60,6 @@ class Delivery:
     http_status: int | None
     error: str | None
     sent_at: dt.datetime
-
-
-@dataclass(frozen=True)
-class UpsertedDefinition(Definition):
-    """A definition as ``upsert_definition`` returns it: whether the row is new."""
-
-    created: bool
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import json
 import math
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from cronjobs.errors import UsageError
 
@@ -102,8 +103,6 @@ MAX_NOTIFY_URLS = 10  # mirrors the schema's CHECK
 def check_notify_url(url: str, *, what: str = "--notify") -> str:
     """An absolute http(s) URL with a host, as a webhook receiver needs. The message never
     quotes the URL: it may hold a token."""
-    from urllib.parse import urlsplit  # noqa: PLC0415 - only where webhooks are defined
-
     if len(url) > MAX_URL_CHARS:
         raise UsageError(f"invalid {what}: longer than {MAX_URL_CHARS} characters")
     if not url.isprintable() or any(c.isspace() for c in url) or not url.isascii():
@@ -132,8 +131,6 @@ def check_notify_url(url: str, *, what: str = "--notify") -> str:
 def mask_url(url: str) -> str:
     """A webhook URL as it may be shown: scheme, host and port; any user, path, query and
     fragment (where services put their tokens) replaced by ``***``."""
-    from urllib.parse import urlsplit  # noqa: PLC0415
-
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""

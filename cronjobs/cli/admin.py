@@ -16,7 +16,17 @@ from cronjobs.cli.app import (
     pass_app,
 )
 from cronjobs.cli.options import Command, SubGroup
-from cronjobs.cli.watching import utc_option, watch_options
+from cronjobs.cli.render import status_json, status_text, table
+from cronjobs.cli.watching import times, utc_option, watch_options
+from cronjobs.cli.watching import watch as watching
+from cronjobs.core.health import Thresholds
+from cronjobs.core.health import status as run_status
+from cronjobs.core.metrics import metrics as run_metrics
+from cronjobs.core.prune import prune as run_prune
+from cronjobs.db import embedded as embedded_server
+from cronjobs.db.connect import MIGRATE_OPTIONS, open_store
+from cronjobs.db.migrate import migrate as run_migrate
+from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
 
 # -- schema -----------------------------------------------------------------------------------
@@ -32,9 +42,6 @@ def migrate(app: App, as_json: bool) -> None:
       cronjobs migrate
       cronjobs --database-url postgresql://admin@db/app migrate --json
     """
-    from cronjobs.db.connect import MIGRATE_OPTIONS, open_store
-    from cronjobs.db.migrate import migrate as run_migrate
-
     connected = open_store(app.target, retry_for=app.connect_timeout,
                            announce=lambda text: click.echo(text, err=True), check=False,
                            application_name=app.application_name(), options=MIGRATE_OPTIONS)
@@ -72,18 +79,11 @@ def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str, utc: 
       cronjobs status --check --max-tick-age 10m   # from cron, for monitoring
       cronjobs status --watch                      # a screen that redraws every 2s
     """
-    from cronjobs.cli.render import status_json, status_text
-    from cronjobs.core.health import Thresholds
-    from cronjobs.core.health import status as run_status
-    from cronjobs.durations import parse_bounded
-
     limits = Thresholds(
         parse_bounded(max_tick_age, option="--max-tick-age", minimum=dt.timedelta(minutes=1),
                       maximum=dt.timedelta(days=30)),
         parse_bounded(max_backlog_age, option="--max-backlog-age",
                       minimum=dt.timedelta(minutes=1), maximum=dt.timedelta(days=30)))
-    from cronjobs.cli.watching import times
-    from cronjobs.cli.watching import watch as watching
 
     if watch and check:
         raise UsageError("--watch and --check cannot be used together: --check is for "
@@ -121,9 +121,6 @@ def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: boo
       cronjobs prune --older-than 30d --dry-run
       cronjobs prune --older-than 30d --keep-last 100
     """
-    from cronjobs.core.prune import prune as run_prune
-    from cronjobs.durations import parse_bounded
-
     age = parse_bounded(older_than, option="--older-than", minimum=dt.timedelta(hours=1),
                         maximum=dt.timedelta(days=36500))
     report = run_prune(app.store(), older_than=age, keep_last=keep_last, dry_run=dry_run)
@@ -147,8 +144,6 @@ def metrics(app: App) -> None:
       cronjobs metrics > /var/lib/node_exporter/cronjobs.prom.$$ &&
         mv /var/lib/node_exporter/cronjobs.prom.$$ /var/lib/node_exporter/cronjobs.prom
     """
-    from cronjobs.core.metrics import metrics as run_metrics
-
     click.echo(run_metrics(app.store()), nl=False)
 
 
@@ -175,10 +170,7 @@ def embedded_status(as_json: bool) -> None:
       cronjobs embedded status
       cronjobs embedded status --json
     """
-    from cronjobs.cli.render import table
-    from cronjobs.db import embedded as server
-
-    st = server.status()
+    st = embedded_server.status()
     data = {"home": str(st.home), "data_dir": str(st.data_dir), "initialised": st.initialised,
             "running": st.running, "pid": st.pid,
             "socket_dir": str(st.socket_dir) if st.socket_dir else None, "port": st.port,
@@ -195,8 +187,6 @@ def embedded_stop() -> None:
     Examples:
       cronjobs embedded stop
     """
-    from cronjobs.db import embedded as server
-
-    was_running = server.stop()
+    was_running = embedded_server.stop()
     click.echo("stopped the embedded PostgreSQL server" if was_running
                else "the embedded PostgreSQL server was not running")

@@ -7,7 +7,12 @@ from __future__ import annotations
 import click
 
 from cronjobs.cli.app import EXIT_PENDING, App, emit, json_option, pass_app
+from cronjobs.cli.diff import apply_json, apply_text, export_json, export_toml
 from cronjobs.cli.options import Command
+from cronjobs.cli.render import to_json
+from cronjobs.client import apply_declared
+from cronjobs.core.apply import export as run_export
+from cronjobs.errors import UsageError
 
 
 @click.command(cls=Command)
@@ -45,10 +50,6 @@ def apply(app: App, file: str | None, source: str | None, dry_run: bool, prune: 
       cronjobs apply --app myapp.jobs --prune --json
       cronjobs apply jobs.toml --app myapp.jobs --source billing --adopt
     """
-    from cronjobs.cli.diff import apply_json, apply_text
-    from cronjobs.client import apply_declared
-    from cronjobs.errors import UsageError
-
     if file is None and not app.apps:
         raise UsageError("nothing to apply: give a jobs FILE and/or --app MODULE")
     result = apply_declared(app.store(), file=file, modules=app.apps, source=source,
@@ -86,10 +87,6 @@ def export(app: App, names: tuple[str, ...], fmt: str, show_secrets: bool,
       cronjobs export --show-secrets > jobs.toml
       cronjobs export nightly_cleanup backup --format json
     """
-    from cronjobs.cli.diff import export_json, export_toml
-    from cronjobs.cli.render import to_json
-    from cronjobs.core.apply import export as run_export
-
     result = run_export(app.store(), names, show_secrets=show_secrets)
     as_json = as_json or fmt == "json"
     click.echo(to_json(export_json(result)) if as_json else export_toml(result), nl=as_json)

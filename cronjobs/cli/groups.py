@@ -7,6 +7,8 @@ import click
 
 from cronjobs.cli.app import App, emit, json_option, pass_app
 from cronjobs.cli.options import SubGroup
+from cronjobs.cli.render import group_json, group_wait_text, table
+from cronjobs.core.groups import list_groups, remove_limit, set_limit, show
 
 
 @click.group(cls=SubGroup)
@@ -40,9 +42,6 @@ def group_set(app: App, name: str, max_running: int, as_json: bool) -> None:
       cronjobs group set reports --max-running 2
       cronjobs group set heavy --max-running 1 --json
     """
-    from cronjobs.cli.render import group_json
-    from cronjobs.core.groups import set_limit
-
     usage = set_limit(app.store(), name, max_running=max_running)
     emit(group_json(usage), f"group {name!r}: at most {max_running} running at once "
          f"({usage.jobs} job(s), {usage.running} running now)", as_json)
@@ -59,9 +58,6 @@ def group_remove(app: App, name: str, as_json: bool) -> None:
     Examples:
       cronjobs group remove reports
     """
-    from cronjobs.cli.render import group_json
-    from cronjobs.core.groups import remove_limit
-
     usage = remove_limit(app.store(), name)
     emit(group_json(usage), f"group {name!r}: no limit", as_json)
 
@@ -77,9 +73,6 @@ def group_list(app: App, as_json: bool) -> None:
       cronjobs group list
       cronjobs group list --json
     """
-    from cronjobs.cli.render import group_json, table
-    from cronjobs.core.groups import list_groups
-
     groups = list_groups(app.store())
     text = table(["GROUP", "MAX RUNNING", "JOBS", "RUNNING", "WAITING"],
                  [(g.name, g.max_running or "no limit", g.jobs, g.running,
@@ -99,9 +92,6 @@ def group_show(app: App, name: str, as_json: bool) -> None:
     Examples:
       cronjobs group show reports
     """
-    from cronjobs.cli.render import group_json, group_wait_text
-    from cronjobs.core.groups import show
-
     detail = show(app.store(), name)
     g = detail.usage
     lines = [f"group     {g.name}",

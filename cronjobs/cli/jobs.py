@@ -16,7 +16,34 @@ from cronjobs.cli.app import (
     pass_app,
 )
 from cronjobs.cli.options import Command
-from cronjobs.cli.watching import utc_option
+from cronjobs.cli.render import (
+    backfill_json,
+    backfill_text,
+    define_json,
+    define_text,
+    definition_json,
+    describe_json,
+    describe_text,
+    explain_json,
+    explain_text,
+    list_json,
+    list_text,
+    preview_json,
+    preview_text,
+    short,
+)
+from cronjobs.cli.watching import times, utc_option
+from cronjobs.core import definitions
+from cronjobs.core.definitions import define as run_define
+from cronjobs.core.definitions import describe as run_describe
+from cronjobs.core.definitions import get, list_jobs
+from cronjobs.core.definitions import pause as run_pause
+from cronjobs.core.definitions import remove as run_remove
+from cronjobs.core.definitions import resume as run_resume
+from cronjobs.core.explain import explain as run_explain
+from cronjobs.core.materialise import backfill as run_backfill
+from cronjobs.core.spec import build_spec
+from cronjobs.cron import check_timezone
 from cronjobs.instants import parse_instant
 
 # -- definitions --------------------------------------------------------------------------------
@@ -98,10 +125,6 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
       cronjobs define backup "0 2 * * *" --command "backup.sh" \
           --notify https://hooks.slack.com/services/T000/B000/XXXX --notify-on dead,recovery
     """
-    from cronjobs.cli.render import define_json, define_text
-    from cronjobs.core.definitions import define as run_define
-    from cronjobs.core.spec import build_spec
-
     spec = build_spec(
         name=name, schedule=schedule, tz=tz, command=command, handler=handler, payload=payload,
         catchup=catchup, catchup_limit=catchup_limit, starting_deadline=starting_deadline,
@@ -134,10 +157,6 @@ def list_command(app: App, wide: bool, utc: bool, as_json: bool) -> None:
       cronjobs list --utc
       cronjobs list --json
     """
-    from cronjobs.cli.render import list_json, list_text
-    from cronjobs.cli.watching import times
-    from cronjobs.core.definitions import list_jobs
-
     store = app.store()
     now = store.now()
     listings = list_jobs(store)
@@ -157,10 +176,6 @@ def describe(app: App, name: str, utc: bool, as_json: bool) -> None:
       cronjobs describe nightly_cleanup
       cronjobs describe nightly_cleanup --json
     """
-    from cronjobs.cli.render import describe_json, describe_text
-    from cronjobs.cli.watching import times
-    from cronjobs.core.definitions import describe as run_describe
-
     store = app.store()
     now = store.now()
     description = run_describe(store, name)
@@ -183,9 +198,6 @@ def pause(app: App, name: str, until: str | None, note: str | None, as_json: boo
       cronjobs pause nightly_cleanup --note "disk full, see INC-42"
       cronjobs pause backup --until 2026-12-27T08:00:00+01:00
     """
-    from cronjobs.cli.render import definition_json, short
-    from cronjobs.core.definitions import pause as run_pause
-
     until_at = parse_instant(until, option="--until") if until is not None else None
     definition = run_pause(app.store(), name, until=until_at, note=note)
     extra = f" until {short(definition.paused_until)}" if definition.paused_until else ""
@@ -203,9 +215,6 @@ def resume(app: App, name: str, as_json: bool) -> None:
     Examples:
       cronjobs resume nightly_cleanup
     """
-    from cronjobs.cli.render import definition_json, short
-    from cronjobs.core.definitions import resume as run_resume
-
     definition = run_resume(app.store(), name)
     emit(definition_json(definition),
          f"resumed job {name!r}; next run {short(definition.next_due_at)}", as_json)
@@ -222,9 +231,6 @@ def remove(app: App, name: str, as_json: bool) -> None:
     Examples:
       cronjobs remove nightly_cleanup
     """
-    from cronjobs.cli.render import definition_json
-    from cronjobs.core.definitions import remove as run_remove
-
     definition, cancelled = run_remove(app.store(), name)
     emit({"job": definition_json(definition), "cancelled_runs": cancelled},
          f"removed job {name!r} ({cancelled} waiting run(s) cancelled)", as_json)
@@ -256,10 +262,6 @@ def next_command(app: App, job_or_schedule: str, tz: str | None, start: str | No
       cronjobs next "30 2 * * sunL" --tz Europe/Berlin --count 12
       cronjobs next nightly_cleanup --count 10 --json
     """
-    from cronjobs.cli.render import preview_json, preview_text
-    from cronjobs.core import definitions
-    from cronjobs.cron import check_timezone
-
     zone = check_timezone(tz) if tz is not None else dt.UTC
     bare = _looks_like_schedule(job_or_schedule)
     clock = (lambda: dt.datetime.now(dt.UTC)) if bare else (lambda: app.store().now())
@@ -296,9 +298,6 @@ def explain(app: App, name: str, start: str | None, end: str | None, as_json: bo
       cronjobs explain nightly_cleanup
       cronjobs explain nightly_cleanup --from 2026-03-28 --to 2026-03-30
     """
-    from cronjobs.cli.render import explain_json, explain_text
-    from cronjobs.core.explain import explain as run_explain
-
     store = app.store()
     begin = parse_instant(start, option="--from", now=store.now) if start is not None else None
     finish = parse_instant(end, option="--to", end=True) if end is not None else None
@@ -325,10 +324,6 @@ def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
     Examples:
       cronjobs backfill report --from 2026-03-01T00:00:00Z --to 2026-03-07T23:59:59Z
     """
-    from cronjobs.cli.render import backfill_json, backfill_text
-    from cronjobs.core.definitions import get
-    from cronjobs.core.materialise import backfill as run_backfill
-
     store = app.store()
     begin = parse_instant(start, option="--from", now=store.now)
     finish = parse_instant(end, option="--to", end=True)

@@ -13,7 +13,8 @@ import click
 from click.core import ParameterSource
 
 from cronjobs.cli.app import App, split_apps
-from cronjobs.db.config import resolve_database
+from cronjobs.db.config import resolve_database, scrub
+from cronjobs.durations import parse_duration
 
 
 class _EnvDocumented(click.Option):
@@ -139,8 +140,6 @@ class SubGroup(Parsing, click.Group):
 
 
 def _make_app(values: dict[str, Any]) -> App:
-    from cronjobs.durations import parse_duration
-
     configure_logging(values["verbose"])
     return App(
         target=resolve_database(values["database_url"],
@@ -164,6 +163,4 @@ class _ScrubbingFormatter(logging.Formatter):
     """Log records, tracebacks included, with every password masked (see config.scrub)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from cronjobs.db.config import scrub
-
         return scrub(super().format(record))

@@ -10,19 +10,21 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from cronjobs.core.explain import REASONS, Explanation
+from cronjobs.core.health import Status
+from cronjobs.core.materialise import BackfillReport, Decided
 from cronjobs.durations import format_duration
 from cronjobs.models import Definition, LostTick, Run, WaitingRuns
+from cronjobs.reports import Attempt, Delivery, GroupUsage
+from cronjobs.tick import TickReport
 from cronjobs.validation import mask_url
 
-if TYPE_CHECKING:  # only types: rendering a tick must not import the rest of cronjobs
+# For annotations only: the tick renders its report with this module, and these modules
+# import what only the other commands use (cron-descriptor, for schedules in words).
+if TYPE_CHECKING:
     from cronjobs.cli.render_live import Times
     from cronjobs.core.definitions import DefineResult, Description, Listing, Preview, Slot
-    from cronjobs.core.explain import Explanation
-    from cronjobs.core.health import Status
-    from cronjobs.core.materialise import BackfillReport, Decided
     from cronjobs.core.operations import Acknowledged, RunDetail
-    from cronjobs.reports import Attempt, Delivery, GroupUsage
-    from cronjobs.tick import TickReport
 
 
 def to_json(value: Any) -> str:
@@ -384,8 +386,6 @@ def _explain_one_offs_only(e: Explanation) -> str:
 
 
 def explain_text(e: Explanation) -> str:
-    from cronjobs.core.explain import REASONS
-
     if not e.rows:
         return (f"no slots of {e.job!r} between {short(e.start)} and {short(e.end)} "
                 f"(schedule {e.definition.schedule!r}, {e.definition.timezone})"

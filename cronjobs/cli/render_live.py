@@ -5,10 +5,11 @@ operation's instant and in the local zone (or UTC)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only
     from cronjobs.core.logs import Chunk
 
 
@@ -24,8 +25,6 @@ def log_chunk(chunk: Chunk, *, following: bool) -> tuple[str, bool]:
 def log_json(chunk: Chunk) -> str:
     """One line of `cronjobs logs --json`: {"output": text}, {"note": text} or {"end":
     the run's outcome}."""
-    import json
-
     if chunk.kind != "end":
         return json.dumps({chunk.kind: chunk.text}, ensure_ascii=False)
     return json.dumps({"end": {

@@ -4,6 +4,7 @@ calls one library function and renders the result."""
 from __future__ import annotations
 
 import datetime as dt
+import getpass
 from typing import Any
 
 import click
@@ -17,8 +18,33 @@ from cronjobs.cli.app import (
     stop_on_signals,
 )
 from cronjobs.cli.options import Command
-from cronjobs.cli.watching import utc_option, watch_options
+from cronjobs.cli.render import (
+    ack_json,
+    ack_text,
+    run_json,
+    runs_list_json,
+    runs_list_text,
+    short,
+    show_json,
+    show_text,
+    waiting_lines,
+)
+from cronjobs.cli.render_live import log_chunk, log_json
+from cronjobs.cli.watching import times, utc_option, watch_options
+from cronjobs.cli.watching import watch as watching
+from cronjobs.core.logs import logs as run_logs
+from cronjobs.core.operations import acknowledge, acknowledge_all, list_runs
+from cronjobs.core.operations import cancel as run_cancel
+from cronjobs.core.operations import retry as run_retry
+from cronjobs.core.operations import show as run_show
+from cronjobs.core.operations import trigger as run_trigger
+from cronjobs.db.connect import worker_name
+from cronjobs.durations import parse_duration
+from cronjobs.errors import UsageError
 from cronjobs.instants import parse_instant
+from cronjobs.tick import TickOptions
+from cronjobs.tick import tick as run_tick
+from cronjobs.validation import parse_payload
 
 # -- operating --------------------------------------------------------------------------------
 
@@ -46,9 +72,6 @@ def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> N
       cronjobs retry 1234 --attempts 3
       cronjobs retry 1234 --force
     """
-    from cronjobs.cli.render import run_json
-    from cronjobs.core.operations import retry as run_retry
-
     run = run_retry(app.store(), run_id, attempts=attempts, force=force, by=_operator())
     text = (f"run {run.id} queued again ({run.max_attempts - run.attempt} more attempt(s))"
             if run.id == run_id else f"run {run.id} created to run the slot of run {run_id} "
@@ -85,12 +108,6 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
       cronjobs trigger report --at 2026-12-24T18:00:00+01:00
       cronjobs trigger nightly_cleanup --in 2h
     """
-    from cronjobs.cli.render import run_json, short
-    from cronjobs.core.operations import trigger as run_trigger
-    from cronjobs.durations import parse_duration
-    from cronjobs.errors import UsageError
-    from cronjobs.validation import parse_payload
-
     data = parse_payload(payload) if payload is not None else None
     at_instant = parse_instant(at, option="--at") if at is not None else None
     delay = parse_duration(after, option="--in") if after is not None else None
@@ -107,11 +124,6 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
         emit(run_json(run), f"run {run.id} of {name!r} queued; the next tick runs it",
              as_json)
         return
-    from cronjobs.cli.render import show_json, show_text, waiting_lines
-    from cronjobs.core.operations import show
-    from cronjobs.db.connect import worker_name
-    from cronjobs.tick import TickOptions
-    from cronjobs.tick import tick as run_tick
 
     with stop_on_signals() as stopped:
         report = run_tick(store, TickOptions(worker=worker_name(), apps=app.apps,
@@ -119,7 +131,7 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
                           reconnect=app.reconnect, should_stop=stopped)
     for line in waiting_lines(report.waiting):
         click.echo(line, err=True)
-    detail = show(store, run.id)
+    detail = run_show(store, run.id)
     emit(show_json(detail), show_text(detail), as_json)
 
 
@@ -135,9 +147,6 @@ def cancel(app: App, run_id: int, as_json: bool) -> None:
     Examples:
       cronjobs cancel 1234
     """
-    from cronjobs.cli.render import run_json
-    from cronjobs.core.operations import cancel as run_cancel
-
     run = run_cancel(app.store(), run_id)
     text = (f"run {run.id} cancelled" if run.status == "cancelled"
             else f"run {run.id} asked to stop; its worker stops it at the next heartbeat")
@@ -164,10 +173,6 @@ def ack(app: App, run_id: int | None, all_of: str | None, as_json: bool) -> None
       cronjobs ack 1234
       cronjobs ack --all nightly_cleanup --json
     """
-    from cronjobs.cli.render import ack_json, ack_text
-    from cronjobs.core.operations import acknowledge, acknowledge_all
-    from cronjobs.errors import UsageError
-
     if (run_id is None) == (all_of is None):
         raise UsageError("give either RUN_ID or --all NAME (try 'cronjobs ack --help')")
     store = app.store()
@@ -178,8 +183,6 @@ def ack(app: App, run_id: int | None, all_of: str | None, as_json: bool) -> None
 
 def _operator() -> str | None:
     """Who is at the keyboard, as recorded with an acknowledgement: the login name."""
-    import getpass
-
     try:
         return getpass.getuser()
     except (OSError, KeyError):  # no name for this uid (e.g. a bare container)
@@ -209,11 +212,6 @@ def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | Non
       cronjobs runs --status failed --status dead --since 1d --json
       cronjobs runs --watch --limit 20          # redraws every 2s until Ctrl-C
     """
-    from cronjobs.cli.render import runs_list_json, runs_list_text
-    from cronjobs.cli.watching import times
-    from cronjobs.cli.watching import watch as watching
-    from cronjobs.core.operations import list_runs
-
     store = app.store()
     start = parse_instant(since, option="--since", now=store.now) if since is not None else None
 
@@ -244,10 +242,6 @@ def show(app: App, run_id: int, utc: bool, as_json: bool) -> None:
       cronjobs show 1234 --utc
       cronjobs show 1234 --json
     """
-    from cronjobs.cli.render import show_json, show_text
-    from cronjobs.cli.watching import times
-    from cronjobs.core.operations import show as run_show
-
     store = app.store()
     now = store.now()
     detail = run_show(store, run_id)
@@ -283,9 +277,6 @@ def logs(app: App, run_id: int, follow: bool, interval: float, as_json: bool) ->
       cronjobs logs 1234 -f --interval 0.5
       cronjobs logs 1234 --follow --json
     """
-    from cronjobs.cli.render_live import log_chunk, log_json
-    from cronjobs.core.logs import logs as run_logs
-
     for chunk in run_logs(app.store(), run_id, follow=follow, poll=interval):
         if as_json:
             click.echo(log_json(chunk))

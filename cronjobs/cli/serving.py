@@ -8,6 +8,9 @@ import click
 
 from cronjobs.cli.app import App, pass_app
 from cronjobs.cli.options import Command
+from cronjobs.core.health import Thresholds
+from cronjobs.durations import parse_bounded
+from cronjobs.errors import UsageError
 
 # the extra's packages: an ImportError naming another module is a bug, not a missing extra
 WEB_EXTRA = ("starlette", "uvicorn", "jinja2", "psycopg_pool", "multipart", "python_multipart")
@@ -47,13 +50,8 @@ def serve(app: App, host: str, port: int, admin_token: str | None, refresh: str,
       cronjobs serve --host 0.0.0.0 --port 8080       # in a container
       cronjobs serve --admin-token "$(cat /run/secrets/cronjobs-admin-token)"
     """
-    from cronjobs.core.health import Thresholds
-    from cronjobs.durations import parse_bounded
-    from cronjobs.errors import UsageError
-
-    try:
-        from cronjobs.web.server import serve as run_server
-        from cronjobs.web.site import Settings
+    try:  # the optional web extra (starlette, uvicorn, jinja2, psycopg-pool)
+        from cronjobs.web import server, site  # noqa: PLC0415
     except ImportError as exc:
         if (exc.name or "").split(".")[0] not in WEB_EXTRA:
             raise
@@ -71,10 +69,10 @@ def serve(app: App, host: str, port: int, admin_token: str | None, refresh: str,
                       minimum=dt.timedelta(minutes=1), maximum=dt.timedelta(days=30)))
     conninfo = app.conninfo()  # connected once: the schema is checked, errors are clear
     app.store().close()  # the server's pool opens its own connections
-    settings = Settings(conninfo=conninfo, admin_token=admin_token or None,
-                        refresh=every, thresholds=limits,
-                        application_name=app.application_name())
+    settings = site.Settings(conninfo=conninfo, admin_token=admin_token or None,
+                             refresh=every, thresholds=limits,
+                             application_name=app.application_name())
     shown = f"[{host}]" if ":" in host else host
     mode = "actions enabled (admin token set)" if admin_token else "read-only"
     click.echo(f"serving the dashboard on http://{shown}:{port}/ ({mode})", err=True)
-    run_server(settings, host=host, port=port, access_log=not no_access_log)
+    server.serve(settings, host=host, port=port, access_log=not no_access_log)

@@ -12,13 +12,17 @@ one JSON document on one line (JSON Lines).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
+
+from cronjobs.cli.render_live import Times
 
 T = TypeVar("T")
 
@@ -45,18 +49,14 @@ def local_zone() -> dt.tzinfo | None:
     name = os.environ.get("TZ", "").lstrip(":")
     if not name:
         return None
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         return None
 
 
-def times(now: dt.datetime, utc: bool) -> Any:
-    """How the tables of an operation at ``now`` show times (cli.render_live.Times)."""
-    from cronjobs.cli.render_live import Times
-
+def times(now: dt.datetime, utc: bool) -> Times:
+    """How the tables of an operation at ``now`` show times."""
     return Times(now=now, utc=utc, zone=None if utc else local_zone())
 
 
@@ -64,8 +64,6 @@ def watch(frame: Callable[[], tuple[dt.datetime, Any, str]], *, as_json: bool,
           interval: float, sleep: Callable[[float], None] = time.sleep) -> None:
     """Show ``frame()`` — (its instant, JSON data, text) of one refresh — every ``interval``
     seconds until Ctrl-C."""
-    import json
-
     out = sys.stdout
     redraw = out.isatty() and not as_json
     last = ""

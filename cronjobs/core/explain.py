@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cronjobs import cron as schedules
+from cronjobs.core.groups import usage_of
+from cronjobs.core.health import Thresholds, waiting_for_handlers
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
 from cronjobs.models import Definition, Run, RunStatus, WaitingRuns
@@ -130,15 +132,11 @@ def _waiting(store: Store, definition: Definition, now: dt.datetime
     runs for later), a free slot of their group."""
     waiting = None
     if definition.kind == "handler" and definition.removed_at is None:
-        from cronjobs.core.health import Thresholds, waiting_for_handlers  # noqa: PLC0415
-
         found = waiting_for_handlers(store, now, Thresholds().max_tick_age, definition.id)
         waiting = found[0] if found else None
     one_offs = tuple(store.materialise.one_off_runs_of(definition.id))
     group = None
     if definition.group_name is not None:
-        from cronjobs.core.groups import usage_of  # noqa: PLC0415
-
         group = usage_of(store, definition.group_name, now)
     return waiting, one_offs, group
 

@@ -6,17 +6,11 @@ import functools
 import re
 from typing import Any
 
+from croniter import croniter  # type: ignore[import-untyped, unused-ignore]
+
 from cronjobs.cron.fields import DAY_OF_MONTH, DAY_OF_WEEK, Field, FieldError, full
 
 _H_RE = re.compile(r"^H(?:\((\d+)-(\d+)\))?(?:/(\d+))?$", re.IGNORECASE | re.ASCII)
-
-
-@functools.cache
-def _croniter() -> Any:
-    """croniter's class, imported on first use: only H fields need it."""
-    from croniter import croniter  # noqa: PLC0415  # type: ignore[import-untyped, unused-ignore]
-
-    return croniter
 
 
 def parse_hash(f: Field, whole: str, hash_key: str) -> frozenset[int]:
@@ -64,7 +58,7 @@ def _expanded(f: Field, text: str, key: bytes) -> frozenset[int]:
     probe = ["*"] * 5
     probe[f.index] = text
     try:
-        expanded: Any = _croniter().expand(" ".join(probe), hash_id=key)
+        expanded: Any = croniter.expand(" ".join(probe), hash_id=key)
     except (ValueError, TypeError) as exc:  # pragma: no cover - validated above
         raise FieldError(f"{f.name} field '{text}' is not valid: {exc}") from exc
     return _croniter_values(f, expanded[0][f.index])

