@@ -5,6 +5,7 @@ tests/unit/test_public_api.py.)"""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import cronjobs
+from cronjobs.cli import COMMANDS
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
@@ -50,3 +52,14 @@ def test_the_tick_does_not_load_descriptions() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_tick_imports_no_other_family() -> None:
+    code = ("import sys\nfrom cronjobs.cli import main_group\nimport click\n"
+            "main_group.get_command(click.Context(main_group), 'tick')\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cronjobs.cli.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    families = {f"cronjobs.cli.{module}" for module, _ in COMMANDS.values()}
+    loaded = set(ast.literal_eval(done.stdout))
+    assert loaded & families == {"cronjobs.cli.ticking"}

@@ -1,12 +1,10 @@
 """The group's table of commands (cronjobs.cli.COMMANDS) names every command the family
-modules define, each under its own name, and `cronjobs tick` imports no other family."""
+modules define, each under its own name. (That `cronjobs tick` imports no other family, in a
+fresh interpreter: tests/integration/test_imports.py.)"""
 
 from __future__ import annotations
 
-import ast
 import importlib
-import subprocess
-import sys
 
 import click
 
@@ -35,14 +33,3 @@ def test_every_command_a_family_defines_is_in_the_table() -> None:
                     and value.callback.__module__ == module.__name__):
                 defined[id(value)] = f"{family}.{attribute}"
     assert sorted(defined[key] for key in defined.keys() - seen) == []
-
-
-def test_the_tick_imports_no_other_family() -> None:
-    code = ("import sys\nfrom cronjobs.cli import main_group\nimport click\n"
-            "main_group.get_command(click.Context(main_group), 'tick')\n"
-            "print(sorted(m for m in sys.modules if m.startswith('cronjobs.cli.')))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
-    families = {f"cronjobs.cli.{module}" for module, _ in COMMANDS.values()}
-    loaded = set(ast.literal_eval(done.stdout))
-    assert loaded & families == {"cronjobs.cli.ticking"}
