@@ -10,8 +10,10 @@ import os
 from dataclasses import dataclass
 
 from cronjobs.execution.context import JobContext
-from cronjobs.execution.process import Running, Work, start
-from cronjobs.models import AttemptOutcome
+from cronjobs.execution.runners import Work
+from cronjobs.execution.runners.process import Running
+from cronjobs.execution.runners.shell import ShellRunner
+from cronjobs.models import AttemptOutcome, Kind
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +62,11 @@ class Alerts:
         context = JobContext(run_id=event.run_id, job=event.job,
                              scheduled_for=event.scheduled_for, attempt=event.attempt,
                              payload={})
-        work = Work(context=context, kind="command", command=command, handler=None,
+        work = Work(context=context, kind=Kind.COMMAND, command=command, handler=None,
                     timeout=TIMEOUT, kill_grace=5.0, env=env, output_limit=4096)
         log.warning("alert: run %s of %r is %s", event.run_id, event.job, event.kind,
                     extra={"action": "alert", "run_id": event.run_id, "job": event.job})
-        self.running.append((event, start(work)))
+        self.running.append((event, ShellRunner().start(work)))
 
     def poll(self) -> None:
         still = []

@@ -30,10 +30,11 @@ from cronjobs.models import AttemptOutcome, Claimed, JobFailure, Outcome, Reclai
 
 if TYPE_CHECKING:  # imported when there is something to run: an idle tick stays light
     from cronjobs.execution.alerts import Alerts, Event
-    from cronjobs.execution.inprocess import InProcess, InProcessJob
     from cronjobs.execution.observe import RunObserver
-    from cronjobs.execution.process import Result, Running
-    from cronjobs.execution.template import Template
+    from cronjobs.execution.runners import Result
+    from cronjobs.execution.runners.inprocess import InProcessJob, ThreadRunner
+    from cronjobs.execution.runners.process import Running
+    from cronjobs.execution.runners.template import Template
     from cronjobs.execution.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ class _Active:
     job: Running | InProcessJob | _Done
     last_beat: float  # monotonic time of the last renewed lease
     stop_requested: AttemptOutcome | None = None
-    in_process: bool = False  # a handler in a thread of this process (cronjobs.inprocess)
+    in_process: bool = False  # a handler in a thread of this process (runners/inprocess.py)
 
 
 class Executor:
@@ -117,7 +118,7 @@ class Executor:
         self.watchdog: Watchdog | None = None
         self.template: Template | None = None  # forks isolated handler runs; fences all jobs
         self.wake = threading.Event()  # set when a job ends
-        self._inprocess: InProcess | None = None
+        self._inprocess: ThreadRunner | None = None
         self._abandoned = False  # an in-process handler was given up on while running
         self._self_deadline: float | None = None  # what the watchdog holds for this process
         self._gathering: float | None = None  # since when a free slot waits (GATHER)
@@ -274,8 +275,9 @@ class Executor:
         """Start ``claim``, whose lease was taken at monotonic time ``claimed_at`` (or
         later)."""
         from cronjobs.execution.context import JobContext  # noqa: PLC0415 - see the imports above
-        from cronjobs.execution.process import Result, Work, start  # noqa: PLC0415
-        from cronjobs.execution.template import Template  # noqa: PLC0415
+        from cronjobs.execution.runners import Result, Work  # noqa: PLC0415
+        from cronjobs.execution.runners.dispatch import start  # noqa: PLC0415
+        from cronjobs.execution.runners.template import Template  # noqa: PLC0415
         from cronjobs.execution.watchdog import Watchdog  # noqa: PLC0415
 
         if self.watchdog is None:
@@ -311,9 +313,11 @@ class Executor:
         in_process = claim.kind == "handler" and self.options.in_process
         if in_process:
             if self._inprocess is None:
-                from cronjobs.execution.inprocess import InProcess  # noqa: PLC0415 - see the imports
+                from cronjobs.execution.runners.inprocess import (  # noqa: PLC0415
+                    ThreadRunner,
+                )
 
-                self._inprocess = InProcess(self.options.apps, self.wake)
+                self._inprocess = ThreadRunner(self.options.apps, self.wake)
             # the watchdog knows this tick's deadline before the handler can start
             self._watch_self(_deadline(claimed_at, claim))
             job = self._inprocess.start(work)
@@ -326,7 +330,7 @@ class Executor:
         """``claim`` could not be started (a row written around the CLI's checks, or the
         system refused): it fails alone, with the reason recorded on it on the next pass;
         the rest of the batch runs."""
-        from cronjobs.execution.process import Result  # noqa: PLC0415 - see the imports above
+        from cronjobs.execution.runners import Result  # noqa: PLC0415 - see the imports above
 
         reason = exc.message if isinstance(exc, CronjobsError) else f"{type(exc).__name__}: {exc}"
         error = f"could not start: {reason}"[:1000]
