@@ -13,16 +13,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from typing import NamedTuple
 
 from cronjobs.clock import Clock
 from cronjobs.core.materialise import MaterialiseReport, materialise
 from cronjobs.db.store import Store
 from cronjobs.durations import format_duration
 from cronjobs.errors import UsageError
-from cronjobs.execution.executor import ExecOptions, ExecReport, Executor
+from cronjobs.execution.executor import ExecReport, Executor
 from cronjobs.execution.observe import RunObserver
+from cronjobs.execution.options import TickOptions
 from cronjobs.models import LostTick, TickStatus, WaitingRuns
+
+__all__ = ["FUTURE_SKEW", "TICK_LOST_AFTER", "TickOptions", "TickReport", "tick"]
 
 log = logging.getLogger(__name__)
 
@@ -35,27 +37,6 @@ FUTURE_SKEW = dt.timedelta(minutes=1)
 # closes it as lost. A live tick renews the leases of what it runs, and one that runs
 # nothing ends within its --max-runtime (45 s by default) plus its materialisation.
 TICK_LOST_AFTER = dt.timedelta(hours=1)
-
-
-class TickOptions(NamedTuple):
-    """How to tick: the `cronjobs tick` options."""
-
-    now: dt.datetime | None = None
-    allow_future: bool = False  # a `now` ahead of the database's clock ticks for real
-    dry_run: bool = False
-    worker: str = "cronjobs"
-    concurrency: int = 4
-    max_runs: int | None = None
-    max_runtime: float = 45.0
-    grace: float = 25.0
-    apps: tuple[str, ...] = ()
-    alert_command: str | None = None
-    run_ids: tuple[int, ...] | None = None  # only run these (and materialise nothing)
-    retention: dt.timedelta | None = None  # prune a little history older than this
-    handlers_only: bool = False
-    allowed_commands: tuple[str, ...] = ()
-    in_process: bool = False  # run handlers in threads of the tick (cronjobs.inprocess)
-    dashboard_url: str | None = None  # notifications link to its /runs/ID pages
 
 
 class TickReport:
@@ -110,14 +91,8 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
     try:
         if options.run_ids is None:
             report.materialise = materialise(store, now, tick_id=tick_id)
-        executor = Executor(store, ExecOptions(
-            worker=options.worker, concurrency=options.concurrency, max_runs=options.max_runs,
-            max_runtime=options.max_runtime, grace=options.grace, apps=options.apps,
-            clock=clock, tick_id=tick_id, alert_command=options.alert_command,
-            run_ids=options.run_ids, handlers=handlers, handlers_only=options.handlers_only,
-            allowed_commands=options.allowed_commands, in_process=options.in_process,
-            due_at=now),
-            reconnect=reconnect, should_stop=should_stop)
+        executor = Executor(store, options, clock=clock, tick_id=tick_id, due_at=now,
+                            handlers=handlers, reconnect=reconnect, should_stop=should_stop)
         executor.observer = observer  # [observe]
         report.execute = executor.run()
         report.waiting = executor.store.reports.waiting_for_handlers(now=now, handlers=handlers)

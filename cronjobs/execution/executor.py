@@ -25,6 +25,7 @@ from cronjobs.clock import Clock
 from cronjobs.db.retry import DEFAULT, RetryPolicy, retrying
 from cronjobs.db.store import Store
 from cronjobs.errors import CronjobsError, DatabaseUnavailable
+from cronjobs.execution.options import TickOptions
 from cronjobs.execution.outcome import UnrunnableRun, lease_of, next_status, unrunnable
 from cronjobs.models import AttemptOutcome, Claimed, JobFailure, Outcome, Reclaimed, RunStatus
 
@@ -45,27 +46,6 @@ CLAIM_RETRY = (0.05, 1.0)  # wait after a claim that found less than capacity: f
 # While jobs still run, a free slot waits up to this long for half of the slots to be free,
 # so that short jobs are claimed in batches (a pass costs about the same for 1 run or 50)
 GATHER = 0.005
-
-
-@dataclass(frozen=True)
-class ExecOptions:
-    worker: str
-    alert_command: str | None = None  # global: for jobs without their own
-    run_ids: tuple[int, ...] | None = None  # claim only these runs (`trigger --run`)
-    handlers_only: bool = False  # refuse shell-command jobs
-    allowed_commands: tuple[str, ...] = ()  # if set, only commands matching a glob run
-    concurrency: int = 4
-    max_runs: int | None = None
-    max_runtime: float = 45.0
-    grace: float = 25.0
-    apps: tuple[str, ...] = ()
-    handlers: tuple[str, ...] = ()  # the handlers the apps register: only their runs are claimed
-    in_process: bool = False  # handlers run in threads of the tick (cronjobs.inprocess)
-    due_at: dt.datetime | None = None  # the instant this tick materialised up to
-    # the tick's clock: every claim, lease, backoff and outcome is on it (None: one started
-    # from the database's clock when the executor is made)
-    clock: Clock | None = None
-    tick_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -103,14 +83,23 @@ class _Active:
 class Executor:
     """Runs the execution half of one tick against one store (reconnecting when needed)."""
 
-    def __init__(self, store: Store, options: ExecOptions,
+    def __init__(self, store: Store, options: TickOptions, *, clock: Clock | None = None,
+                 tick_id: int | None = None, due_at: dt.datetime | None = None,
+                 handlers: tuple[str, ...] = (),
                  reconnect: Callable[[], Store] | None = None,
                  should_stop: Callable[[], bool] = lambda: False,
                  policy: RetryPolicy = DEFAULT) -> None:
+        """``clock`` is the tick's: every claim, lease, backoff and outcome is on it (None:
+        one started from the database's clock now). ``tick_id`` names the tick on its
+        attempts; ``due_at`` is the instant it materialised up to; ``handlers`` the handlers
+        its ``--app`` modules register (only their runs are claimed)."""
         self.store = store
         self.policy = policy
         self.options = options
-        self.clock = options.clock if options.clock is not None else Clock(store.now())
+        self.clock = clock if clock is not None else Clock(store.now())
+        self.tick_id = tick_id
+        self.due_at = due_at
+        self.handlers = handlers
         self.reconnect = reconnect
         self.should_stop = should_stop
         self.report = ExecReport()
@@ -224,7 +213,7 @@ class Executor:
 
     def _others_materialising(self) -> bool:
         """Whether definitions are due but locked: another tick is materialising them."""
-        due_at = self.options.due_at
+        due_at = self.due_at
         if self.options.run_ids is not None or due_at is None:
             return False
         return bool(self._db(lambda s: s.materialise.definitions_due(now=due_at)))
@@ -471,8 +460,8 @@ class Executor:
         def write(store: Store) -> tuple[set[int], list[Claimed]]:
             recorded, counted, claimed = store.queue.pass_of_executor(
                 outcomes, failing, now=self.clock.now(), worker=self.options.worker,
-                limit=claim_limit, tick_id=self.options.tick_id,
-                run_ids=self.options.run_ids, handlers=self.options.handlers)
+                limit=claim_limit, tick_id=self.tick_id,
+                run_ids=self.options.run_ids, handlers=self.handlers)
             failures.clear()
             failures.update(counted)
             return recorded, claimed
