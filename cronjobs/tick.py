@@ -65,10 +65,11 @@ class TickReport:
         }
 
 
-def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] | None = None,
+def tick(store: Store, options: TickOptions, *,
          should_stop: Callable[[], bool] = lambda: False) -> TickReport:
     """Run one tick and return what it did. Failing jobs are data in the report, not
-    exceptions; only a tick that could not do its work raises."""
+    exceptions; only a tick that could not do its work raises. ``store`` reconnects
+    itself after a lost connection (when it was opened with a way to connect)."""
     if options.dry_run:
         now = options.now if options.now is not None else store.now()
         report = TickReport(None, now, True)
@@ -92,27 +93,26 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
         if options.run_ids is None:
             report.materialise = materialise(store, now, tick_id=tick_id)
         executor = Executor(store, options, clock=clock, tick_id=tick_id, due_at=now,
-                            handlers=handlers, reconnect=reconnect, should_stop=should_stop)
+                            handlers=handlers, should_stop=should_stop)
         executor.observer = observer  # [observe]
         report.execute = executor.run()
-        report.waiting = executor.store.reports.waiting_for_handlers(now=now, handlers=handlers)
+        report.waiting = store.reports.waiting_for_handlers(now=now, handlers=handlers)
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.
             from cronjobs.core.prune import prune  # noqa: PLC0415 - only with --retention
 
-            report.pruned = prune(executor.store, older_than=options.retention,
+            report.pruned = prune(store, older_than=options.retention,
                                   max_batches=1, now=clock.now()).runs
     except BaseException as exc:
         if executor is not None:
             report.execute = executor.report
-            store = executor.store
         observer.close(store, report.counts(), type(exc).__name__, hurry=True)  # [observe]
         _record(store, clock, report, TickStatus.FAILED, f"{type(exc).__name__}: {exc}"[:1000])
         raise
     # [observe] bounded: waits for the deliveries under way, ends the spans
-    observer.close(executor.store, report.counts(), hurry=should_stop())
+    observer.close(store, report.counts(), hurry=should_stop())
     status = TickStatus.INTERRUPTED if should_stop() else TickStatus.FINISHED
-    _record(executor.store, clock, report, status, None)
+    _record(store, clock, report, status, None)
     log.info("tick finished", extra={"action": "tick", "tick_id": tick_id, **report.counts()})
     return report
 

@@ -40,10 +40,9 @@ def seconds_to_next_minute(now: dt.datetime) -> float:
 
 
 def serve(store: Store, options: TickOptions, env: Mapping[str, str], *,
-          should_stop: Callable[[], bool], reconnect: Callable[[], Store],
-          max_ticks: int | None = None) -> WorkerReport:
+          should_stop: Callable[[], bool], max_ticks: int | None = None) -> WorkerReport:
     """Start a tick with ``options`` at every minute (and on notification) until asked to
-    stop."""
+    stop. ``store`` reconnects itself after a lost connection."""
     report = WorkerReport()
     children: list[subprocess.Popen[bytes]] = []
     listening = _listen(store)
@@ -56,8 +55,8 @@ def serve(store: Store, options: TickOptions, env: Mapping[str, str], *,
             children.append(_start_tick(options_json, env))
             report.ticks += 1
             log.info("tick started", extra={"action": "worker", "pid": children[-1].pid})
-            store, listening = _wait_for_next(store, listening, should_stop, reconnect,
-                                              lambda: _reap(children, report))
+            listening = _wait_for_next(store, listening, should_stop,
+                                       lambda: _reap(children, report))
     finally:
         for child in children:
             if child.poll() is None:
@@ -106,23 +105,18 @@ def _listen(store: Store) -> bool:
 
 
 def _wait_for_next(store: Store, listening: bool, should_stop: Callable[[], bool],
-                   reconnect: Callable[[], Store], reap: Callable[[], object]
-                   ) -> tuple[Store, bool]:
+                   reap: Callable[[], object]) -> bool:
     """Sleep until the next minute of the database's clock, a trigger notification, or a
-    stop request. A database blip (retried by the policy, reconnecting) only delays the
-    next tick."""
+    stop request; whether it is listening for notifications now. A database blip (retried
+    by the policy, reconnecting) only delays the next tick."""
     def again() -> None:
-        nonlocal store, listening
-        try:
-            store = reconnect()
-        except CronjobsError:
-            return
-        listening = _listen(store)
+        nonlocal listening
+        if store.reconnect():  # a fresh session listens to nothing yet
+            listening = _listen(store)
 
     try:
         deadline = time.monotonic() + seconds_to_next_minute(retrying(
-            lambda: store.now(),  # noqa: PLW0108 - the store after a reconnect
-            between=again, give_up=should_stop))
+            store.now, between=again, give_up=should_stop))
     except CronjobsError as exc:
         log.warning("database unavailable: %s", exc.message, extra={"action": "worker"})
         deadline = time.monotonic() + 5.0
@@ -141,4 +135,4 @@ def _wait_for_next(store: Store, listening: bool, should_stop: Callable[[], bool
                 listening = False
         else:
             time.sleep(step)
-    return store, listening
+    return listening

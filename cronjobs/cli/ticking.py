@@ -170,7 +170,7 @@ def tick(app: App, /, now: str | None, allow_future: bool, dry_run: bool, max_ru
                                max_runs=max_runs, **run)
     store = app.store()
     with stop_on_signals() as stopped:
-        report = run_tick(store, options, reconnect=app.reconnect, should_stop=stopped)
+        report = run_tick(store, options, should_stop=stopped)
     if as_json:
         emit(tick_json(report), "", True)
     elif options.dry_run or app.verbose:
@@ -206,7 +206,6 @@ def worker(app: App, /, max_ticks: int | None, **run: Any) -> None:
         env["CRONJOBS_APP"] = ",".join(app.apps)
     store = app.store()
     with stop_on_signals() as stopped:
-        report = serve(store, options, env, should_stop=stopped, reconnect=app.reconnect,
-                       max_ticks=max_ticks)
+        report = serve(store, options, env, should_stop=stopped, max_ticks=max_ticks)
     click.echo(f"worker stopped after {report.ticks} tick(s), {report.failed_ticks} failed",
                err=True)

@@ -81,12 +81,12 @@ class _Active:
 
 
 class Executor:
-    """Runs the execution half of one tick against one store (reconnecting when needed)."""
+    """Runs the execution half of one tick against one store (which reconnects itself:
+    ``store.reconnect()`` runs between two attempts of a database call)."""
 
     def __init__(self, store: Store, options: TickOptions, *, clock: Clock | None = None,
                  tick_id: int | None = None, due_at: dt.datetime | None = None,
                  handlers: tuple[str, ...] = (),
-                 reconnect: Callable[[], Store] | None = None,
                  should_stop: Callable[[], bool] = lambda: False,
                  policy: RetryPolicy = DEFAULT) -> None:
         """``clock`` is the tick's: every claim, lease, backoff and outcome is on it (None:
@@ -100,7 +100,6 @@ class Executor:
         self.tick_id = tick_id
         self.due_at = due_at
         self.handlers = handlers
-        self.reconnect = reconnect
         self.should_stop = should_stop
         self.report = ExecReport()
         self.active: dict[int, _Active] = {}
@@ -588,32 +587,19 @@ class Executor:
 
     def _db(self, call: Callable[[Store], Any], *, until: float | None = None,
             give_up: Callable[[], bool] | None = None) -> Any:
-        """Run ``call`` under the retry policy (cronjobs.db.retry), reconnecting before each
-        repeat, until ``until`` (monotonic) or for the policy's time, or ``give_up()``.
-        Returns None when it could not be done by ``until``; without ``until`` the last
-        error is raised."""
+        """Run ``call`` under the retry policy (cronjobs.db.retry), the store reconnecting
+        before each repeat, until ``until`` (monotonic) or for the policy's time, or
+        ``give_up()``. Returns None when it could not be done by ``until``; without
+        ``until`` the last error is raised."""
         try:
             return retrying(lambda: call(self.store), policy=self.policy, until=until,
-                            give_up=give_up, between=self._reconnect, on_retry=_log_retry)
+                            give_up=give_up, between=self.store.reconnect,
+                            on_retry=_log_retry)
         except DatabaseUnavailable as exc:
             log.warning("database unavailable: %s", exc.message, extra={"action": "database"})
             if until is None:
                 raise
             return None
-
-    def _reconnect(self) -> None:
-        """Between two attempts: a fresh connection (one try; the policy tries again)."""
-        if self.reconnect is None:
-            return
-        try:
-            fresh = self.reconnect()
-        except DatabaseUnavailable:
-            return
-        try:
-            self.store.close()
-        except Exception:
-            log.debug("closing a broken connection failed")
-        self.store = fresh
 
 
 def _log_retry(exc: BaseException) -> None:
