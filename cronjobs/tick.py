@@ -16,12 +16,16 @@ from collections.abc import Callable
 
 from cronjobs.clock import Clock
 from cronjobs.core.materialise import MaterialiseReport, materialise
+from cronjobs.core.prune import prune
 from cronjobs.db.store import Store
 from cronjobs.durations import format_duration
 from cronjobs.errors import UsageError
-from cronjobs.execution.executor import ExecReport, Executor
+from cronjobs.execution.alerts import Alerts
+from cronjobs.execution.executor import Executor
 from cronjobs.execution.observe import RunObserver
 from cronjobs.execution.options import TickOptions
+from cronjobs.execution.registry import load_apps
+from cronjobs.execution.state import ExecReport
 from cronjobs.models import LostTick, TickStatus, WaitingRuns
 
 __all__ = ["FUTURE_SKEW", "TICK_LOST_AFTER", "TickOptions", "TickReport", "tick"]
@@ -79,38 +83,36 @@ def tick(store: Store, options: TickOptions, *,
         _refuse_the_future(store, options.now)
     handlers = _handlers(options.apps)  # before anything is written: a broken app stops here
     tick_id, now, lost = store.ticks.insert_tick(worker=options.worker, now=options.now,
-                                           lost_after=TICK_LOST_AFTER, handlers=handlers)
+                                                 lost_after=TICK_LOST_AFTER, handlers=handlers)
     clock = Clock(now)
     report = TickReport(tick_id, now, False)
     report.handlers = handlers
     report.lost_ticks = lost
     _log_lost_ticks(lost)
     executor: Executor | None = None
-    # [observe] notifications, live output, tracing (the tick's span starts here)
-    observer = RunObserver.for_tick(clock.now, tick_id=tick_id, worker=options.worker,
+    # notifications, live output, tracing (the tick's span starts here)
+    observer = RunObserver.for_tick(store, clock.now, tick_id=tick_id, worker=options.worker,
                                     dashboard_url=options.dashboard_url)
     try:
         if options.run_ids is None:
             report.materialise = materialise(store, now, tick_id=tick_id)
         executor = Executor(store, options, clock=clock, tick_id=tick_id, due_at=now,
-                            handlers=handlers, should_stop=should_stop)
-        executor.observer = observer  # [observe]
+                            handlers=handlers, observer=observer,
+                            alerts=Alerts(options.alert_command), should_stop=should_stop)
         report.execute = executor.run()
         report.waiting = store.reports.waiting_for_handlers(now=now, handlers=handlers)
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.
-            from cronjobs.core.prune import prune  # noqa: PLC0415 - only with --retention
-
             report.pruned = prune(store, older_than=options.retention,
                                   max_batches=1, now=clock.now()).runs
     except BaseException as exc:
         if executor is not None:
             report.execute = executor.report
-        observer.close(store, report.counts(), type(exc).__name__, hurry=True)  # [observe]
+        observer.close(report.counts(), type(exc).__name__, hurry=True)
         _record(store, clock, report, TickStatus.FAILED, f"{type(exc).__name__}: {exc}"[:1000])
         raise
-    # [observe] bounded: waits for the deliveries under way, ends the spans
-    observer.close(store, report.counts(), hurry=should_stop())
+    # bounded: waits for the deliveries under way, ends the spans
+    observer.close(report.counts(), hurry=should_stop())
     status = TickStatus.INTERRUPTED if should_stop() else TickStatus.FINISHED
     _record(store, clock, report, status, None)
     log.info("tick finished", extra={"action": "tick", "tick_id": tick_id, **report.counts()})
@@ -124,7 +126,7 @@ def _record(store: Store, clock: Clock, report: TickReport, status: TickStatus,
         return
     try:
         store.ticks.finish_tick(report.tick_id, status=status, counts=report.counts(),
-                          now=clock.now(), error=error)
+                                now=clock.now(), error=error)
     except Exception as exc:
         log.warning("could not record the tick: %s", exc, extra={"action": "tick"})
 
@@ -141,8 +143,6 @@ def _handlers(apps: tuple[str, ...]) -> tuple[str, ...]:
     """The handlers this tick can run: those its --app modules register (importing them)."""
     if not apps:
         return ()
-    from cronjobs.execution.registry import load_apps  # noqa: PLC0415 - only with --app
-
     return tuple(sorted(load_apps(apps)))
 
 
