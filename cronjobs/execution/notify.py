@@ -22,11 +22,16 @@ import logging
 import queue
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from cronjobs import __version__
+from cronjobs.db.retry import retrying_calls
+from cronjobs.models import NotifyEvent, RunStatus
 from cronjobs.validation import mask_url
 
 log = logging.getLogger(__name__)
@@ -49,13 +54,13 @@ MARK = {"dead": ":red_circle:", "failure": ":warning:", "recovery": ":large_gree
 class Notice:
     """What one notification says about one run (the same for all of its receivers)."""
 
-    event: str  # "dead", "failure" or "recovery"
+    event: NotifyEvent
     run_id: int
     job: str
     scheduled_for: dt.datetime
     attempt: int
     max_attempts: int
-    status: str  # the run's status: "dead", "failed" (a retry follows) or "succeeded"
+    status: RunStatus  # dead, failed (a retry follows) or succeeded
     error: str | None
     exit_code: int | None
     output_tail: str | None
@@ -117,9 +122,6 @@ class DeliveryError(Exception):
 def post(url: str, data: bytes, timeout: float | None = None) -> int:
     """One POST; returns the HTTP status (2xx), else raises DeliveryError with a message
     that never quotes the URL."""
-    import urllib.error  # noqa: PLC0415 - only when something is sent
-    import urllib.request  # noqa: PLC0415
-
     request = urllib.request.Request(url, data=data, method="POST", headers={  # noqa: S310
         "Content-Type": "application/json", "User-Agent": f"cronjobs/{__version__}"})
     try:
@@ -141,8 +143,6 @@ def post(url: str, data: bytes, timeout: float | None = None) -> int:
 
 def _hide(message: str, url: str) -> str:
     """``message`` without the URL or any of its parts longer than a few characters."""
-    from urllib.parse import urlsplit  # noqa: PLC0415
-
     text = message.replace(url, mask_url(url))
     try:
         parts = urlsplit(url)
@@ -250,8 +250,6 @@ class Notifier:
                 self._pending -= 1
 
     def _deliver(self, notice: Notice, url: str) -> dict[str, Any]:
-        from cronjobs.db.retry import retrying_calls  # noqa: PLC0415 - only when sending
-
         data = json.dumps(body(notice, self._now()), ensure_ascii=False).encode()
         tries = 0
 
