@@ -349,11 +349,13 @@ def profile_shell_tick(system: System, count: int) -> list[str]:
 
 def child_start(s: Section, appdir: Path, n: int) -> None:
     """What every handler run pays before the handler: a fresh interpreter importing
-    cronjobs.execution.child and the --app module (against an interpreter doing nothing)."""
+    cronjobs.execution.processes.handler and the --app module (against an interpreter doing
+    nothing)."""
     env = benchlib.clean_env({"PYTHONPATH": str(appdir)})
+    handler = "cronjobs.execution.processes.handler"
     variants = {"python -c pass": [sys.executable, "-c", "pass"],
-                "python -c 'import cronjobs.execution.child, <app module>'":
-                    [sys.executable, "-c", "import cronjobs.execution.child, bench_noop_jobs"]}
+                f"python -c 'import {handler}, <app module>'":
+                    [sys.executable, "-c", f"import {handler}, bench_noop_jobs"]}
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(max(5, 3 * n)):
         for name, argv in variants.items():

@@ -310,6 +310,14 @@ class Advance:
     resumed: bool = False
 
 
+def _member(enum: type[StrEnum], value: Any) -> Any:
+    """``value`` as a member of ``enum``, or as it is when it is none."""
+    try:
+        return enum(value)
+    except ValueError:
+        return value
+
+
 @dataclass(frozen=True)
 class Claimed:
     """A run this worker just claimed, with what it needs to run it."""
@@ -317,7 +325,7 @@ class Claimed:
     id: int
     definition_id: int
     scheduled_for: dt.datetime
-    trigger: str
+    trigger: Trigger
     attempt: int
     max_attempts: int
     lease_token: Any
@@ -325,7 +333,7 @@ class Claimed:
     started_at: dt.datetime
     payload: dict[str, Any]
     name: str
-    kind: str
+    kind: Kind
     command: str | None
     handler: str | None
     timeout: dt.timedelta | None
@@ -334,6 +342,12 @@ class Claimed:
     backoff_max: dt.timedelta
     # whether the job has webhook receivers (looked up only then: see execution/observe.py)
     notifies: bool
+
+    def __post_init__(self) -> None:  # the columns arrive as text
+        # (a value the schema's CHECK refuses, in a row written with it dropped, stays as
+        # it is: that run fails alone, see execution/outcome.py, never its whole batch)
+        object.__setattr__(self, "kind", _member(Kind, self.kind))
+        object.__setattr__(self, "trigger", _member(Trigger, self.trigger))
 
 
 @dataclass(frozen=True)
@@ -377,13 +391,16 @@ class Reclaimed:
     """A run whose expired lease a tick took over: back to the queue, or dead."""
 
     id: int
-    status: str
+    status: RunStatus
     definition_id: int
     lease_owner: str | None
     error: str | None
     scheduled_for: dt.datetime
     attempt: int
     job: str
+
+    def __post_init__(self) -> None:  # the column arrives as text
+        object.__setattr__(self, "status", RunStatus(self.status))
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,22 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from typing import NamedTuple
 
 from cronjobs.clock import Clock
 from cronjobs.core.materialise import MaterialiseReport, materialise
+from cronjobs.core.prune import prune
 from cronjobs.db.store import Store
 from cronjobs.durations import format_duration
 from cronjobs.errors import UsageError
-from cronjobs.execution.executor import ExecOptions, ExecReport, Executor
+from cronjobs.execution.alerts import Alerts
+from cronjobs.execution.executor import Executor
 from cronjobs.execution.observe import RunObserver
+from cronjobs.execution.options import TickOptions
+from cronjobs.execution.registry import load_apps
+from cronjobs.execution.state import ExecReport
 from cronjobs.models import LostTick, TickStatus, WaitingRuns
+
+__all__ = ["FUTURE_SKEW", "TICK_LOST_AFTER", "TickOptions", "TickReport", "tick"]
 
 log = logging.getLogger(__name__)
 
@@ -35,27 +41,6 @@ FUTURE_SKEW = dt.timedelta(minutes=1)
 # closes it as lost. A live tick renews the leases of what it runs, and one that runs
 # nothing ends within its --max-runtime (45 s by default) plus its materialisation.
 TICK_LOST_AFTER = dt.timedelta(hours=1)
-
-
-class TickOptions(NamedTuple):
-    """How to tick: the `cronjobs tick` options."""
-
-    now: dt.datetime | None = None
-    allow_future: bool = False  # a `now` ahead of the database's clock ticks for real
-    dry_run: bool = False
-    worker: str = "cronjobs"
-    concurrency: int = 4
-    max_runs: int | None = None
-    max_runtime: float = 45.0
-    grace: float = 25.0
-    apps: tuple[str, ...] = ()
-    alert_command: str | None = None
-    run_ids: tuple[int, ...] | None = None  # only run these (and materialise nothing)
-    retention: dt.timedelta | None = None  # prune a little history older than this
-    handlers_only: bool = False
-    allowed_commands: tuple[str, ...] = ()
-    in_process: bool = False  # run handlers in threads of the tick (cronjobs.inprocess)
-    dashboard_url: str | None = None  # notifications link to its /runs/ID pages
 
 
 class TickReport:
@@ -84,10 +69,11 @@ class TickReport:
         }
 
 
-def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] | None = None,
+def tick(store: Store, options: TickOptions, *,
          should_stop: Callable[[], bool] = lambda: False) -> TickReport:
     """Run one tick and return what it did. Failing jobs are data in the report, not
-    exceptions; only a tick that could not do its work raises."""
+    exceptions; only a tick that could not do its work raises. ``store`` reconnects
+    itself after a lost connection (when it was opened with a way to connect)."""
     if options.dry_run:
         now = options.now if options.now is not None else store.now()
         report = TickReport(None, now, True)
@@ -97,47 +83,38 @@ def tick(store: Store, options: TickOptions, *, reconnect: Callable[[], Store] |
         _refuse_the_future(store, options.now)
     handlers = _handlers(options.apps)  # before anything is written: a broken app stops here
     tick_id, now, lost = store.ticks.insert_tick(worker=options.worker, now=options.now,
-                                           lost_after=TICK_LOST_AFTER, handlers=handlers)
+                                                 lost_after=TICK_LOST_AFTER, handlers=handlers)
     clock = Clock(now)
     report = TickReport(tick_id, now, False)
     report.handlers = handlers
     report.lost_ticks = lost
     _log_lost_ticks(lost)
     executor: Executor | None = None
-    # [observe] notifications, live output, tracing (the tick's span starts here)
-    observer = RunObserver.for_tick(clock.now, tick_id=tick_id, worker=options.worker,
+    # notifications, live output, tracing (the tick's span starts here)
+    observer = RunObserver.for_tick(store, clock.now, tick_id=tick_id, worker=options.worker,
                                     dashboard_url=options.dashboard_url)
     try:
         if options.run_ids is None:
             report.materialise = materialise(store, now, tick_id=tick_id)
-        executor = Executor(store, ExecOptions(
-            worker=options.worker, concurrency=options.concurrency, max_runs=options.max_runs,
-            max_runtime=options.max_runtime, grace=options.grace, apps=options.apps,
-            clock=clock, tick_id=tick_id, alert_command=options.alert_command,
-            run_ids=options.run_ids, handlers=handlers, handlers_only=options.handlers_only,
-            allowed_commands=options.allowed_commands, in_process=options.in_process,
-            due_at=now),
-            reconnect=reconnect, should_stop=should_stop)
-        executor.observer = observer  # [observe]
+        executor = Executor(store, options, clock=clock, tick_id=tick_id, due_at=now,
+                            handlers=handlers, observer=observer,
+                            alerts=Alerts(options.alert_command), should_stop=should_stop)
         report.execute = executor.run()
-        report.waiting = executor.store.reports.waiting_for_handlers(now=now, handlers=handlers)
+        report.waiting = store.reports.waiting_for_handlers(now=now, handlers=handlers)
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.
-            from cronjobs.core.prune import prune  # noqa: PLC0415 - only with --retention
-
-            report.pruned = prune(executor.store, older_than=options.retention,
+            report.pruned = prune(store, older_than=options.retention,
                                   max_batches=1, now=clock.now()).runs
     except BaseException as exc:
         if executor is not None:
             report.execute = executor.report
-            store = executor.store
-        observer.close(store, report.counts(), type(exc).__name__, hurry=True)  # [observe]
+        observer.close(report.counts(), type(exc).__name__, hurry=True)
         _record(store, clock, report, TickStatus.FAILED, f"{type(exc).__name__}: {exc}"[:1000])
         raise
-    # [observe] bounded: waits for the deliveries under way, ends the spans
-    observer.close(executor.store, report.counts(), hurry=should_stop())
+    # bounded: waits for the deliveries under way, ends the spans
+    observer.close(report.counts(), hurry=should_stop())
     status = TickStatus.INTERRUPTED if should_stop() else TickStatus.FINISHED
-    _record(executor.store, clock, report, status, None)
+    _record(store, clock, report, status, None)
     log.info("tick finished", extra={"action": "tick", "tick_id": tick_id, **report.counts()})
     return report
 
@@ -149,7 +126,7 @@ def _record(store: Store, clock: Clock, report: TickReport, status: TickStatus,
         return
     try:
         store.ticks.finish_tick(report.tick_id, status=status, counts=report.counts(),
-                          now=clock.now(), error=error)
+                                now=clock.now(), error=error)
     except Exception as exc:
         log.warning("could not record the tick: %s", exc, extra={"action": "tick"})
 
@@ -166,8 +143,6 @@ def _handlers(apps: tuple[str, ...]) -> tuple[str, ...]:
     """The handlers this tick can run: those its --app modules register (importing them)."""
     if not apps:
         return ()
-    from cronjobs.execution.registry import load_apps  # noqa: PLC0415 - only with --app
-
     return tuple(sorted(load_apps(apps)))
 
 

@@ -33,39 +33,37 @@ class App:
         self.apps = apps
         self.connect_timeout = connect_timeout
         self.verbose = verbose
-        self._connected: Any = None
+        self._store: Any = None
+        self._conninfo: str | None = None
 
     def store(self) -> Any:
-        """Connect on first use (announcing the embedded default once, on stderr)."""
-        if self._connected is None:
-            from cronjobs.db.connect import open_store
+        """Connect on first use (announcing the embedded default once, on stderr). The
+        store reconnects itself after a lost connection (``store.reconnect()``, called by
+        the retry policy between two attempts): it is given a way to connect again, one
+        try at a time (the policy decides whether to try again)."""
+        if self._store is None:
+            from cronjobs.db.connect import connect, open_store
+            from cronjobs.db.store import Store
 
-            self._connected = open_store(
+            connected = open_store(
                 self.target,
                 retry_for=self.connect_timeout,
                 announce=lambda text: click.echo(text, err=True),
                 application_name=self.application_name(),
             )
-            click.get_current_context().call_on_close(self._connected.store.close)
-        return self._connected.store
+            conninfo, name = connected.conninfo, self.application_name()
+            self._conninfo = conninfo
+            self._store = Store(connected.store.conn, connect=lambda: connect(
+                conninfo, retry_for=0, application_name=name, prepared=self.target.prepared))
+            click.get_current_context().call_on_close(self._store.close)
+        return self._store
 
     def conninfo(self) -> str:
         """The connection string of the database :meth:`store` connected to (unmasked: to
         open more connections, never to print)."""
         self.store()
-        conninfo: str = self._connected.conninfo
-        return conninfo
-
-    def reconnect(self) -> Any:
-        """A fresh store on the same database (after a connection was lost): one try, as
-        the caller's retry policy (cronjobs.db.retry) decides whether to try again."""
-        from cronjobs.db.connect import connect
-        from cronjobs.db.store import Store
-
-        self.store()
-        return Store(connect(self._connected.conninfo, retry_for=0,
-                             application_name=self.application_name(),
-                             prepared=self.target.prepared))
+        assert self._conninfo is not None  # noqa: S101 - set by store()
+        return self._conninfo
 
     def application_name(self) -> str:
         """`cronjobs <command> <host>:<pid>`, so that pg_stat_activity names the worker."""

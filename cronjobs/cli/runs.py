@@ -128,7 +128,7 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
     with stop_on_signals() as stopped:
         report = run_tick(store, TickOptions(worker=worker_name(), apps=app.apps,
                                              run_ids=(run.id,), max_runs=1),
-                          reconnect=app.reconnect, should_stop=stopped)
+                          should_stop=stopped)
     for line in waiting_lines(report.waiting):
         click.echo(line, err=True)
     detail = run_show(store, run.id)

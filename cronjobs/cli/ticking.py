@@ -1,9 +1,16 @@
 """The commands that run every minute: `tick`, and `worker`, which starts ticks where there
-is no cron."""
+is no cron. Both build one :class:`~cronjobs.tick.TickOptions` from the options they share
+(:func:`run_options`) and hand it down as it is: to the tick, or to every tick the worker
+starts."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -16,7 +23,104 @@ from cronjobs.cli.app import (
     stop_on_signals,
 )
 from cronjobs.cli.options import Command
+from cronjobs.cli.render import (
+    decisions_text,
+    lost_tick_lines,
+    tick_json,
+    tick_summary,
+    waiting_lines,
+)
+from cronjobs.db.connect import worker_name
+from cronjobs.durations import parse_bounded
+from cronjobs.errors import UsageError
 from cronjobs.instants import parse_instant
+from cronjobs.tick import TickOptions
+from cronjobs.tick import tick as run_tick
+from cronjobs.validation import check_notify_url
+from cronjobs.worker import serve
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# -- how ticks run: the options `tick` and `worker` share -------------------------------------
+
+_RUN_OPTIONS = (
+    click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
+                 help="Runs executed at the same time by a tick."),
+    click.option("--max-runtime", default="45s", show_default=True, metavar="DURATION",
+                 help="Stop claiming after this long, so that ticks started every minute do "
+                      "not pile up; runs already started are finished."),
+    click.option("--grace", default="25s", show_default=True, metavar="DURATION",
+                 help="On SIGTERM/SIGINT: how long running jobs get after SIGTERM before they "
+                      "are killed (keep it below Kubernetes' terminationGracePeriodSeconds)."),
+    click.option("--alert-command", metavar="SHELL", envvar="CRONJOBS_ALERT_COMMAND",
+                 help="Alert command for jobs that have none of their own."),
+    click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
+                 help="Prune a little finished history older than this on every tick, e.g. "
+                      "30d."),
+    click.option("--handlers-only", is_flag=True, envvar="CRONJOBS_HANDLERS_ONLY",
+                 help="Refuse shell-command jobs: only registered Python handlers run. "
+                      "Whoever can write job_definitions can otherwise run commands as this "
+                      "worker's OS user."),
+    click.option("--allow-command", "allowed_commands", metavar="GLOB", multiple=True,
+                 envvar="CRONJOBS_ALLOW_COMMANDS",
+                 help="Only run shell commands matching one of these globs (repeatable; "
+                      "space-separated in the environment variable)."),
+    click.option("--in-process", is_flag=True, envvar="CRONJOBS_IN_PROCESS",
+                 help="Run Python handlers in threads of the tick instead of a fresh "
+                      "interpreter per run: tens of times faster, "
+                      "but a handler that overruns its timeout or is cancelled cannot be "
+                      "killed: it is recorded as such at once and the tick exits as soon as "
+                      "its other runs end. Shell commands always run in their own processes."),
+    click.option("--dashboard-url", metavar="URL", envvar="CRONJOBS_DASHBOARD_URL",
+                 help="Where `cronjobs serve` is reachable: notifications link to its "
+                      "/runs/ID page."),
+)
+
+
+def run_options(func: F) -> F:
+    """Add the options of how ticks run (see :func:`tick_options`)."""
+    for option in reversed(_RUN_OPTIONS):
+        func = option(func)
+    return func
+
+
+def tick_options(app: App, *, concurrency: int, max_runtime: str, grace: str,
+                 alert_command: str | None, retention: str | None, handlers_only: bool,
+                 allowed_commands: tuple[str, ...], in_process: bool,
+                 dashboard_url: str | None, now: dt.datetime | None = None,
+                 allow_future: bool = False, dry_run: bool = False,
+                 max_runs: int | None = None) -> TickOptions:
+    """The one options object of a tick, from the command line."""
+    if dashboard_url:
+        check_notify_url(dashboard_url, what="--dashboard-url")
+    second, day = dt.timedelta(seconds=1), dt.timedelta(days=1)
+    return TickOptions(
+        now=now, allow_future=allow_future, dry_run=dry_run, worker=worker_name(),
+        concurrency=concurrency,
+        max_runs=max_runs,
+        max_runtime=parse_bounded(max_runtime, option="--max-runtime", minimum=second,
+                                  maximum=day).total_seconds(),
+        grace=parse_bounded(grace, option="--grace", minimum=second,
+                            maximum=dt.timedelta(hours=1)).total_seconds(),
+        apps=app.apps,
+        alert_command=alert_command or None,
+        retention=parse_bounded(retention, option="--retention", minimum=dt.timedelta(hours=1),
+                                maximum=dt.timedelta(days=3650)) if retention is not None else None,
+        handlers_only=handlers_only,
+        allowed_commands=allowed_commands,
+        in_process=in_process,
+        dashboard_url=dashboard_url or None,
+    )
+
+
+def _from_worker() -> TickOptions:
+    """The options a worker sent on stdin, for this process."""
+    try:
+        options = TickOptions.from_json(sys.stdin.read())
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"--options-stdin: not tick options ({exc})") from None
+    return dataclasses.replace(options, worker=worker_name())
+
 
 # -- the tick ---------------------------------------------------------------------------------
 
@@ -31,45 +135,16 @@ from cronjobs.instants import parse_instant
                    "and run for real, and cursors move ahead (simulations, tests).")
 @click.option("--dry-run", is_flag=True,
               help="Print what would be materialised; write nothing, run nothing.")
-@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
-              help="Runs executed at the same time by this tick.")
 @click.option("--max-runs", type=click.IntRange(0), default=None,
               help="Claim at most this many runs (0: only materialise).")
-@click.option("--max-runtime", default="45s", show_default=True, metavar="DURATION",
-              help="Stop claiming after this long, so that ticks started every minute do not "
-                   "pile up; runs already started are finished.")
-@click.option("--grace", default="25s", show_default=True, metavar="DURATION",
-              help="On SIGTERM/SIGINT: how long running jobs get after SIGTERM before they "
-                   "are killed (keep it below Kubernetes' terminationGracePeriodSeconds).")
-@click.option("--alert-command", metavar="SHELL", envvar="CRONJOBS_ALERT_COMMAND",
-              help="Alert command for jobs that have none of their own.")
-@click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
-              help="Prune a little finished history older than this on every tick, e.g. "
-                   "30d.")
-@click.option("--handlers-only", is_flag=True, envvar="CRONJOBS_HANDLERS_ONLY",
-              help="Refuse shell-command jobs: only registered Python handlers run. Whoever "
-                   "can write job_definitions can otherwise run commands as this worker's OS "
-                   "user.")
-@click.option("--allow-command", "allowed_commands", metavar="GLOB", multiple=True,
-              envvar="CRONJOBS_ALLOW_COMMANDS",
-              help="Only run shell commands matching one of these globs (repeatable; "
-                   "space-separated in the environment variable).")
-@click.option("--in-process", is_flag=True, envvar="CRONJOBS_IN_PROCESS",
-              help="Run Python handlers in threads of the tick instead of a fresh "
-                   "interpreter per run: tens of times faster, "
-                   "but a handler that overruns its timeout or is cancelled cannot be "
-                   "killed: it is recorded as such at once and the tick exits as soon as its "
-                   "other runs end. Shell commands always run in their own processes.")
-@click.option("--dashboard-url", metavar="URL", envvar="CRONJOBS_DASHBOARD_URL",
-              help="Where `cronjobs serve` is reachable: notifications link to its "
-                   "/runs/ID page.")
+@run_options
 @json_option
+@click.option("--options-stdin", is_flag=True, hidden=True,
+              help="Read every option from stdin, as JSON (how `cronjobs worker` starts its "
+                   "ticks).")
 @pass_app
-def tick(app: App, now: str | None, allow_future: bool, dry_run: bool, concurrency: int,
-         max_runs: int | None,
-         max_runtime: str, grace: str, alert_command: str | None, retention: str | None,
-         handlers_only: bool, allowed_commands: tuple[str, ...], in_process: bool,
-         dashboard_url: str | None, as_json: bool) -> None:
+def tick(app: App, /, now: str | None, allow_future: bool, dry_run: bool, max_runs: int | None,
+         as_json: bool, options_stdin: bool, **run: Any) -> None:
     """Materialise due runs (exactly once per slot), run them, record the results, exit.
 
     Run it every minute, from cron (`* * * * * cronjobs tick`) or a Kubernetes CronJob, on
@@ -87,46 +162,18 @@ def tick(app: App, now: str | None, allow_future: bool, dry_run: bool, concurren
       cronjobs tick --concurrency 8 --retention 30d --json
       cronjobs tick --dashboard-url https://cron.example.com   # links in notifications
     """
-    from cronjobs.cli.render import (
-        decisions_text,
-        lost_tick_lines,
-        tick_json,
-        tick_summary,
-        waiting_lines,
-    )
-    from cronjobs.db.connect import worker_name
-    from cronjobs.durations import parse_bounded
-    from cronjobs.tick import TickOptions
-    from cronjobs.tick import tick as run_tick
-    from cronjobs.validation import check_notify_url
-
-    at = parse_instant(now, option="--now") if now is not None else None
-    if dashboard_url:
-        check_notify_url(dashboard_url, what="--dashboard-url")
-    second, day = dt.timedelta(seconds=1), dt.timedelta(days=1)
-    options = TickOptions(
-        now=at, allow_future=allow_future, dry_run=dry_run, worker=worker_name(),
-        concurrency=concurrency,
-        max_runs=max_runs,
-        max_runtime=parse_bounded(max_runtime, option="--max-runtime", minimum=second,
-                                  maximum=day).total_seconds(),
-        grace=parse_bounded(grace, option="--grace", minimum=second,
-                            maximum=dt.timedelta(hours=1)).total_seconds(),
-        apps=app.apps,
-        alert_command=alert_command or None,
-        retention=parse_bounded(retention, option="--retention", minimum=dt.timedelta(hours=1),
-                                maximum=dt.timedelta(days=3650)) if retention is not None else None,
-        handlers_only=handlers_only,
-        allowed_commands=allowed_commands,
-        in_process=in_process,
-        dashboard_url=dashboard_url or None,
-    )
+    if options_stdin:
+        options = _from_worker()
+    else:
+        at = parse_instant(now, option="--now") if now is not None else None
+        options = tick_options(app, now=at, allow_future=allow_future, dry_run=dry_run,
+                               max_runs=max_runs, **run)
     store = app.store()
     with stop_on_signals() as stopped:
-        report = run_tick(store, options, reconnect=app.reconnect, should_stop=stopped)
+        report = run_tick(store, options, should_stop=stopped)
     if as_json:
         emit(tick_json(report), "", True)
-    elif dry_run or app.verbose:
+    elif options.dry_run or app.verbose:
         click.echo(decisions_text(report))
     click.echo(tick_summary(report), err=True)
     for line in [*waiting_lines(report.waiting), *lost_tick_lines(report.lost_ticks)]:
@@ -134,48 +181,24 @@ def tick(app: App, now: str | None, allow_future: bool, dry_run: bool, concurren
 
 
 @click.command(cls=Command)
-@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
-              help="Runs executed at the same time by each tick.")
-@click.option("--grace", default="25s", show_default=True, metavar="DURATION",
-              help="On SIGTERM: how long running jobs get before they are killed.")
-@click.option("--handlers-only", is_flag=True, envvar="CRONJOBS_HANDLERS_ONLY",
-              help="Refuse shell-command jobs (see `cronjobs tick --help`).")
-@click.option("--allow-command", "allowed_commands", metavar="GLOB", multiple=True,
-              envvar="CRONJOBS_ALLOW_COMMANDS", help="Shell-command allow-list (globs).")
-@click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
-              help="Prune a little history older than this on every tick.")
-@click.option("--in-process", is_flag=True, envvar="CRONJOBS_IN_PROCESS",
-              help="Run Python handlers in threads of each tick (see `cronjobs tick --help`).")
+@run_options
 @click.option("--max-ticks", type=click.IntRange(1), hidden=True)
 @pass_app
-def worker(app: App, concurrency: int, grace: str, handlers_only: bool,
-           allowed_commands: tuple[str, ...], retention: str | None, in_process: bool,
-           max_ticks: int | None) -> None:
+def worker(app: App, /, max_ticks: int | None, **run: Any) -> None:
     """Run forever, ticking at the start of every minute — for platforms without cron.
 
     It starts `cronjobs tick` as a child process each minute of the database's clock (and at
     once when `cronjobs trigger` is used), exactly as cron would: same guarantees, ticks may
-    overlap. SIGTERM/SIGINT stop it gracefully (running ticks get SIGTERM and --grace).
-    Prefer cron or a Kubernetes CronJob where you have them.
+    overlap. Each tick runs with this command's options. SIGTERM/SIGINT stop it gracefully
+    (running ticks get SIGTERM and --grace). Prefer cron or a Kubernetes CronJob where you
+    have them.
 
     \b
     Examples:
       cronjobs worker --app myapp.jobs --concurrency 8
       CRONJOBS_DATABASE_URL=postgresql://cron@db/app cronjobs worker --handlers-only
     """
-    import os
-
-    from cronjobs.worker import serve
-
-    argv = ["tick", "--concurrency", str(concurrency), "--grace", grace]
-    if handlers_only:
-        argv.append("--handlers-only")
-    if in_process:
-        argv.append("--in-process")
-    for pattern in allowed_commands:
-        argv += ["--allow-command", pattern]
-    if retention is not None:
-        argv += ["--retention", retention]
+    options = tick_options(app, **run)
     env = dict(os.environ)
     if app.target.conninfo is not None:  # never in argv, where `ps` would show a password
         env["CRONJOBS_DATABASE_URL"] = app.target.conninfo
@@ -183,7 +206,6 @@ def worker(app: App, concurrency: int, grace: str, handlers_only: bool,
         env["CRONJOBS_APP"] = ",".join(app.apps)
     store = app.store()
     with stop_on_signals() as stopped:
-        report = serve(store, argv, env, should_stop=stopped, reconnect=app.reconnect,
-                       max_ticks=max_ticks)
+        report = serve(store, options, env, should_stop=stopped, max_ticks=max_ticks)
     click.echo(f"worker stopped after {report.ticks} tick(s), {report.failed_ticks} failed",
                err=True)

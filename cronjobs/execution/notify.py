@@ -7,9 +7,9 @@ webhook needs, and it keeps the tick's install and import path as small as they 
 Sending never delays a run: the tick hands a :class:`Notice` to :class:`Notifier` after the
 outcome is recorded and goes on; daemon threads POST it, each try bounded by
 :data:`TIMEOUT`, each delivery by :data:`TRIES` tries (tenacity, through
-:func:`.deliveries.retrying_calls`) within :data:`SERIES` seconds; when the tick ends
-it waits at most :data:`DRAIN` seconds for what is still being sent. How every delivery went
-(sent, failed and why, the tries) is recorded in ``job_notifications`` by the tick's own
+:func:`cronjobs.execution.deliveries.retrying_calls`) within :data:`SERIES` seconds; when
+the tick ends it waits at most :data:`DRAIN` seconds for what is still being sent. How every
+delivery went (sent, failed and why, the tries) is recorded in ``job_notifications`` by the tick's own
 connection. URLs are secrets: everything shown or logged names a receiver by
 :func:`~cronjobs.validation.mask_url` only.
 """
@@ -22,11 +22,16 @@ import logging
 import queue
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from cronjobs import __version__
+from cronjobs.execution.deliveries import retrying_calls
+from cronjobs.models import NotifyEvent, RunStatus
 from cronjobs.validation import mask_url
 
 log = logging.getLogger(__name__)
@@ -49,13 +54,13 @@ MARK = {"dead": ":red_circle:", "failure": ":warning:", "recovery": ":large_gree
 class Notice:
     """What one notification says about one run (the same for all of its receivers)."""
 
-    event: str  # "dead", "failure" or "recovery"
+    event: NotifyEvent
     run_id: int
     job: str
     scheduled_for: dt.datetime
     attempt: int
     max_attempts: int
-    status: str  # the run's status: "dead", "failed" (a retry follows) or "succeeded"
+    status: RunStatus  # dead, failed (a retry follows) or succeeded
     error: str | None
     exit_code: int | None
     output_tail: str | None
@@ -117,9 +122,6 @@ class DeliveryError(Exception):
 def post(url: str, data: bytes, timeout: float | None = None) -> int:
     """One POST; returns the HTTP status (2xx), else raises DeliveryError with a message
     that never quotes the URL."""
-    import urllib.error  # noqa: PLC0415 - only when something is sent
-    import urllib.request  # noqa: PLC0415
-
     request = urllib.request.Request(url, data=data, method="POST", headers={  # noqa: S310
         "Content-Type": "application/json", "User-Agent": f"cronjobs/{__version__}"})
     try:
@@ -141,8 +143,6 @@ def post(url: str, data: bytes, timeout: float | None = None) -> int:
 
 def _hide(message: str, url: str) -> str:
     """``message`` without the URL or any of its parts longer than a few characters."""
-    from urllib.parse import urlsplit  # noqa: PLC0415
-
     text = message.replace(url, mask_url(url))
     try:
         parts = urlsplit(url)
@@ -250,8 +250,6 @@ class Notifier:
                 self._pending -= 1
 
     def _deliver(self, notice: Notice, url: str) -> dict[str, Any]:
-        from cronjobs.execution.deliveries import retrying_calls  # noqa: PLC0415 - only when sending
-
         data = json.dumps(body(notice, self._now()), ensure_ascii=False).encode()
         tries = 0
 

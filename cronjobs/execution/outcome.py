@@ -10,7 +10,7 @@ import random
 from collections.abc import Callable
 
 from cronjobs.errors import CronjobsError
-from cronjobs.models import AttemptOutcome, Claimed, RunStatus
+from cronjobs.models import AttemptOutcome, Claimed, Kind, RunStatus
 
 # the lease of a run whose job has none (a row written around the CLI's checks), for as
 # long as it takes to record that it cannot run
@@ -35,11 +35,11 @@ def unrunnable(claim: Claimed) -> str | None:
     if claim.payload is not None and not isinstance(claim.payload, dict):
         return (f"the payload is not a JSON object but {type(claim.payload).__name__} "
                 f"{json.dumps(claim.payload)[:100]}")
-    if claim.kind not in ("command", "handler"):
+    if not isinstance(claim.kind, Kind):  # see Claimed
         return f"the job's kind is {claim.kind!r}, neither 'command' nor 'handler'"
-    if claim.kind == "command" and not claim.command:
+    if claim.kind == Kind.COMMAND and not claim.command:
         return "the job is a command job without a command (NULL or empty)"
-    if claim.kind == "handler" and not claim.handler:
+    if claim.kind == Kind.HANDLER and not claim.handler:
         return "the job is a handler job without a handler name (NULL or empty)"
     if not isinstance(claim.lease, dt.timedelta) or claim.lease <= dt.timedelta(0):
         return f"the job's lease is {claim.lease}, not a positive interval"

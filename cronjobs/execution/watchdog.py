@@ -10,10 +10,10 @@ import sys
 import threading
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
-if TYPE_CHECKING:
-    from cronjobs.execution.template import Template
+from cronjobs.execution.processes import fence
+from cronjobs.execution.runners.template import Template
 
 log = logging.getLogger(__name__)
 
@@ -22,14 +22,14 @@ class Watchdog:
     """One per tick process: if the tick dies (``kill -9``, the OOM killer), every job
     process group it started is killed, so a reclaimed run never overlaps an orphan.
 
-    It is a small separate process (:mod:`cronjobs.execution.child` ``--watchdog``, run isolated) in
-    a session of its own, so signals for the tick's process group or terminal never reach
-    it; it ignores SIGTERM, SIGINT and SIGHUP. The tick tells it ``watch PGID`` /
-    ``forget PGID`` over a pipe only the tick holds; when that pipe ends (the tick exited,
-    however) it SIGKILLs every group still watched and exits. :meth:`close` ends it
-    cleanly: groups still watched then are killed too, since nobody supervises them any
-    more. If the watchdog cannot be started or dies, jobs still run (with only the
-    parent-death signal as protection) and a warning is logged.
+    It is a small separate process (:mod:`cronjobs.execution.processes.fence` ``--watchdog``,
+    run isolated) in a session of its own, so signals for the tick's process group or
+    terminal never reach it; it ignores SIGTERM, SIGINT and SIGHUP. The tick tells it
+    ``watch PGID`` / ``forget PGID`` over a pipe only the tick holds; when that pipe ends
+    (the tick exited, however) it SIGKILLs every group still watched and exits.
+    :meth:`close` ends it cleanly: groups still watched then are killed too, since nobody
+    supervises them any more. If the watchdog cannot be started or dies, jobs still run
+    (with only the parent-death signal as protection) and a warning is logged.
     """
 
     def __init__(self, process: subprocess.Popen[bytes] | None) -> None:
@@ -45,11 +45,11 @@ class Watchdog:
 
     @classmethod
     def start(cls) -> Watchdog:
-        script = Path(__file__).with_name("child.py")
+        script = Path(fence.__file__)
         if script.is_file():  # isolated: no site, no PYTHON* variables, no cwd on the path
             argv = [sys.executable, "-I", "-S", str(script), "--watchdog"]
         else:
-            argv = [sys.executable, "-m", "cronjobs.execution.child", "--watchdog"]
+            argv = [sys.executable, "-m", "cronjobs.execution.processes.fence", "--watchdog"]
         try:
             process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                        start_new_session=True)

@@ -23,8 +23,11 @@ import pytest
 
 from conftest import alive, group_members, peak_rss, wait_for
 from cronjobs.execution.context import JobContext
-from cronjobs.execution.process import Result, Running, Work, _close_inherited, start
-from cronjobs.execution.template import Template, TemplateChild
+from cronjobs.execution.runners import Result, Work
+from cronjobs.execution.runners.dispatch import start
+from cronjobs.execution.runners.process import Running
+from cronjobs.execution.runners.shell import close_inherited
+from cronjobs.execution.runners.template import Template, TemplateChild
 from cronjobs.execution.watchdog import Watchdog
 from cronjobs.models import AttemptOutcome
 
@@ -136,7 +139,7 @@ def app_env(tmp_path: Path) -> dict[str, str]:
 def handler(request: pytest.FixtureRequest, app_env: dict[str, str],
             monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Result]]:
     """Runs a handler either way: in a fresh interpreter, or forked from a template process
-    (cronjobs.execution.template) — with the same results."""
+    (cronjobs.execution.runners.template) — with the same results."""
     templates: dict[tuple[str, ...], Template] = {}
     if request.param == "template":
         monkeypatch.setenv("PYTHONPATH", app_env["PYTHONPATH"])
@@ -243,7 +246,8 @@ def test_a_gigabyte_of_output_keeps_only_the_tail_in_bounded_memory(tmp_path: Pa
     script = textwrap.dedent("""
         import datetime as dt, json, sys
         from cronjobs.execution.context import JobContext
-        from cronjobs.execution.process import Work, start
+        from cronjobs.execution.runners import Work
+        from cronjobs.execution.runners.dispatch import start
         context = JobContext(1, "loud", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), 1, {})
         result = start(Work(context=context, kind="command", command=sys.argv[1],
                             handler=None, output_limit=65536)).wait(120)
@@ -376,7 +380,7 @@ def test_handler_exception_fails_with_its_last_line(handler: Callable[..., Resul
     assert result.output_tail.startswith("Traceback (most recent call last):\n")
     assert result.output_tail.endswith('    raise ValueError("bad input")\n'
                                        "ValueError: bad input\n")
-    assert "cronjobs/child.py" not in result.output_tail
+    assert "cronjobs/execution/processes/handler.py" not in result.output_tail
 
 
 def test_handler_exception_error_is_one_line(handler: Callable[..., Result]) -> None:
@@ -467,7 +471,8 @@ def test_result_too_large_is_dropped(handler: Callable[..., Result]) -> None:
 TICK = """
 import datetime as dt, sys, time
 from cronjobs.execution.context import JobContext
-from cronjobs.execution.process import Work, start
+from cronjobs.execution.runners import Work
+from cronjobs.execution.runners.dispatch import start
 from cronjobs.execution.watchdog import Watchdog
 watchdog = Watchdog.start() if sys.argv[2] == "watchdog" else None
 context = JobContext(1, "long", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), 1, {})
@@ -556,7 +561,7 @@ def test_a_job_does_not_inherit_the_ticks_other_files(tmp_path: Path) -> None:
     os.set_inheritable(fd, True)
     # a tick looks once, at its first job, for what it inherited at its start; this process
     # has started jobs before
-    _close_inherited.cache_clear()
+    close_inherited.cache_clear()
     try:
         cmd = f"if [ -e /proc/$$/fd/{fd} ]; then echo inherited; else echo closed; fi"
         assert command(cmd).output_tail == "closed\n"

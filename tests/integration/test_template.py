@@ -14,13 +14,13 @@ from collections.abc import Iterator
 import pytest
 
 from conftest import alive, group_members, wait_for
-from cronjobs.execution.template import Template
+from cronjobs.execution.runners.template import Template
 
 SAFETY = 60.0
 
 TICK = """
 import subprocess, sys, time
-from cronjobs.execution.template import Template
+from cronjobs.execution.runners.template import Template
 template = Template(())
 job = subprocess.Popen(["/bin/sh", "-c", "sleep 300 & sleep 300 & wait"],
                        start_new_session=True)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from cronjobs.execution.child import encode_result
 from cronjobs.execution.context import JobContext
-from cronjobs.execution.process import Work
+from cronjobs.execution.processes.handler import encode_result
+from cronjobs.execution.runners import Work
 
 CONTEXT = JobContext(run_id=42, job="nightly", attempt=2, payload={"table": "events", "days": 30},
                      scheduled_for=dt.datetime(2024, 5, 1, 3, 0, tzinfo=dt.UTC))

@@ -1,7 +1,7 @@
 """Python handlers run inside the tick process, in threads: ``cronjobs tick --in-process``.
 
 The default runs every handler attempt in a process of its own, forked from the tick's
-template process (:mod:`cronjobs.execution.template`), which isolates it completely and
+template process (:mod:`.forked`), which isolates it completely and
 costs a fork per run. In this mode the
 tick imports the ``--app`` modules once and calls each handler in a thread of its own, so
 a no-op handler costs about as much as the database writes around it. Leases, heartbeats
@@ -34,11 +34,12 @@ from collections.abc import Callable
 from typing import Any, TextIO, cast
 
 from cronjobs.errors import ConfigurationError
-from cronjobs.execution.child import describe_exception, encode_result
 from cronjobs.execution.context import JobContext
-from cronjobs.execution.output import Tail, Workers
-from cronjobs.execution.process import Result, Work, seconds_text
+from cronjobs.execution.processes.handler import describe_exception, encode_result
 from cronjobs.execution.registry import load_apps, lookup
+from cronjobs.execution.runners import Result, Work
+from cronjobs.execution.runners.output import Tail, Workers
+from cronjobs.execution.runners.process import seconds_text
 from cronjobs.models import AttemptOutcome
 
 _local = threading.local()  # .tail: the output tail of the handler this thread runs
@@ -73,8 +74,11 @@ def _route_output() -> None:
         sys.stderr = cast(TextIO, _ThreadOutput(sys.stderr))
 
 
-class InProcess:
-    """Starts handler attempts in threads of this process; one per tick."""
+class ThreadRunner:
+    """Starts handler attempts in threads of this process; one per tick. The executor
+    guards the tick itself with the watchdog while they run (``in_process``)."""
+
+    in_process = True
 
     def __init__(self, apps: tuple[str, ...], wake: threading.Event) -> None:
         self._apps = apps
@@ -97,7 +101,8 @@ class InProcess:
         except ConfigurationError as exc:
             return exc.message
 
-    def start(self, work: Work) -> InProcessJob:
+    def start(self, work: Work, deadline: float | None = None) -> InProcessJob:
+        """(``deadline``: the watchdog holds one for the tick itself, the executor's.)"""
         _route_output()
         handler = self._handler(work.handler or "")
         job = InProcessJob(work, self._wake)
@@ -109,7 +114,7 @@ class InProcess:
 
 
 class InProcessJob:
-    """One handler attempt in a thread; the same interface as :class:`process.Running`."""
+    """One handler attempt in a thread (a :class:`~cronjobs.execution.runners.Job`)."""
 
     pid = 0  # no process of its own
 

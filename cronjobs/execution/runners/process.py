@@ -1,18 +1,19 @@
 """Run one attempt of a job in its own process group: real timeouts, a bounded output tail,
 no orphans.
 
-The tick calls :func:`start` for each claimed run and then :meth:`Running.poll` from its
-loop; the database side (leases, heartbeats, fencing) is the caller's. Nothing here
-blocks the caller except :meth:`Running.wait`, and :func:`start` while a template process
-forks a handler's child (for its first one, while it imports the app: at most a few
-seconds, then the run takes a fresh interpreter).
+The runners that start a process (:mod:`.shell`, :mod:`.forked`, :mod:`.interpreter`) return
+a :class:`Running`, which the executor polls from its loop; the database side (leases,
+heartbeats, fencing) is the caller's. Nothing here blocks the caller except
+:meth:`Running.wait`, and starting a handler while a template process forks its child (for
+its first one, while it imports the app: at most a few seconds, then the run takes a fresh
+interpreter).
 
 How a job runs
     A command runs as ``/bin/sh -c COMMAND`` (as cron runs it, no Python in between),
     started with ``posix_spawn`` (a vfork and an exec) when a watchdog fences it. A handler
     runs in a child forked from the tick's template process (see
-    :mod:`cronjobs.execution.template`), or, without one, in a fresh interpreter,
-    ``python -m cronjobs.execution.child`` (see :mod:`cronjobs.execution.child`); either
+    :mod:`.template`), or, without one, in a fresh interpreter,
+    ``python -m cronjobs.execution.processes.handler``; either
     imports the ``--app`` modules and calls the handler with a
     :class:`~cronjobs.execution.context.JobContext`. Either way the process gets the caller's
     environment (or ``Work.env``) plus ``CRONJOBS_RUN_ID``, ``CRONJOBS_JOB``,
@@ -39,7 +40,7 @@ Dying with the tick
     towards it. When no watchdog could be started, the job's main process gets
     ``PR_SET_PDEATHSIG = SIGKILL`` (Linux) towards the tick instead. Note that Linux sends
     the parent-death signal when the *thread* that started the job ends: call
-    :func:`start` from a thread that lives as long as the job (the tick's main thread).
+    start jobs from a thread that lives as long as them (the tick's main thread).
 
 Outcomes
     exit 0: SUCCEEDED; exit N: FAILED ``exit code N`` (for a handler that raised, the
@@ -52,27 +53,25 @@ Outcomes
     U+FFFD, as undecodable bytes do (PostgreSQL text cannot hold NUL).
 """
 
+
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import fcntl
 import functools
-import json
 import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from cronjobs.durations import format_duration
-from cronjobs.execution.context import JobContext
-from cronjobs.execution.groups import (
+from cronjobs.execution.runners import Result, Work
+from cronjobs.execution.runners.groups import (
     die_with_parent,
     group_alive,
     live_members,
@@ -80,64 +79,16 @@ from cronjobs.execution.groups import (
     signal_name,
     terminate_group,
 )
-from cronjobs.execution.output import Pump
+from cronjobs.execution.runners.output import Pump
 from cronjobs.execution.watchdog import Watchdog
-from cronjobs.models import AttemptOutcome
-
-if TYPE_CHECKING:
-    from cronjobs.execution.template import Template
+from cronjobs.models import AttemptOutcome, Kind
 
 log = logging.getLogger(__name__)
 
-CHUNK = 64 * 1024  # bytes per read of a job's output
 PIPE_SIZE = 1024 * 1024  # asked-for capacity of the output pipe, so a busy tick never stalls a job
 DRAIN = 1.0  # seconds to keep reading output once the job's group is gone
 SETTLE = 2.0  # seconds to wait for SIGKILLed leftovers to vanish before giving up on them
 ERROR_CHARS = 1000  # longest error line reported
-
-KINDS = ("command", "handler")
-
-
-@dataclass(frozen=True)
-class Work:
-    """One attempt to run: what to run, for which run, and within which limits."""
-
-    context: JobContext
-    kind: str  # "command" | "handler"
-    command: str | None
-    handler: str | None
-    apps: tuple[str, ...] = ()  # modules to import in the child so that handlers register
-    timeout: float | None = None  # seconds; None for no timeout
-    kill_grace: float = 10.0  # seconds between SIGTERM and SIGKILL
-    output_limit: int = 64 * 1024  # bytes of output kept (the tail)
-    result_limit: int = 64 * 1024  # bytes of a handler's JSON result kept; bigger is dropped
-    env: Mapping[str, str] | None = None  # base environment; None for os.environ
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"kind must be 'command' or 'handler', not {self.kind!r}")
-        if self.kind == "command" and not self.command:
-            raise ValueError("a command job needs a command")
-        if self.kind == "handler" and not self.handler:
-            raise ValueError("a handler job needs a handler name")
-        if self.timeout is not None and not self.timeout > 0:
-            raise ValueError(f"timeout must be positive or None, not {self.timeout!r}")
-        if not self.kill_grace >= 0:
-            raise ValueError(f"kill_grace must not be negative, not {self.kill_grace!r}")
-        if self.output_limit < 0 or self.result_limit < 0:
-            raise ValueError("output_limit and result_limit must not be negative")
-
-
-@dataclass(frozen=True)
-class Result:
-    """How one attempt ended."""
-
-    outcome: AttemptOutcome
-    exit_code: int | None  # the main process's exit code; None when killed by a signal
-    error: str | None  # one line for people; None on success
-    output_tail: str  # the last output_limit bytes of stdout+stderr, as text
-    result: Any  # a handler's JSON-ready return value; None for commands and failures
-    duration: float  # seconds from start to the exit of the main process
 
 
 def seconds_text(value: float) -> str:
@@ -173,7 +124,7 @@ class Main(Protocol):
         """Why its exit status is unknown (its template process died), else None."""
 
 
-class _Spawned:
+class Spawned:
     """A command started by the tick itself with ``posix_spawn``."""
 
     def __init__(self, pid: int) -> None:
@@ -195,7 +146,7 @@ class _Spawned:
         return None
 
 
-class _Popened:
+class Popened:
     """A job started by the tick itself."""
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
@@ -367,7 +318,7 @@ class Running:
         code = self._returncode
         assert code is not None and self._ended is not None  # noqa: S101
         duration = self._ended - self._started
-        envelope = pump.envelope() if self.work.kind == "handler" else None
+        envelope = pump.envelope() if self.work.kind == Kind.HANDLER else None
         note = None
         if pump.result_overflow:
             note = (f"cronjobs: the handler's result was dropped: more than "
@@ -399,12 +350,12 @@ class Running:
 # -- starting -------------------------------------------------------------------------------
 
 
-def _grow_pipe(fd: int) -> None:
+def grow_pipe(fd: int) -> None:
     with contextlib.suppress(OSError, AttributeError):  # else the default 64 KiB
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
 
 
-def _close(*fds: int | None) -> None:
+def close(*fds: int | None) -> None:
     for fd in fds:
         if fd is not None:
             os.close(fd)
@@ -420,43 +371,29 @@ def _base_environment() -> dict[bytes, bytes]:
     return dict(os.environb)
 
 
-def start(work: Work, watchdog: Watchdog | None = None,
-          deadline: float | None = None, wake: threading.Event | None = None,
-          template: Template | None = None) -> Running:
-    """Start ``work`` and return at once. A job that cannot be started at all (no
-    /bin/sh, out of processes) gives a Running whose result is FAILED, with pid 0.
-    With a ``watchdog``, the job's group is killed if the tick dies, or when ``deadline``
-    (``time.monotonic()``; the end of the lease) passes without ``watchdog.renew``.
-    ``wake`` is set when the job's main process has exited (and its output ended), so
-    that the caller can wait on it instead of polling. With a ``template``, a handler
-    runs in a child forked from it (see :mod:`cronjobs.execution.template`) rather than
-    in a fresh interpreter."""
-    if work.kind == "handler" and template is not None and work.env is None:
-        running = _start_forked(work, template, watchdog, deadline, wake)
-        if running is not None:
-            return running
+def environment(work: Work) -> dict[bytes, bytes]:
+    """The job's environment: the tick's (or ``Work.env``) and the run's ``CRONJOBS_*``."""
     env = dict(_base_environment() if work.env is None else _encoded(work.env))
     env.update(_encoded(work.context.environment()))
-    spec = b""
-    channel_r = channel_w = spec_r = spec_w = None
-    if work.kind == "handler":
-        channel_r, channel_w = os.pipe()
-        spec_r, spec_w = os.pipe()
-        argv = [sys.executable, "-m", "cronjobs.execution.child", "--result-fd", str(channel_w)]
-        spec = _spec(work)
-    else:
-        assert work.command is not None  # noqa: S101 - checked by Work
-        argv = ["/bin/sh", "-c", work.command]
+    return env
+
+
+def popen(work: Work, argv: Sequence[str], watchdog: Watchdog | None,
+          deadline: float | None, wake: threading.Event | None, *,
+          result_pipe: tuple[int, int] | None = None, spec: bytes = b"") -> Running:
+    """Start ``argv`` for ``work`` with ``subprocess.Popen``: a session of its own, /dev/null
+    (or ``spec``, fed by the pump) in, the output pipe out, the write end of
+    ``result_pipe`` passed on. Without a watchdog the parent-death signal is the only
+    guard against outliving a killed tick. With one, it is left out: a preexec function
+    rules out vfork, and forking the whole tick for every job costs more than the job
+    (`true`) itself; the watchdog and the template process fence the job instead."""
+    env = environment(work)
+    channel_r, channel_w = result_pipe if result_pipe is not None else (None, None)
+    spec_r, spec_w = os.pipe() if spec else (None, None)
     output_r, output_w = os.pipe()
-    _grow_pipe(output_w)
-    # Without a watchdog the parent-death signal is the only guard against outliving a
-    # killed tick. With one, it is left out: a preexec function rules out vfork, and
-    # forking the whole tick for every job costs more than the job (`true`) itself; the
-    # watchdog and the template process fence the job instead.
+    grow_pipe(output_w)
     guarded = watchdog is not None and watchdog.pid is not None
     started = time.monotonic()
-    if guarded and work.kind == "command":
-        return _spawn_command(work, env, output_r, output_w, watchdog, deadline, wake, started)
     try:
         process = subprocess.Popen(
             argv,
@@ -471,86 +408,13 @@ def start(work: Work, watchdog: Watchdog | None = None,
             env=env,
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        _close(output_r, output_w, channel_r, channel_w, spec_r, spec_w)
+        close(output_r, output_w, channel_r, channel_w, spec_r, spec_w)
         return Running(work, None, None, None, started,
                        failure=f"could not start {argv[0]}: {exc}")
-    _close(output_w, channel_w, spec_r)
+    close(output_w, channel_w, spec_r)
     if watchdog is not None:
         watchdog.watch(process.pid, deadline)
     pump = Pump(output_r, work.output_limit, channel_r, work.result_limit, spec_w, spec,
-                 pid=process.pid, wake=wake)
+                pid=process.pid, wake=wake)
     pump.start()
-    return Running(work, _Popened(process), pump, watchdog, started)
-
-
-def _spawn_command(work: Work, env: dict[bytes, bytes], output_r: int, output_w: int,
-                   watchdog: Watchdog | None, deadline: float | None,
-                   wake: threading.Event | None, started: float) -> Running:
-    """A command with ``posix_spawn`` (a vfork and an exec, the least a process start
-    costs): /dev/null in, the output pipe out, a session of its own."""
-    assert work.command is not None  # noqa: S101 - checked by Work
-    _close_inherited()
-    try:
-        pid = os.posix_spawn(_SH, [_SH, b"-c", os.fsencode(work.command)], env,
-                             file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                                           (os.POSIX_SPAWN_DUP2, output_w, 1),
-                                           (os.POSIX_SPAWN_DUP2, output_w, 2)],
-                             setsid=True)
-    except (OSError, ValueError) as exc:
-        _close(output_r, output_w)
-        return Running(work, None, None, None, started, failure=f"could not start /bin/sh: {exc}")
-    os.close(output_w)
-    if watchdog is not None:
-        watchdog.watch(pid, deadline)
-    pump = Pump(output_r, work.output_limit, None, work.result_limit, None, b"", pid=pid,
-                 wake=wake)
-    pump.start()
-    return Running(work, _Spawned(pid), pump, watchdog, started)
-
-
-_SH = b"/bin/sh"
-
-
-@functools.lru_cache(maxsize=1)
-def _close_inherited() -> None:
-    """Once per tick: what the tick inherited beyond stdin, stdout and stderr (a file its
-    parent left open) is not passed on to jobs, as ``close_fds`` would not."""
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc/self/fd"):
-            fd = int(name)
-            if fd > 2:
-                with contextlib.suppress(OSError):
-                    if os.get_inheritable(fd):
-                        os.set_inheritable(fd, False)
-
-
-def _spec(work: Work) -> bytes:
-    """What a handler's process reads on its stdin."""
-    return json.dumps({"apps": list(work.apps), "handler": work.handler,
-                       "context": work.context.to_dict(),
-                       "environment": work.context.environment(),
-                       "result_limit": work.result_limit}).encode()
-
-
-def _start_forked(work: Work, template: Template, watchdog: Watchdog | None,
-                  deadline: float | None, wake: threading.Event | None) -> Running | None:
-    """A handler in a child of the template process; None when the template cannot take
-    it (it is not ready, or forking is unsafe there): then a fresh interpreter runs it.
-    The spec goes with the request to fork, so the child has no stdin to be fed."""
-    channel_r, channel_w = os.pipe()
-    output_r, output_w = os.pipe()
-    _grow_pipe(output_w)
-    started = time.monotonic()
-    child = template.run(_spec(work), output_w, channel_w)
-    _close(output_w, channel_w)  # the template holds its own copies
-    if child is None or child.refused is not None:
-        _close(channel_r, output_r)
-        if child is None:
-            return None
-        return Running(work, None, None, None, started,
-                       failure=f"could not start the handler: {child.refused}")
-    if watchdog is not None:
-        watchdog.watch(child.pid, deadline)
-    pump = Pump(output_r, work.output_limit, channel_r, work.result_limit, None, b"", wake=wake)
-    pump.start()
-    return Running(work, child, pump, watchdog, started)
+    return Running(work, Popened(process), pump, watchdog, started)

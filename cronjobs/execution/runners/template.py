@@ -1,13 +1,13 @@
 """The template process: isolated handler runs at the cost of a fork, not an interpreter.
 
 Each tick that runs jobs starts one template process (``python -m
-cronjobs.execution.child --template``, see :mod:`cronjobs.execution.child`) — a fresh
-interpreter, so nothing of the tick (its database connection, its threads, its locks, its
+cronjobs.execution.processes.template``, see :mod:`cronjobs.execution.processes.template`) —
+a fresh interpreter, so nothing of the tick (its database connection, its threads, its locks, its
 logging handlers) is in it. It imports the
 ``--app`` modules once and then forks one child per handler attempt. The child is what a
 fresh interpreter per run used to be: the leader of a new session and process group, with
 its own stdout/stderr pipe and result pipe, ``PR_SET_PDEATHSIG = SIGKILL`` towards the
-template, the run's ``CRONJOBS_*`` variables, and :func:`cronjobs.execution.child.run_handler`
+template, the run's ``CRONJOBS_*`` variables, and :func:`cronjobs.execution.processes.handler.call`
 calling the handler. It ends with ``os._exit``: nothing of the template (atexit handlers,
 buffers) runs twice. Whatever a handler does (segfaults, ``os._exit``, leaks memory, ignores
 SIGTERM) happens in its child and ends with it; the tick times it out, stops it and reads
@@ -16,7 +16,7 @@ its output exactly as before, by its process group.
 The tick and its template share one ``SOCK_SEQPACKET`` socket pair. The tick sends
 ``run ID``, a newline and the run's spec (JSON) with two file descriptors (the child's
 output pipe and its result pipe), and the watchdog's own lines (``watch`` / ``renew`` /
-``forget``, see :mod:`cronjobs.execution.child`), which makes the template a second
+``forget``, see :mod:`cronjobs.execution.processes.fence`), which makes the template a second
 watchdog. The template answers ``hello`` once the modules are imported (``unsafe REASON``
 when they started threads: forking then could copy a lock that another thread holds, so
 the tick runs handlers in a fresh interpreter each instead), ``started ID PID`` for each
@@ -46,8 +46,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cronjobs.execution.child import MESSAGE, SPEC, _apply
-from cronjobs.execution.groups import signal_name
+from cronjobs.execution.processes import fence
+from cronjobs.execution.processes.fence import MESSAGE, SPEC, apply_lines
+from cronjobs.execution.runners.groups import signal_name
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +57,9 @@ RESPAWN = 5.0  # seconds between two starts of a fence-only template that died
 ANSWER_WAIT = 5.0  # seconds to wait for a started template to answer a run
 
 
-# -- the tick's side ----------------------------------------------------------------------------
-
-
 class TemplateChild:
     """A handler attempt's main process, a child of the template: the tick cannot wait for
-    it, so the template reports its exit. (A :class:`cronjobs.execution.process.Main`.)"""
+    it, so the template reports its exit. (A :class:`~.process.Main`.)"""
 
     def __init__(self, wake: threading.Event | None) -> None:
         self.pid = 0
@@ -145,7 +143,7 @@ class Template:
     def line(self, line: bytes) -> None:
         """A line the watchdog was sent (``watch``/``renew``/``forget``); sent on flush."""
         with self._lock:
-            _apply([line], self._watched)
+            apply_lines([line], self._watched)
             self._lines.append(line)
 
     def flush(self) -> None:
@@ -239,12 +237,15 @@ class Template:
     def _spawn(self) -> _Process | None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         fd = str(theirs.fileno())
-        script = Path(__file__).with_name("child.py")
-        if self.apps or not script.is_file():
-            argv = [sys.executable, "-m", "cronjobs.execution.child", "--template", fd,
+        script = Path(fence.__file__)
+        if self.apps:
+            argv = [sys.executable, "-m", "cronjobs.execution.processes.template", fd,
                     *self.apps]
-        else:  # it only fences: isolated and quick to start, as the watchdog
+        elif script.is_file():  # it only fences: isolated and quick to start, as the watchdog
             argv = [sys.executable, "-I", "-S", str(script), "--template", fd]
+        else:
+            argv = [sys.executable, "-m", "cronjobs.execution.processes.fence", "--template",
+                    fd]
         try:
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=2,
                                      pass_fds=(theirs.fileno(),), start_new_session=True)

@@ -1,0 +1,203 @@
+"""The claim loop (river's producer): how many runs to claim and when — the free capacity,
+gathering free slots into batches, backing off while nothing is due — and starting what
+was claimed, each run in the mode it calls for (:mod:`cronjobs.execution.runners`). The
+claim itself shares its transaction with the pass's outcomes (see
+:class:`~cronjobs.execution.completer.Completer`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import fnmatch
+import logging
+import time
+
+from cronjobs.errors import CronjobsError
+from cronjobs.execution.context import JobContext
+from cronjobs.execution.lease_keeper import LeaseKeeper
+from cronjobs.execution.observe import Observer
+from cronjobs.execution.options import TickOptions
+from cronjobs.execution.outcome import UnrunnableRun, lease_of, unrunnable
+from cronjobs.execution.runners import NotStarted, Work, failed
+from cronjobs.execution.runners.dispatch import Runners
+from cronjobs.execution.state import Active, Database, ExecReport, deadline
+from cronjobs.models import Claimed, Kind
+
+log = logging.getLogger(__name__)
+
+POLL = 0.05  # longest wait between checks of running jobs (a finished job wakes it)
+CLAIM_RETRY = (0.05, 1.0)  # wait after a claim that found less than capacity: first, most
+# While jobs still run, a free slot waits up to this long for half of the slots to be free,
+# so that short jobs are claimed in batches (a pass costs about the same for 1 run or 50)
+GATHER = 0.005
+
+
+class ClaimLoop:
+    """When to claim, how many, and starting what was claimed."""
+
+    def __init__(self, db: Database, options: TickOptions, active: dict[int, Active],
+                 report: ExecReport, runners: Runners, leases: LeaseKeeper,
+                 observer: Observer, *, due_at: dt.datetime | None) -> None:
+        self.db = db
+        self.options = options
+        self.active = active
+        self.report = report
+        self.runners = runners
+        self.leases = leases
+        self.observer = observer
+        self.due_at = due_at  # the instant this tick materialised up to
+        self.started = time.monotonic()  # when the executor started running (--max-runtime)
+        self.claiming = True
+        self._abandoned = False  # an in-process handler was given up on while running
+        self._next_claim = 0.0  # monotonic time of the next claim
+        self._retry = CLAIM_RETRY[0]
+        self._waited = False  # waited for runs other ticks were materialising
+        self._gathering: float | None = None  # since when a free slot waits (GATHER)
+
+    # -- capacity and back-off ------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Claim no more."""
+        self.claiming = False
+
+    def abandoned(self) -> None:
+        """An in-process handler was given up on while running: claim no more (the tick
+        exits as soon as its other runs end, ending the abandoned thread with it)."""
+        self._abandoned = True
+
+    def capacity_left(self) -> int:
+        if self.options.max_runs is None:
+            return 1 << 30
+        return max(0, self.options.max_runs - self.report.claimed)
+
+    def check(self, now: float) -> None:
+        """Stop claiming past --max-runtime, at --max-runs, or after an abandoned run."""
+        if self.claiming and (now - self.started >= self.options.max_runtime
+                              or self.capacity_left() == 0 or self._abandoned):
+            self.claiming = False
+
+    def free_slots(self, now: float) -> int:
+        """The slots to claim for now: none while jobs still run and fewer than half of
+        the slots are free, for up to GATHER (so that short jobs come in batches)."""
+        if not self.claiming:
+            return 0
+        concurrency = self.options.concurrency
+        free = concurrency - len(self.active)
+        if 0 < free < (concurrency + 1) // 2 and self.active:
+            if self._gathering is None:
+                self._gathering = now
+            if now - self._gathering < GATHER:
+                return 0
+        return free
+
+    def due(self, now: float, free: int) -> bool:
+        """Whether to claim ``free`` slots now."""
+        if free > 0 and now >= self._next_claim:
+            self._gathering = None
+            return True
+        return False
+
+    def limit(self, free: int) -> int:
+        return min(free, self.capacity_left())
+
+    def claimed(self, got: int, free: int, now: float, *, running: bool) -> bool:
+        """After a claim for ``free`` slots that got ``got`` runs: when to claim next.
+        False when the tick is done: nothing is due, nothing runs, nothing is on its way."""
+        if got >= free:
+            self._retry = CLAIM_RETRY[0]
+            return True
+        # Nothing more is due now. Stay while runs are still being materialised by other
+        # ticks (they will be due in a moment, so look again soon rather than later). Once
+        # they are done, claim once more before leaving: what they committed while this
+        # claim ran is only visible to the next one.
+        if not running:
+            if self._others_materialising():
+                self._waited, self._retry = True, CLAIM_RETRY[0]
+            elif self._waited:
+                self._waited, self._retry = False, 0.0
+            else:
+                return False
+        self._next_claim = now + self._retry
+        self._retry = min(max(self._retry * 2, CLAIM_RETRY[0]), CLAIM_RETRY[1])
+        return True
+
+    def wait(self, now: float, free: int) -> float:
+        """How long the loop may wait for a job to end before it looks again."""
+        wait = POLL
+        if self.claiming and free > 0:
+            wait = max(0.0, min(wait, self._next_claim - now))
+        if self.claiming and self._gathering is not None:
+            wait = max(0.0, min(wait, self._gathering + GATHER - now))
+        return wait
+
+    def _others_materialising(self) -> bool:
+        """Whether definitions are due but locked: another tick is materialising them."""
+        due_at = self.due_at
+        if self.options.run_ids is not None or due_at is None:
+            return False
+        return bool(self.db.call(lambda s: s.materialise.definitions_due(now=due_at)))
+
+    # -- starting -------------------------------------------------------------------------
+
+    def start(self, claim: Claimed, claimed_at: float) -> Active:
+        """Start ``claim``, whose lease was taken at monotonic time ``claimed_at`` (or
+        later). A run that cannot start fails alone, with the reason recorded on it on the
+        next pass; the rest of the batch runs."""
+        try:
+            return self._start(claim, claimed_at)
+        except Exception as exc:  # one run's problem is that run's alone
+            return self._cannot_start(claim, exc)
+
+    def _start(self, claim: Claimed, claimed_at: float) -> Active:
+        refusal = self._refusal(claim)
+        if refusal is not None:
+            log.warning("run %s: %s", claim.id, refusal,
+                        extra={"action": "refuse", "run_id": claim.id, "job": claim.name})
+            dead = dataclasses.replace(claim, max_attempts=claim.attempt)  # no retry
+            # recorded with the other outcomes on the next pass
+            return Active(dead, NotStarted(failed(refusal)), time.monotonic())
+        problem = unrunnable(claim)
+        if problem is not None:
+            raise UnrunnableRun(problem)
+        runner = self.runners.for_kind(claim.kind)
+        context = JobContext(run_id=claim.id, job=claim.name, scheduled_for=claim.scheduled_for,
+                             attempt=claim.attempt, payload=dict(claim.payload or {}),
+                             traceparent=self.observer.started(claim))
+        work = Work(context=context, kind=claim.kind, command=claim.command,
+                    handler=claim.handler, apps=self.options.apps,
+                    timeout=claim.timeout.total_seconds() if claim.timeout else None,
+                    kill_grace=min(10.0, self.options.grace))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("run claimed", extra={"action": "claim", "run_id": claim.id,
+                                            "job": claim.name, "attempt": claim.attempt})
+        ends = deadline(claimed_at, claim)
+        if runner.in_process:
+            # the watchdog knows this tick's deadline before the handler can start
+            self.leases.watch_self(ends)
+        return Active(claim, runner.start(work, ends), claimed_at, in_process=runner.in_process)
+
+    def _refusal(self, claim: Claimed) -> str | None:
+        """Why this worker will not run ``claim`` (a security setting), or None."""
+        if claim.kind != Kind.COMMAND:
+            return None
+        if self.options.handlers_only:
+            return "refused: this worker runs registered Python handlers only (--handlers-only)"
+        command = claim.command or ""
+        if self.options.allowed_commands and not any(
+                fnmatch.fnmatchcase(command, pattern) for pattern in self.options.allowed_commands):
+            return "refused: the command is not on this worker's allow-list (--allow-command)"
+        return None
+
+    def _cannot_start(self, claim: Claimed, exc: Exception) -> Active:
+        """``claim`` could not be started (a row written around the CLI's checks, or the
+        system refused)."""
+        reason = exc.message if isinstance(exc, CronjobsError) else f"{type(exc).__name__}: {exc}"
+        error = f"could not start: {reason}"[:1000]
+        log.error("run %s: %s", claim.id, error,
+                  extra={"action": "start", "run_id": claim.id, "job": claim.name})
+        # the row itself is wrong (a retry would meet it again): dead at once; the system
+        # refused (out of processes...): retried as any failed attempt
+        row = isinstance(exc, (UnrunnableRun, ValueError, TypeError))
+        failing = dataclasses.replace(claim, max_attempts=claim.attempt if row
+                                      else claim.max_attempts, lease=lease_of(claim))
+        return Active(failing, NotStarted(failed(error)), time.monotonic())

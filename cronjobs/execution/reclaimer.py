@@ -1,0 +1,62 @@
+"""The reclaimer (river's rescuer): runs whose lease expired — their worker died, froze or
+lost the database — go back to the queue, or die when that was their last attempt; their
+attempt is lost and counted against the job, and alerted and notified like any failure."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from cronjobs.clock import Clock
+from cronjobs.db.store import Store
+from cronjobs.execution.alerts import Alerting, AlertKind, Event
+from cronjobs.execution.completer import counted
+from cronjobs.execution.observe import Observer
+from cronjobs.execution.state import Database, ExecReport
+from cronjobs.models import JobFailure, Reclaimed, RunStatus
+
+log = logging.getLogger(__name__)
+
+RECLAIM_EVERY = 5.0  # seconds between reclaim passes while the tick is busy
+
+
+class Reclaimer:
+    """Takes over expired leases: at the start of a tick and every RECLAIM_EVERY seconds
+    of its claiming."""
+
+    def __init__(self, db: Database, clock: Clock, report: ExecReport, observer: Observer,
+                 alerts: Alerting) -> None:
+        self.db = db
+        self.clock = clock
+        self.report = report
+        self.observer = observer
+        self.alerts = alerts
+        self.last = 0.0  # monotonic time of the last pass
+
+    def now_and_then(self, now: float) -> None:
+        """Reclaim if the last pass is RECLAIM_EVERY seconds old (``now``: monotonic)."""
+        if now - self.last >= RECLAIM_EVERY:
+            self.reclaim(now)
+
+    def reclaim(self, now: float | None = None) -> None:
+        """Take over the expired leases (``now``: this pass's monotonic time, else the
+        time it is done)."""
+        def reclaim(store: Store) -> list[tuple[Reclaimed, JobFailure]]:
+            # the takeover and the count of the lost attempts in one transaction
+            at = self.clock.now()
+            with store.transaction():
+                rows = sorted(store.queue.reclaim_expired(now=at),
+                              key=lambda r: r.definition_id)
+                return [(row, store.queue.record_reclaimed_failure(
+                            row.definition_id, error=row.error, now=at)) for row in rows]
+
+        for row, failure in self.db.call(reclaim):
+            self.report.reclaimed += 1
+            log.warning("lease expired: run %s back to %s", row.id, row.status.value,
+                        extra={"action": "reclaim", "run_id": row.id,
+                               "worker": row.lease_owner})
+            kind = AlertKind.DEAD if row.status == RunStatus.DEAD else AlertKind.FAILED
+            counted(failure, Event(kind, row.id, row.job, row.scheduled_for, row.attempt,
+                                   row.status, row.error, None), self.alerts)
+            self.observer.reclaimed(row)
+        self.last = now if now is not None else time.monotonic()
