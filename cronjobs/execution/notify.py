@@ -9,8 +9,8 @@ outcome is recorded and goes on; daemon threads POST it, each try bounded by
 :data:`TIMEOUT`, each delivery by :data:`TRIES` tries (tenacity, through
 :func:`cronjobs.execution.deliveries.retrying_calls`) within :data:`SERIES` seconds; when
 the tick ends it waits at most :data:`DRAIN` seconds for what is still being sent. How every
-delivery went (sent, failed and why, the tries) is recorded in ``job_notifications`` by the tick's own
-connection. URLs are secrets: everything shown or logged names a receiver by
+delivery went (sent, failed and why, the tries) is recorded in ``job_notifications`` by the
+tick's own connection. URLs are secrets: everything shown or logged names a receiver by
 :func:`~cronjobs.validation.mask_url` only.
 """
 
