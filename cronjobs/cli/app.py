@@ -5,12 +5,17 @@ commands take."""
 from __future__ import annotations
 
 import contextlib
+import signal
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import click
 
+from cronjobs.cli.render import to_json
 from cronjobs.db.config import DatabaseTarget
+from cronjobs.db.connect import open_store, worker_name
+from cronjobs.db.store import Store
+from cronjobs.execution.registry import load_apps
 
 T = TypeVar("T")
 
@@ -33,29 +38,21 @@ class App:
         self.apps = apps
         self.connect_timeout = connect_timeout
         self.verbose = verbose
-        self._store: Any = None
+        self._store: Store | None = None
         self._conninfo: str | None = None
 
-    def store(self) -> Any:
+    def store(self) -> Store:
         """Connect on first use (announcing the embedded default once, on stderr). The
-        store reconnects itself after a lost connection (``store.reconnect()``, called by
-        the retry policy between two attempts): it is given a way to connect again, one
-        try at a time (the policy decides whether to try again)."""
+        store reconnects itself after a lost connection (see ``open_store``)."""
         if self._store is None:
-            from cronjobs.db.connect import connect, open_store
-            from cronjobs.db.store import Store
-
             connected = open_store(
                 self.target,
                 retry_for=self.connect_timeout,
                 announce=lambda text: click.echo(text, err=True),
                 application_name=self.application_name(),
             )
-            conninfo, name = connected.conninfo, self.application_name()
-            self._conninfo = conninfo
-            self._store = Store(connected.store.conn, connect=lambda: connect(
-                conninfo, retry_for=0, application_name=name, prepared=self.target.prepared))
-            click.get_current_context().call_on_close(self._store.close)
+            self._store, self._conninfo = connected.store, connected.conninfo
+            click.get_current_context().call_on_close(connected.store.close)
         return self._store
 
     def conninfo(self) -> str:
@@ -67,8 +64,6 @@ class App:
 
     def application_name(self) -> str:
         """`cronjobs <command> <host>:<pid>`, so that pg_stat_activity names the worker."""
-        from cronjobs.db.connect import worker_name
-
         command = click.get_current_context().info_name or "cronjobs"
         return f"cronjobs {command} {worker_name()}"
 
@@ -76,8 +71,6 @@ class App:
         """Registered handler names, or None when no --app module is configured."""
         if not self.apps:
             return None
-        from cronjobs.execution.registry import load_apps
-
         return set(load_apps(self.apps))
 
 
@@ -85,8 +78,6 @@ pass_app = click.make_pass_decorator(App)
 
 
 def emit(data: Any, text: str, as_json: bool) -> None:
-    from cronjobs.cli.render import to_json
-
     click.echo(to_json(data) if as_json else text)
 
 
@@ -102,8 +93,6 @@ def split_apps(values: tuple[str, ...]) -> tuple[str, ...]:
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[Callable[[], bool]]:
     """SIGTERM and SIGINT ask the tick to stop gracefully instead of killing it."""
-    import signal
-
     received: list[int] = []
 
     def handler(signum: int, frame: object) -> None:

@@ -168,7 +168,10 @@ def open_store(
     options: str = SESSION_OPTIONS,
 ) -> Connected:
     """Connect to ``target``. The embedded default is started (and migrated) on demand;
-    any other database must already be at the current schema when ``check`` is set."""
+    any other database must already be at the current schema when ``check`` is set. The
+    store reconnects itself after a lost connection (``store.reconnect()``, which the retry
+    policy calls between two attempts): one try each time, the policy deciding whether to
+    try again."""
     if target.conninfo is None:
         server = embedded.ensure_running()
         where = server.describe()
@@ -177,22 +180,26 @@ def open_store(
                 f"using embedded PostgreSQL at {where}; "
                 "set CRONJOBS_DATABASE_URL to use your own server"
             )
-        store = Store(connect(server.conninfo, retry_for=retry_for,
-                              application_name=application_name, options=options,
-                              prepared=target.prepared))
+        conninfo = server.conninfo
+    else:
+        conninfo, where = target.conninfo, target.display
+
+    def connect_once(retry_for: float = 0) -> psycopg.Connection[Any]:
+        return connect(conninfo, retry_for=retry_for, application_name=application_name,
+                       options=options, prepared=target.prepared)
+
+    store = Store(connect_once(retry_for), connect=connect_once)
+    if target.conninfo is None:
         if check and not _current(store):
             migrate(store)
-        return Connected(store, where, embedded=True, conninfo=server.conninfo)
-    store = Store(connect(target.conninfo, retry_for=retry_for,
-                          application_name=application_name, options=options,
-                          prepared=target.prepared))
+        return Connected(store, where, embedded=True, conninfo=conninfo)
     if check:
         try:
             check_schema(store)
         except Exception:
             store.close()
             raise
-    return Connected(store, target.display, embedded=False, conninfo=target.conninfo)
+    return Connected(store, where, embedded=False, conninfo=conninfo)
 
 
 def connection_kwargs(conninfo: str, *, application_name: str = "cronjobs",
