@@ -101,7 +101,7 @@ class QueueStore(Queries):
                   "handlers": list(handlers)}
         # [group limit] lock_claimable_groups first, in the claim's transaction: the
         # claims of one limited group take turns, each counting what the one before
-        # committed (see queries.sql)
+        # committed (see queries/queue.sql)
         if run_ids is not None:  # `trigger --run`: these runs only, by id
             self._send("lock_claimable_groups", {"now": now})
             return self._later("claim_runs_by_id", params | {"run_ids": list(run_ids)},
