@@ -53,20 +53,29 @@ FOR UPDATE OF g;
 -- Run in the claim's transaction just before claim_runs (SET LOCAL: until it ends): the
 -- claim is planned as the one range scan of job_runs_claim_idx it is written for. Without
 -- statistics (a table filled since the last ANALYZE) or with a short queue, the planner
--- would rather read every waiting run and sort them; that reads the whole queue for every
--- claim, and draining a backlog becomes quadratic. These settings only price the other
--- plans out (they stay possible), and the transaction ends right after the claim.
-SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
-       set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
-       set_config('enable_mergejoin', 'off', true),
-       -- (the price of what is priced out would otherwise make the claim look expensive
-       -- enough to be compiled first, which takes longer than the claim itself)
+-- would rather read every waiting run through a bitmap and sort them; that reads the whole
+-- queue for every claim, and draining a backlog becomes quadratic. These settings only
+-- price the other plans out (they stay possible), and the transaction ends right after
+-- the claim. Each stays because a plan test fails without it (the others once set here,
+-- sorts, hash and merge joins, were not needed: a plan test passes without them):
+SELECT -- the bitmap scan of every waiting run, then a sort:
+       -- test_claim_plan.py::test_the_claim_is_a_range_scan_bounded_by_the_batch
+       set_config('enable_bitmapscan', 'off', true),
+       -- a whole job_runs or job_definitions read by the claim or the group locks before
+       -- any ANALYZE: test_query_plans.py::
+       -- test_no_statement_of_a_pass_reads_a_table_whole_before_any_analyze
+       set_config('enable_seqscan', 'off', true),
+       -- the price of what is priced out would otherwise make the claim look expensive
+       -- enough to be compiled first, which takes seconds where the claim takes a
+       -- millisecond (test_claim_plan.py: "JIT" not in the plan)
        set_config('jit', 'off', true),
        -- `generic`, on a connection whose pass runs prepared statements (Store._later):
        -- planned once for every later execution. Left to choose, the server keeps planning
        -- the claim again at each execution (its generic plan, priced with the settings
        -- above, looks dearer than the custom ones), which is half its time. The generic
-       -- plan is the same range scan (tests/integration/test_claim_plan.py).
+       -- plan is the same range scan (test_claim_plan.py::
+       -- test_the_prepared_claim_is_a_range_scan_bounded_by_the_batch_in_its_generic_plan).
+       -- It applies to every statement with parameters in the transaction, prepared or not.
        set_config('plan_cache_mode', CASE WHEN %(generic)s::boolean THEN 'force_generic_plan'
                                           ELSE current_setting('plan_cache_mode') END, true);
 
