@@ -88,7 +88,7 @@ def test_the_claim_is_a_range_scan_bounded_by_the_batch(
     now = backlog.execute("SELECT now()").fetchone()
     assert now is not None
     params = {"now": now[0], "worker": "w", "limit": limit, "scan": claim_scan(limit),
-              "tick_id": None, "handlers": handlers}
+              "tick_id": None, "handlers": handlers, "run_ids": None}
     assert set(re.findall(r"%\((\w+)\)s", query)) == set(params)
     with backlog.transaction(force_rollback=True):
         backlog.execute(sql.query("claim_plan"), {"generic": False})
@@ -143,6 +143,67 @@ def test_the_prepared_claim_is_a_range_scan_bounded_by_the_batch_in_its_generic_
               and "pg_prepared_statements" not in p["Query Text"]]
     assert len(claims) == 1
     _assert_a_bounded_range_scan(list(_nodes(claims[0]["Plan"])), limit)
+    assert "JIT" not in claims[0]
+
+
+@BACKLOGS
+@pytest.mark.parametrize("in_a_pass", [False, True], ids=["alone", "in-a-pass"])
+def test_a_claim_by_id_finds_its_runs_by_id(
+        backlog: psycopg.Connection[Any], in_a_pass: bool) -> None:
+    # `trigger --run`: the same claim, given ids, on a connection that prepares statements
+    # (where the scheduled claim is planned generic: a generic plan, knowing no ids, would
+    # look for them along the queue), alone or in a pass of the executor (whose other
+    # statements are prepared). Its plan, as executed, comes back from auto_explain.
+    plans: list[dict[str, Any]] = []
+
+    def explained(diag: psycopg.errors.Diagnostic) -> None:
+        text = diag.message_primary or ""
+        if "plan:" in text:
+            plans.append(json.loads(text.split("plan:", 1)[1]))
+
+    backlog.add_notice_handler(explained)
+    backlog.prepare_threshold = 2**31  # as connect() sets it: prepared when asked
+    backlog.execute("LOAD 'auto_explain'")
+    for setting in ("auto_explain.log_min_duration = 0",
+                    "auto_explain.log_analyze = on", "auto_explain.log_format = json",
+                    "auto_explain.log_level = notice"):
+        backlog.execute(f"SET {setting}".encode())
+    store = Store(backlog)
+    now = store.now()
+    # the last due runs of the queue, each of a job that lets it run beside others
+    ids = [row[0] for row in backlog.execute(
+        "SELECT id FROM job_runs WHERE status = 'queued' AND eligible_at <= %s "
+        "AND NOT exclusive ORDER BY id DESC LIMIT 3", (now,)).fetchall()]
+    assert len(ids) == 3
+    queued = backlog.execute("SELECT count(*) FROM job_runs WHERE status = 'queued'").fetchone()
+    assert queued is not None
+    with backlog.transaction(force_rollback=True):
+        if in_a_pass:
+            _, _, claimed = store.queue.pass_of_executor(
+                [], [], now=now, worker="w", limit=10, tick_id=None, run_ids=ids,
+                handlers=["noop"])
+        else:
+            claimed = store.queue.claim_runs(now=now, worker="w", limit=10, tick_id=None,
+                                             run_ids=ids, handlers=["noop"])
+    assert sorted(c.id for c in claimed) == sorted(ids)
+    claims = [p for p in plans if "candidates AS MATERIALIZED" in p["Query Text"]]
+    assert len(claims) == 1
+    nodes = list(_nodes(claims[0]["Plan"]))
+    on_runs = [n for n in nodes if n.get("Relation Name") == "job_runs"]
+    assert {n["Node Type"] for n in on_runs} <= {"Index Scan", "Index Only Scan", "ModifyTable"}
+    # the candidates: the given runs, found by their ids in an index: the primary key or,
+    # when the queue is short, the queue's own index (its entries hold the id), with the
+    # ids as an index condition, never read in its order
+    (scan,) = [n for n in on_runs
+               if "eligible_at" in n.get("Index Cond", "") + n.get("Filter", "")]
+    assert "id = ANY" in scan["Index Cond"], scan
+    assert scan["Actual Rows"] == len(ids)
+    if queued[0] >= 100_000:
+        assert scan["Index Name"] == "job_runs_pkey", scan
+    # anything else read of job_runs: by primary key, and the running runs
+    assert {n.get("Index Name") for n in on_runs
+            if n["Node Type"] != "ModifyTable" and n is not scan} <= {
+        "job_runs_pkey", "job_runs_exclusive_running_key", "job_runs_running_idx"}, on_runs
     assert "JIT" not in claims[0]
 
 

@@ -81,12 +81,17 @@ SELECT -- the bitmap scan of every waiting run, then a sort:
 
 -- name: claim_runs
 -- Claim due runs in one short statement that commits at once, and open their attempts in
--- the same statement. An exclusive run (overlap skip or queue) is claimed only while no
--- other exclusive run of its job is running, at most one per job per claim;
--- job_runs_exclusive_running_key backs this up. Backfilled runs come after every other due
--- run. The candidates are the first `scan` entries of job_runs_claim_idx, in its order
--- (ORDER BY is its key, eligible_at <= now a condition on it): a range scan that stops
--- after them however long the queue (claim_plan sees to it that nothing else is chosen).
+-- the same statement: the first due runs in the queue's order or, given %(run_ids)s
+-- (`cronjobs trigger --run`), those runs only, by the same rules (due, executable by this
+-- worker, not paused, exclusivity, group limits). An exclusive run (overlap skip or queue)
+-- is claimed only while no other exclusive run of its job is running, at most one per job
+-- per claim; job_runs_exclusive_running_key backs this up. Backfilled runs come after every
+-- other due run. The candidates are the first `scan` entries of job_runs_claim_idx, in its
+-- order (ORDER BY is its key, eligible_at <= now a condition on it): a range scan that
+-- stops after them however long the queue (claim_plan sees to it that nothing else is
+-- chosen). Runs by id are found by the primary key instead, then put in the same order:
+-- that claim is planned for its ids, never with a generic plan (QueueStore._claim_later),
+-- in which the condition on %(run_ids)s is only a filter of the range scan.
 -- A run of a limited group is claimed only within the group's free slots (the parts marked
 -- [group limit]; lock_claimable_groups runs first, in the same transaction).
 WITH group_room AS (
@@ -108,6 +113,7 @@ WITH group_room AS (
     FROM job_runs AS r
     WHERE r.status IN ('queued', 'failed')
       AND r.eligible_at <= %(now)s
+      AND (%(run_ids)s::bigint[] IS NULL OR r.id = ANY(%(run_ids)s::bigint[]))
       -- one look at the run's job, a subquery evaluated per row of the index scan (not a
       -- join the planner could start from): only what this worker can execute (a command,
       -- or a handler it has loaded; the others wait, attempts untouched, for a worker that
@@ -120,13 +126,12 @@ WITH group_room AS (
                       SELECT 1 FROM group_room AS fr
                       WHERE fr.name = kd.group_name AND fr.room <= 0))
            FROM job_definitions AS kd WHERE kd.id = r.definition_id)
-      -- an exclusive run only while no exclusive run of its job runs: one probe of
-      -- job_runs_exclusive_running_key per exclusive candidate (written as a CASE so that
-      -- it is never hashed from every running run instead)
-      AND CASE WHEN r.exclusive THEN NOT EXISTS (
+      -- an exclusive run only while no exclusive run of its job runs (the running
+      -- exclusive runs are read from job_runs_exclusive_running_key, one entry per job at
+      -- most)
+      AND NOT (r.exclusive AND EXISTS (
           SELECT 1 FROM job_runs AS o
-          WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive)
-          ELSE true END
+          WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
     ORDER BY r.trigger = 'backfill', r.eligible_at, r.id
     LIMIT %(scan)s
     FOR UPDATE OF r SKIP LOCKED
@@ -142,88 +147,6 @@ WITH group_room AS (
     LIMIT %(limit)s
 ), within_groups AS (
     -- [group limit] of the picked runs, at most each group's free slots
-    -- (the few picked runs, each its job's group looked up by primary key)
-    SELECT id FROM (
-        SELECT p.id, wr.room,
-               row_number() OVER (PARTITION BY wr.name
-                                  ORDER BY p.late, p.eligible_at, p.id) AS n
-        FROM picked AS p
-        LEFT JOIN group_room AS wr ON wr.name = (
-            SELECT pd.group_name FROM job_definitions AS pd WHERE pd.id = p.definition_id)
-    ) AS numbered
-    WHERE room IS NULL OR n <= room
-), claimed AS (
-    UPDATE job_runs AS r
-    SET status = 'running', attempt = r.attempt + 1, lease_owner = %(worker)s,
-        -- (a job without a lease, written around the CLI's checks, is held long enough to
-        -- record that it cannot run)
-        lease_token = gen_random_uuid(),
-        lease_expires_at = %(now)s + coalesce(d.lease, interval '60 seconds'),
-        heartbeat_at = %(now)s, started_at = %(now)s, finished_at = NULL,
-        cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s,
-        -- (the new attempt has printed nothing yet: `logs` must not show the last one's)
-        output_tail = NULL, output_bytes = NULL
-    FROM job_definitions AS d
-    -- the picked runs by id: an array looked up in the primary key, never a join that
-    -- could read the table
-    WHERE r.id = ANY(ARRAY(SELECT id FROM within_groups)) AND d.id = r.definition_id
-    RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
-              r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
-              AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
-              d.backoff_max, cardinality(d.notify_urls) > 0 AS notifies
-), attempts AS (
-    INSERT INTO job_attempts (run_id, attempt, worker, lease_token, started_at)
-    SELECT id, attempt, lease_owner, lease_token, started_at FROM claimed
-)
-SELECT * FROM claimed;
-
--- name: claim_runs_by_id
--- claim_runs for the given runs only (`cronjobs trigger --run`): looked up by id, with the
--- same rules (due, executable by this worker, not paused, exclusivity, group limits).
-WITH group_room AS (
-    -- [group limit] as in claim_runs
-    -- (the running runs are read from job_runs_running_idx, as few as run at once: never
-    -- a job's queue or history)
-    SELECT g.name, g.max_running - coalesce(busy.n, 0) AS room
-    FROM job_groups AS g
-    LEFT JOIN (
-        SELECT bd.group_name, count(*) AS n
-        FROM job_runs AS br JOIN job_definitions AS bd ON bd.id = br.definition_id
-        WHERE br.status = 'running' AND br.started_at IS NOT NULL
-          AND bd.group_name IS NOT NULL
-        GROUP BY bd.group_name
-    ) AS busy ON busy.group_name = g.name
-), candidates AS MATERIALIZED (
-    SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late
-    FROM job_runs AS r
-    WHERE r.id = ANY(%(run_ids)s::bigint[])
-      AND r.status IN ('queued', 'failed')
-      AND r.eligible_at <= %(now)s
-      AND (SELECT (kd.kind = 'command' OR kd.handler = ANY(%(handlers)s::text[]))
-                  AND (r.trigger = 'manual' OR kd.paused_at IS NULL
-                       OR kd.paused_until <= %(now)s)
-                  -- [group limit] a run of a group with no free slot waits (never failed)
-                  AND (kd.group_name IS NULL OR NOT EXISTS (
-                      SELECT 1 FROM group_room AS fr
-                      WHERE fr.name = kd.group_name AND fr.room <= 0))
-           FROM job_definitions AS kd WHERE kd.id = r.definition_id)
-      AND NOT (r.exclusive AND EXISTS (
-          SELECT 1 FROM job_runs AS o
-          WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
-    ORDER BY r.id
-    FOR UPDATE OF r SKIP LOCKED
-), picked AS (
-    SELECT id, definition_id, late, eligible_at FROM (
-        SELECT id, definition_id, exclusive, eligible_at, late,
-               row_number() OVER (PARTITION BY definition_id, exclusive
-                                  ORDER BY late, eligible_at, id) AS rank
-        FROM candidates
-    ) AS ranked
-    WHERE NOT exclusive OR rank = 1
-    ORDER BY late, eligible_at, id
-    LIMIT %(limit)s
-), within_groups AS (
-    -- [group limit] as in claim_runs
     -- (the few picked runs, each its job's group looked up by primary key)
     SELECT id FROM (
         SELECT p.id, wr.room,
