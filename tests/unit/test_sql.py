@@ -61,6 +61,17 @@ def test_a_name_defined_in_two_files_is_an_error(tmp_path: Path,
         sql.queries.cache_clear()
 
 
+def test_the_claimable_predicate_is_written_once() -> None:
+    # a run that waits (queued or failed), is due, and whose job lets it run: the schema's
+    # functions (cronjobs_run_waits, cronjobs_run_is_due, cronjobs_job_lets_run), never
+    # spelled out again by a query
+    for concept, named in sql.queries_by_concept().items():
+        for name, statement in named.items():
+            flat = re.sub(r"\s+", " ", statement)
+            assert "IN ('queued', 'failed')" not in flat, (concept, name)
+            assert "paused_until <=" not in flat, (concept, name)
+
+
 def test_no_sql_outside_the_store() -> None:
     for path in PACKAGE.rglob("*.py"):
         if path.name in {"session.py", "embedded.py", "sql.py"}:

@@ -26,8 +26,8 @@ SELECT n.name, g.max_running,
        (SELECT count(*) FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
         WHERE d.group_name = n.name AND r.status = 'running') AS running,
        (SELECT count(*) FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
-        WHERE d.group_name = n.name AND r.status IN ('queued', 'failed')
-          AND r.eligible_at <= %(now)s) AS waiting
+        WHERE d.group_name = n.name
+          AND cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)) AS waiting
 FROM names AS n LEFT JOIN job_groups AS g ON g.name = n.name
 WHERE %(name)s::text IS NULL OR n.name = %(name)s::text
 ORDER BY n.name;

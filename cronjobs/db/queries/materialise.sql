@@ -39,7 +39,7 @@ FOR UPDATE SKIP LOCKED;
 SELECT definition_id,
        count(*) FILTER (WHERE status = 'running' AND lease_expires_at > %(now)s)
            AS running,
-       count(*) FILTER (WHERE status IN ('queued', 'failed')) AS waiting
+       count(*) FILTER (WHERE cronjobs_run_waits(status)) AS waiting
 FROM job_runs
 WHERE definition_id = ANY(%(definition_ids)b::bigint[])
   AND status IN ('queued', 'running', 'failed')

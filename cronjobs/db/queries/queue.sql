@@ -44,8 +44,7 @@ FROM runs JOIN job_definitions AS d ON d.id = runs.definition_id;
 SELECT g.name FROM job_groups AS g
 WHERE EXISTS (
     SELECT 1 FROM job_definitions AS d JOIN job_runs AS r ON r.definition_id = d.id
-    WHERE d.group_name = g.name AND r.status IN ('queued', 'failed')
-      AND r.eligible_at <= %(now)s)
+    WHERE d.group_name = g.name AND cronjobs_run_is_due(r.status, r.eligible_at, %(now)s))
 ORDER BY g.name
 FOR UPDATE OF g;
 
@@ -111,16 +110,16 @@ WITH group_room AS (
 ), candidates AS MATERIALIZED (
     SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late
     FROM job_runs AS r
-    WHERE r.status IN ('queued', 'failed')
-      AND r.eligible_at <= %(now)s
+    -- (cronjobs_run_is_due, cronjobs_job_lets_run: what makes a run claimable, in schema.sql)
+    WHERE cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
       AND (%(run_ids)s::bigint[] IS NULL OR r.id = ANY(%(run_ids)s::bigint[]))
       -- one look at the run's job, a subquery evaluated per row of the index scan (not a
       -- join the planner could start from): only what this worker can execute (a command,
       -- or a handler it has loaded; the others wait, attempts untouched, for a worker that
       -- has it), and a paused job's runs wait (a manual trigger still runs)
       AND (SELECT (kd.kind = 'command' OR kd.handler = ANY(%(handlers)s::text[]))
-                  AND (r.trigger = 'manual' OR kd.paused_at IS NULL
-                       OR kd.paused_until <= %(now)s)
+                  AND cronjobs_job_lets_run(r.trigger, kd.paused_at, kd.paused_until,
+                                            %(now)s)
                   -- [group limit] a run of a group with no free slot waits (never failed)
                   AND (kd.group_name IS NULL OR NOT EXISTS (
                       SELECT 1 FROM group_room AS fr
@@ -210,7 +209,7 @@ WITH v AS (
 ), run AS (
     UPDATE job_runs AS r
     SET status = v.status,
-        eligible_at = CASE WHEN v.status IN ('queued', 'failed')
+        eligible_at = CASE WHEN cronjobs_run_waits(v.status)
                            THEN %(now)s + make_interval(secs => v.retry_secs)
                            ELSE r.eligible_at END,
         max_attempts = r.max_attempts + v.extra_attempts,

@@ -11,9 +11,8 @@ FROM job_definitions AS d
 CROSS JOIN LATERAL (
     SELECT count(*) AS runs, min(r.eligible_at) AS oldest
     FROM job_runs AS r
-    WHERE r.definition_id = d.id AND r.status IN ('queued', 'failed')
-      AND r.eligible_at <= %(now)s
-      AND (r.trigger = 'manual' OR d.paused_at IS NULL OR d.paused_until <= %(now)s)
+    WHERE r.definition_id = d.id AND cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
+      AND cronjobs_job_lets_run(r.trigger, d.paused_at, d.paused_until, %(now)s)
 ) AS w
 WHERE d.kind = 'handler'
   AND (%(definition_id)s::bigint IS NULL OR d.id = %(definition_id)s::bigint)
@@ -33,9 +32,9 @@ SELECT
     (SELECT count(*) FROM job_ticks WHERE started_at > %(now)s - interval '1 hour')
         AS ticks_last_hour,
     (SELECT count(*) FROM job_runs
-     WHERE status IN ('queued', 'failed') AND eligible_at <= %(now)s) AS backlog,
+     WHERE cronjobs_run_is_due(status, eligible_at, %(now)s)) AS backlog,
     (SELECT min(eligible_at) FROM job_runs
-     WHERE status IN ('queued', 'failed') AND eligible_at <= %(now)s) AS backlog_oldest,
+     WHERE cronjobs_run_is_due(status, eligible_at, %(now)s)) AS backlog_oldest,
     (SELECT count(*) FROM job_runs WHERE status = 'running') AS running,
     (SELECT count(*) FROM job_runs
      WHERE status = 'failed' AND updated_at > %(now)s - interval '1 day') AS failed_last_day,
