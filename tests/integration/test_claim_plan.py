@@ -136,10 +136,10 @@ def test_the_prepared_claim_is_a_range_scan_bounded_by_the_batch_in_its_generic_
             assert len(claimed) == limit
         # (looked at before the rollback, after which psycopg forgets its statements)
         prepared = backlog.execute("SELECT count(*) FROM pg_prepared_statements "
-                                   "WHERE statement LIKE '%candidates AS MATERIALIZED%' "
+                                   "WHERE statement LIKE '%candidates AS (%' "
                                    "AND generic_plans = 2 AND custom_plans = 0").fetchone()
     assert prepared == (1,)
-    claims = [p for p in plans if "candidates AS MATERIALIZED" in p["Query Text"]
+    claims = [p for p in plans if "candidates AS (" in p["Query Text"]
               and "pg_prepared_statements" not in p["Query Text"]]
     assert len(claims) == 1
     _assert_a_bounded_range_scan(list(_nodes(claims[0]["Plan"])), limit)
@@ -186,7 +186,7 @@ def test_a_claim_by_id_finds_its_runs_by_id(
             claimed = store.queue.claim_runs(now=now, worker="w", limit=10, tick_id=None,
                                              run_ids=ids, handlers=["noop"])
     assert sorted(c.id for c in claimed) == sorted(ids)
-    claims = [p for p in plans if "candidates AS MATERIALIZED" in p["Query Text"]]
+    claims = [p for p in plans if "candidates AS (" in p["Query Text"]]
     assert len(claims) == 1
     nodes = list(_nodes(claims[0]["Plan"]))
     on_runs = [n for n in nodes if n.get("Relation Name") == "job_runs"]

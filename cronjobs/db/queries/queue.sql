@@ -107,7 +107,7 @@ WITH group_room AS (
           AND bd.group_name IS NOT NULL
         GROUP BY bd.group_name
     ) AS busy ON busy.group_name = g.name
-), candidates AS MATERIALIZED (
+), candidates AS (
     SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late
     FROM job_runs AS r
     -- (cronjobs_run_is_due, cronjobs_job_lets_run: what makes a run claimable, in schema.sql)
@@ -168,9 +168,7 @@ WITH group_room AS (
         -- (the new attempt has printed nothing yet: `logs` must not show the last one's)
         output_tail = NULL, output_bytes = NULL
     FROM job_definitions AS d
-    -- the picked runs by id: an array looked up in the primary key, never a join that
-    -- could read the table
-    WHERE r.id = ANY(ARRAY(SELECT id FROM within_groups)) AND d.id = r.definition_id
+    WHERE r.id IN (SELECT id FROM within_groups) AND d.id = r.definition_id
     RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
               r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
               AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
@@ -187,10 +185,10 @@ UPDATE job_runs AS r
 SET heartbeat_at = %(now)s, lease_expires_at = %(now)s + v.lease
 FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(leases)s::interval[])
      AS v (id, token, lease)
--- (the runs by id, an array looked up in the primary key: a condition on status would let
--- the planner read every entry of job_runs_running_idx instead, finished runs' included
--- until vacuum; the lease token, set only while a run is running, is the fence)
-WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = v.id AND r.lease_token = v.token
+-- (the runs by id, in the primary key: a condition on status would let the planner read
+-- every entry of job_runs_running_idx instead, finished runs' included until vacuum; the
+-- lease token, set only while a run is running, is the fence)
+WHERE r.id = v.id AND r.lease_token = v.token
 RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel_requested;
 
 -- name: finish_runs
@@ -221,7 +219,7 @@ WITH v AS (
         updated_at = %(now)s
     FROM v
     -- by id, fenced by the lease token (set only while a run is running): see heartbeat
-    WHERE r.id = ANY(ARRAY(SELECT id FROM v)) AND r.id = v.id AND r.lease_token = v.token
+    WHERE r.id = v.id AND r.lease_token = v.token
     RETURNING r.id, r.attempt, r.definition_id, v.token, v.status, v.outcome, v.exit_code,
               v.error, v.output_tail
 ), attempt AS (
