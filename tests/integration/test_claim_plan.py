@@ -10,6 +10,7 @@ at most the batch's candidates: no Sort, Seq Scan or bitmap scan of job_runs any
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ import pytest
 from cronjobs.db import sql
 from cronjobs.db.store import Store
 from cronjobs.db.stores.queue import claim_scan
+from cronjobs.models import AttemptOutcome, Outcome, RunStatus
 
 SEED = """
 ALTER TABLE job_runs SET (autovacuum_enabled = false);
@@ -154,20 +156,7 @@ def test_a_claim_by_id_finds_its_runs_by_id(
     # (where the scheduled claim is planned generic: a generic plan, knowing no ids, would
     # look for them along the queue), alone or in a pass of the executor (whose other
     # statements are prepared). Its plan, as executed, comes back from auto_explain.
-    plans: list[dict[str, Any]] = []
-
-    def explained(diag: psycopg.errors.Diagnostic) -> None:
-        text = diag.message_primary or ""
-        if "plan:" in text:
-            plans.append(json.loads(text.split("plan:", 1)[1]))
-
-    backlog.add_notice_handler(explained)
-    backlog.prepare_threshold = 2**31  # as connect() sets it: prepared when asked
-    backlog.execute("LOAD 'auto_explain'")
-    for setting in ("auto_explain.log_min_duration = 0",
-                    "auto_explain.log_analyze = on", "auto_explain.log_format = json",
-                    "auto_explain.log_level = notice", "auto_explain.log_buffers = on"):
-        backlog.execute(f"SET {setting}".encode())
+    plans = _explaining(backlog)
     store = Store(backlog)
     now = store.now()
     # the last due runs of the queue, each of a job that lets it run beside others
@@ -206,6 +195,129 @@ def test_a_claim_by_id_finds_its_runs_by_id(
             if n["Node Type"] != "ModifyTable" and n is not scan} <= {
         "job_runs_pkey", "job_runs_exclusive_running_key", "job_runs_running_idx"}, on_runs
     assert "JIT" not in claims[0]
+
+
+# the queue's shapes of BACKLOGS, and one as a drain sees it: a few thousand runs, analysed
+# (a small table, which the planner would rather merge with the outcomes whole)
+PASS_BACKLOGS = pytest.mark.parametrize(
+    "backlog",
+    [(100_000, 0, False), (100_000, 0, True), (100, 100_000, False), (100, 100_000, True),
+     (5_000, 0, True)],
+    ids=["100k-queued-unanalysed", "100k-queued-analysed", "100-queued-100k-history-unanalysed",
+         "100-queued-100k-history-analysed", "5k-queued-analysed"],
+    indirect=True)
+
+
+@PASS_BACKLOGS
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "not-prepared"])
+def test_a_pass_records_its_outcomes_by_primary_key(backlog: psycopg.Connection[Any],
+                                                    prepared: bool) -> None:
+    # A pass of the executor: the outcomes of the runs it holds (one of them failed: its
+    # failure is counted), then the next claim, some of whose jobs are in a limited group
+    # (so the group locks and the group's room are looked up). On a connection that
+    # prepares statements, in the generic plans claim_plan asks for; on one that does not
+    # (through a transaction pooler), planned at each execution. Nothing in it reads
+    # job_runs but through an index condition (the ids, the lease, the claim's bound) or an
+    # index of the running runs alone (as many as run at once), a few batches of rows at
+    # most, however long the queue and the history: a pass that read the whole primary key
+    # to find its runs (a merge join with the outcomes), or the whole queue to find the
+    # groups with due runs, would make a drain quadratic.
+    limit = 10
+    backlog.execute("INSERT INTO job_groups (name, max_running) VALUES ('limited', 1000)")
+    backlog.execute("UPDATE job_definitions SET group_name = 'limited' WHERE id <= 20")
+    plans = _explaining(backlog)
+    if not prepared:
+        backlog.prepare_threshold = None
+    store = Store(backlog)
+    now = store.now()
+    with backlog.transaction(force_rollback=True):
+        held = store.queue.claim_runs(now=now, worker="w", limit=limit, tick_id=None,
+                                      handlers=["noop"])
+        for _ in range(2):  # prepared at the first; the second runs the cached plans
+            assert len(held) == limit
+            outcomes = [Outcome(run_id=c.id, token=c.lease_token,
+                                status=RunStatus.DEAD if i == 0 else RunStatus.SUCCEEDED,
+                                outcome=AttemptOutcome.FAILED if i == 0
+                                else AttemptOutcome.SUCCEEDED, exit_code=None,
+                                error=None, output_tail=None, result=None)
+                        for i, c in enumerate(held)]
+            plans.clear()
+            recorded, failures, held = store.queue.pass_of_executor(
+                outcomes, outcomes[:1], now=now, worker="w", limit=limit, tick_id=None,
+                handlers=["noop"])
+            assert len(recorded) == limit and len(failures) == 1
+    statements = [p for p in plans
+                  if any(n.get("Relation Name") == "job_runs" for n in _nodes(p["Plan"]))]
+    # (the failure, the outcomes, the group locks, the claim)
+    assert len(statements) == 4, [p["Query Text"][:80] for p in statements]
+    for plan in statements:
+        for node in _nodes(plan["Plan"]):
+            if node.get("Relation Name") != "job_runs" or node["Node Type"] == "ModifyTable":
+                continue
+            read = (plan["Query Text"][:100], node["Node Type"], node.get("Index Name"),
+                    node.get("Index Cond"), node["Actual Rows"])
+            assert node["Node Type"] in ("Index Scan", "Index Only Scan"), read
+            assert "Index Cond" in node or node["Index Name"] in RUNNING_ONLY, read
+            assert node["Actual Rows"] <= FEW_BATCHES, read
+
+
+@PASS_BACKLOGS
+def test_a_heartbeat_finds_its_runs_by_primary_key(backlog: psycopg.Connection[Any]) -> None:
+    # The leases of a wide executor (64 handler threads), extended in one statement: the
+    # runs are found by id in the primary key, never by reading the table (which the
+    # planner would rather do for a few thousand runs, joining the leases to all of them).
+    # (each in its own transaction, as the executor sends them: the claim's planner
+    # settings end with the claim)
+    plans = _explaining(backlog)
+    store = Store(backlog)
+    now = store.now()
+    held = store.queue.claim_runs(now=now, worker="w", limit=64, tick_id=None,
+                                  handlers=["noop"])
+    assert len(held) >= 50  # (at most one exclusive run per job)
+    plans.clear()
+    extended = store.queue.heartbeat(
+        [(c.id, c.lease_token, dt.timedelta(minutes=1)) for c in held], now=now)
+    assert set(extended) == {c.id for c in held}
+    (plan,) = plans
+    reads = [n for n in _nodes(plan["Plan"])
+             if n.get("Relation Name") == "job_runs" and n["Node Type"] != "ModifyTable"]
+    assert reads
+    for node in reads:
+        # (an index scan, or a bitmap of one: each probe of the primary key, by id)
+        probe = node["Plans"][0] if node["Node Type"] == "Bitmap Heap Scan" else node
+        read = (node["Node Type"], probe.get("Index Name"), probe.get("Index Cond"),
+                node["Actual Rows"])
+        assert probe["Node Type"] in ("Index Scan", "Bitmap Index Scan"), read
+        assert probe["Index Name"] == "job_runs_pkey" and "Index Cond" in probe, read
+        assert node["Actual Rows"] <= len(held), read
+
+
+# what one read of job_runs in a pass returns at most (the claim reads its batch + 2, the
+# group locks the queue up to a due run of each group), where the queue holds 100,000
+FEW_BATCHES = 100
+# the partial indexes of the running runs alone: as many entries as run at once
+RUNNING_ONLY = ("job_runs_running_idx", "job_runs_exclusive_running_key")
+
+
+def _explaining(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+    """The plans, as executed, of what runs on ``conn`` from now on (auto_explain's notices,
+    with the pages touched), on a connection that prepares statements as connect() sets it
+    (when a call asks)."""
+    plans: list[dict[str, Any]] = []
+
+    def explained(diag: psycopg.errors.Diagnostic) -> None:
+        text = diag.message_primary or ""
+        if "plan:" in text:
+            plans.append(json.loads(text.split("plan:", 1)[1]))
+
+    conn.add_notice_handler(explained)
+    conn.prepare_threshold = 2**31
+    conn.execute("LOAD 'auto_explain'")
+    for setting in ("auto_explain.log_min_duration = 0",
+                    "auto_explain.log_analyze = on", "auto_explain.log_format = json",
+                    "auto_explain.log_level = notice", "auto_explain.log_buffers = on"):
+        conn.execute(f"SET {setting}".encode())
+    return plans
 
 
 def _assert_a_bounded_range_scan(nodes: list[dict[str, Any]], limit: int) -> None:

@@ -41,10 +41,19 @@ FROM runs JOIN job_definitions AS d ON d.id = runs.definition_id;
 -- running runs with everything the previous claim committed. (A lock taken inside the
 -- claim statement itself would not do: its snapshot predates the wait, so two claims could
 -- each count fewer than the limit.) Groups without due runs are not locked.
+-- Each limited group is looked at alone, in subqueries evaluated per row (never joins the
+-- planner could start from): its jobs until one has a due run, each job's runs read by
+-- its id until the first due one. Never the queue at large, which a join of the jobs and
+-- their runs read whole without claim_plan's old sort and join settings
+-- (test_claim_plan.py::test_a_pass_records_its_outcomes_by_primary_key).
 SELECT g.name FROM job_groups AS g
-WHERE EXISTS (
-    SELECT 1 FROM job_definitions AS d JOIN job_runs AS r ON r.definition_id = d.id
-    WHERE d.group_name = g.name AND cronjobs_run_is_due(r.status, r.eligible_at, %(now)s))
+WHERE (SELECT true FROM job_definitions AS d
+       WHERE d.group_name = g.name
+         AND (SELECT true FROM job_runs AS r
+              WHERE r.definition_id = d.id
+                AND cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
+              LIMIT 1)
+       LIMIT 1)
 ORDER BY g.name
 FOR UPDATE OF g;
 
@@ -55,14 +64,14 @@ FOR UPDATE OF g;
 -- would rather read every waiting run through a bitmap and sort them; that reads the whole
 -- queue for every claim, and draining a backlog becomes quadratic. These settings only
 -- price the other plans out (they stay possible), and the transaction ends right after
--- the claim. Each stays because a plan test fails without it (the others once set here,
--- sorts, hash and merge joins, were not needed: a plan test passes without them):
+-- the claim. Each stays because a plan test fails without it; the others once set here
+-- (no sorts, hash or merge joins) are not needed, every plan test passes without them
+-- (lock_claimable_groups, which read the queue without them, now says how it reads):
 SELECT -- the bitmap scan of every waiting run, then a sort:
        -- test_claim_plan.py::test_the_claim_is_a_range_scan_bounded_by_the_batch
        set_config('enable_bitmapscan', 'off', true),
-       -- a whole job_runs or job_definitions read by the claim or the group locks before
-       -- any ANALYZE: test_query_plans.py::
-       -- test_no_statement_of_a_pass_reads_a_table_whole_before_any_analyze
+       -- a whole job_definitions read by the claim before any ANALYZE: test_query_plans.py::
+       -- test_no_statement_of_a_pass_reads_a_table_whole_before_any_analyze[claim_runs]
        set_config('enable_seqscan', 'off', true),
        -- the price of what is priced out would otherwise make the claim look expensive
        -- enough to be compiled first, which takes seconds where the claim takes a
@@ -185,10 +194,13 @@ UPDATE job_runs AS r
 SET heartbeat_at = %(now)s, lease_expires_at = %(now)s + v.lease
 FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(leases)s::interval[])
      AS v (id, token, lease)
--- (the runs by id, in the primary key: a condition on status would let the planner read
--- every entry of job_runs_running_idx instead, finished runs' included until vacuum; the
--- lease token, set only while a run is running, is the fence)
-WHERE r.id = v.id AND r.lease_token = v.token
+-- (the runs by id, an array looked up in the primary key: joined to the leases alone, a
+-- few thousand runs are merged with the whole primary key or read whole
+-- (test_claim_plan.py::test_a_heartbeat_finds_its_runs_by_primary_key); a condition on
+-- status would let the planner read every entry of job_runs_running_idx instead,
+-- finished runs' included until vacuum. The lease token, set only while a run is running,
+-- is the fence.)
+WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = v.id AND r.lease_token = v.token
 RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel_requested;
 
 -- name: finish_runs
@@ -218,8 +230,11 @@ WITH v AS (
         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
         updated_at = %(now)s
     FROM v
-    -- by id, fenced by the lease token (set only while a run is running): see heartbeat
-    WHERE r.id = v.id AND r.lease_token = v.token
+    -- by id, an array looked up in the primary key (joined to the outcomes alone, the
+    -- pass's plan merges them with the whole primary key at every finish:
+    -- test_claim_plan.py::test_a_pass_records_its_outcomes_by_primary_key), fenced by the
+    -- lease token (set only while a run is running): see heartbeat
+    WHERE r.id = ANY(ARRAY(SELECT id FROM v)) AND r.id = v.id AND r.lease_token = v.token
     RETURNING r.id, r.attempt, r.definition_id, v.token, v.status, v.outcome, v.exit_code,
               v.error, v.output_tail
 ), attempt AS (
