@@ -213,9 +213,10 @@ CREATE UNIQUE INDEX job_runs_slot_key
 -- at most one exclusive run of a job holds a lease at a time, whatever races the claims
 CREATE UNIQUE INDEX job_runs_exclusive_running_key
     ON job_runs (definition_id) WHERE status = 'running' AND exclusive;
--- what is due, in the claim's order: only waiting runs are indexed, however many finished
--- runs the table holds; backfilled runs after all others, so that a backfill never holds up
--- a schedule; then by eligible_at and id, so that a claim of N runs reads its first N entries
+-- what is due, in the claim's order: only waiting runs are indexed (the WHERE is
+-- cronjobs_run_waits(status), below, written out), however many finished runs the table
+-- holds; backfilled runs after all others, so that a backfill never holds up a schedule;
+-- then by eligible_at and id, so that a claim of N runs reads its first N entries
 CREATE INDEX job_runs_claim_idx
     ON job_runs ((trigger = 'backfill'), eligible_at, id) WHERE status IN ('queued', 'failed');
 -- one-off runs waiting for their time (trigger --at)
@@ -243,6 +244,33 @@ CREATE INDEX job_runs_retry_of_idx ON job_runs (retry_of) WHERE retry_of IS NOT 
 CREATE INDEX job_runs_unacknowledged_idx
     ON job_runs (definition_id)
     WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at);
+
+-- What makes a run claimable, written once: SQL functions of a row's columns, each one
+-- expression the planner inlines where it is called (LANGUAGE sql, IMMUTABLE, not STRICT),
+-- so that a query calling them on job_runs' columns reads the same indexes as one that
+-- spelled the expression out. The claim (claim_runs) adds what only it checks: the worker
+-- has the handler, the job's group has room, no exclusive run of the job is running.
+
+-- A run that waits in the queue: for its first attempt (queued) or for a retry (failed).
+-- (job_runs_claim_idx holds the runs that wait: its WHERE is this body, written out, as an
+-- index's predicate must be.)
+CREATE FUNCTION cronjobs_run_waits(status text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT status IN ('queued', 'failed') $$;
+
+-- A run that waits and whose time has come at the instant.
+CREATE FUNCTION cronjobs_run_is_due(status text, eligible_at timestamptz,
+                                    instant timestamptz) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT cronjobs_run_waits(status) AND eligible_at <= instant $$;
+
+-- Whether a job lets a due run of its own start at the instant: a manual run always, any
+-- other while the job is not paused or its pause has ended.
+CREATE FUNCTION cronjobs_job_lets_run(trigger text, paused_at timestamptz,
+                                      paused_until timestamptz, instant timestamptz)
+    RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT trigger = 'manual' OR paused_at IS NULL OR paused_until <= instant $$;
 
 -- Every attempt of a run, kept for history: worker, times, outcome, output.
 CREATE TABLE job_attempts (
@@ -315,3 +343,4 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (6, 'jobs_as_code');
 INSERT INTO cronjobs_migrations (version, name) VALUES (7, 'notifications_and_live_output');
 INSERT INTO cronjobs_migrations (version, name) VALUES (8, 'dashboard_indexes');
 INSERT INTO cronjobs_migrations (version, name) VALUES (9, 'failing_jobs_index');
+INSERT INTO cronjobs_migrations (version, name) VALUES (10, 'claimable_runs');

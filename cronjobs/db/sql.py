@@ -1,5 +1,7 @@
-"""The named SQL of cronjobs: ``queries.sql`` (one statement per name), the canonical
-``schema.sql`` and the numbered ``migrations/``. This is the only place SQL text lives."""
+"""The named SQL of cronjobs: ``queries/`` (one file per concept, matching the stores of
+``cronjobs/db/stores/``; one statement per name, every name unique across the files), the
+canonical ``schema.sql`` and the numbered ``migrations/``. This is the only place SQL text
+lives."""
 
 from __future__ import annotations
 
@@ -41,15 +43,34 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
 
 
 @cache
+def queries_by_concept() -> dict[str, dict[str, LiteralString]]:
+    """{concept: {name: statement}}, a concept per file of ``queries/`` (``queue.sql``:
+    ``queue``)."""
+    return {path.stem: parse_queries(path.read_text(encoding="utf-8"))
+            for path in sorted((_HERE / "queries").glob("*.sql"))}
+
+
+@cache
 def queries() -> dict[str, LiteralString]:
-    return parse_queries(_read("queries.sql"))
+    """Every named statement, whichever file holds it: a name defined in two files is an
+    error, as one defined twice in a file is."""
+    found: dict[str, LiteralString] = {}
+    where: dict[str, str] = {}
+    for concept, named in queries_by_concept().items():
+        for name, statement in named.items():
+            if name in found:
+                raise ValueError(f"query {name!r} is defined in queries/{where[name]}.sql "
+                                 f"and in queries/{concept}.sql")
+            found[name] = statement
+            where[name] = concept
+    return found
 
 
 def query(name: str) -> LiteralString:
     try:
         return queries()[name]
     except KeyError:
-        raise KeyError(f"no SQL query named {name!r} in queries.sql") from None
+        raise KeyError(f"no SQL query named {name!r} in cronjobs/db/queries/") from None
 
 
 @cache

@@ -513,7 +513,7 @@ def test_dockerignore_keeps_local_state_out_of_the_context() -> None:
                   "dist/cronjobs-0.1.0.tar.gz"):
         assert _dockerignored(local, patterns), f"{local} would be sent to the docker build"
     for needed in ("pyproject.toml", "README.md", "schema.sql", "cronjobs/cli.py",
-                   "cronjobs/db/queries.sql"):
+                   "cronjobs/db/queries/queue.sql"):
         assert not _dockerignored(needed, patterns), needed
 
 
@@ -563,7 +563,7 @@ def test_build_stage_copies_enough_to_build_the_wheel(tmp_path: Path) -> None:
     (wheel,) = out.glob("cronjobs-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         assert archive.read("cronjobs/db/schema.sql").decode() == (ROOT / "schema.sql").read_text()
-        assert "cronjobs/db/queries.sql" in archive.namelist()
+        assert "cronjobs/db/queries/queue.sql" in archive.namelist()
     # the runtime stage installs exactly this wheel
     runtime_runs = " ".join(rest for keyword, rest in _stages()[-1] if keyword == "RUN")
     globs = [word for word in runtime_runs.split() if word.endswith(".whl")]

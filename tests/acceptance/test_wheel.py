@@ -22,7 +22,9 @@ def test_wheel_contains_schema(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         assert "cronjobs/db/schema.sql" in names
-        assert "cronjobs/db/queries.sql" in names
+        assert "cronjobs/db/queries/queue.sql" in names
+        assert {f"cronjobs/db/queries/{path.name}"
+                for path in (ROOT / "cronjobs" / "db" / "queries").glob("*.sql")} <= names
         assert "cronjobs/db/migrations/0001_initial.sql" in names
         shipped = archive.read("cronjobs/db/schema.sql").decode()
     assert shipped == (ROOT / "schema.sql").read_text()

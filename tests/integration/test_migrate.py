@@ -25,6 +25,8 @@ SELECT 'constraint', conrelid::regclass || '.' || conname || ' ' || pg_get_const
 FROM pg_constraint WHERE connamespace = 'public'::regnamespace
 UNION ALL
 SELECT 'index', indexdef FROM pg_indexes WHERE schemaname = 'public'
+UNION ALL
+SELECT 'function', pg_get_functiondef(oid) FROM pg_proc WHERE pronamespace = 'public'::regnamespace
 ORDER BY 1, 2
 """
 

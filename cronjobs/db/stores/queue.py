@@ -44,19 +44,20 @@ class QueueStore(Queries):
                 return self._claim_later(now=now, worker=worker, limit=limit, tick_id=tick_id,
                                          run_ids=run_ids, handlers=handlers, planned=True)
             with contextlib.suppress(Conflict):
-                return self._pass(outcomes, failing, now=now, claim=claim)
+                return self._pass(outcomes, failing, now=now, claim=claim,
+                                  generic=self._generic(run_ids))
         if not outcomes and not failing:
             return set(), {}, []
-        return self._pass(outcomes, failing, now=now, claim=None)
+        return self._pass(outcomes, failing, now=now, claim=None, generic=self._generic(None))
 
     def _pass(self, outcomes: Sequence[Outcome], failing: Sequence[Outcome], *,
-              now: dt.datetime, claim: Callable[[], Callable[[], list[Claimed]]] | None
-              ) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed]]:
+              now: dt.datetime, claim: Callable[[], Callable[[], list[Claimed]]] | None,
+              generic: bool) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed]]:
         with translated():
             with self.session.transaction_at_once():
                 # SET LOCAL, until the transaction ends: the outcomes are written by id
                 # too, never by reading a small table whole (see claim_plan)
-                self._send("claim_plan", {"generic": self.session.prepares()}, prepare=True)
+                self._send("claim_plan", {"generic": generic}, prepare=True)
                 counted = [(o.run_id, self._later("record_job_failure", {
                     "run_id": o.run_id, "token": o.token, "error": o.error, "now": now},
                     class_row(JobFailure), prepare=True)) for o in failing]
@@ -96,24 +97,33 @@ class QueueStore(Queries):
                      ) -> Callable[[], list[Claimed]]:
         """Send the statements of a claim inside an open transaction (``planned``: one in
         which claim_plan was sent already); the claimed rows are read by calling the result
-        (after the pipeline, when there is one)."""
+        (after the pipeline, when there is one). ``run_ids``: these runs only, by id
+        (`trigger --run`)."""
+        # The scheduled claim runs hundreds of times a tick: prepared, planned once (a
+        # generic plan: the range scan, whatever the instant). A claim by id runs once, and
+        # is planned for its ids: the primary key finds them, where a generic plan would
+        # scan the queue for them.
+        scheduled = run_ids is None
         params = {"now": now, "worker": worker, "limit": limit, "tick_id": tick_id,
-                  "handlers": list(handlers)}
-        # [group limit] lock_claimable_groups first, in the claim's transaction: the
-        # claims of one limited group take turns, each counting what the one before
-        # committed (see queries.sql)
-        if run_ids is not None:  # `trigger --run`: these runs only, by id
-            self._send("lock_claimable_groups", {"now": now})
-            return self._later("claim_runs_by_id", params | {"run_ids": list(run_ids)},
-                               class_row(Claimed), binary=True)
+                  "handlers": list(handlers), "scan": claim_scan(limit),
+                  "run_ids": None if run_ids is None else list(run_ids)}
         # SET LOCAL, until the transaction ends: the group locks are planned with it too
         # (without statistics on job_runs they could otherwise read the whole queue)
         if not planned:
-            self._send("claim_plan", {"generic": self.session.prepares()}, prepare=True)
-        self._send("lock_claimable_groups", {"now": now}, prepare=True)
+            self._send("claim_plan", {"generic": self._generic(run_ids)}, prepare=True)
+        # [group limit] lock_claimable_groups first, in the claim's transaction: the
+        # claims of one limited group take turns, each counting what the one before
+        # committed (see queries/queue.sql)
+        self._send("lock_claimable_groups", {"now": now}, prepare=scheduled)
         # (in binary: half the time of parsing the rows' text, per run)
-        return self._later("claim_runs", params | {"scan": claim_scan(limit)},
-                           class_row(Claimed), binary=True, prepare=True)
+        return self._later("claim_runs", params, class_row(Claimed), binary=True,
+                           prepare=scheduled)
+
+    def _generic(self, run_ids: Sequence[int] | None) -> bool:
+        """Whether claim_plan asks for generic plans (for every statement of the
+        transaction, prepared or not): when the connection prepares statements, and the
+        claim is not one by id."""
+        return self.session.prepares() and run_ids is None
 
     def reclaim_expired(self, *, now: dt.datetime, limit: int = 1000) -> list[Reclaimed]:
         """Runs whose lease expired before ``now`` go back to the queue (or die); their

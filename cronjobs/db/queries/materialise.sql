@@ -1,0 +1,142 @@
+-- Materialisation: due definitions become runs and skips, exactly once; one-off runs are
+-- released when their time comes (cronjobs/db/stores/materialise.py).
+
+-- name: due_definitions
+-- Definitions with a slot due, locked so that concurrent ticks share them instead of
+-- deciding the same ones; the partial index on next_due_at keeps this proportional to
+-- the due definitions, not to all of them. Only what deciding reads, in the order of
+-- models.DueDefinition.
+SELECT id, name, schedule, timezone, catchup, catchup_limit, starting_deadline, overlap,
+       max_attempts, paused_at, paused_until, pause_note, cursor_at, next_due_at
+FROM job_definitions
+WHERE removed_at IS NULL AND next_due_at <= %(now)s
+ORDER BY next_due_at, id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: definitions_due
+-- Whether any definition has a slot due at the instant (no lock taken: a tick that already
+-- materialised uses it to see that other ticks are still materialising).
+SELECT EXISTS (
+    SELECT 1 FROM job_definitions WHERE removed_at IS NULL AND next_due_at <= %(now)s
+) AS due;
+
+-- name: unscheduled_definitions
+-- Valid definitions with no next slot (e.g. inserted with SQL): the tick schedules them.
+-- The columns of due_definitions.
+SELECT id, name, schedule, timezone, catchup, catchup_limit, starting_deadline, overlap,
+       max_attempts, paused_at, paused_until, pause_note, cursor_at, next_due_at
+FROM job_definitions
+WHERE removed_at IS NULL AND next_due_at IS NULL AND invalid_reason IS NULL
+ORDER BY id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: active_runs
+-- Per definition, what the overlap policy counts: runs holding a live lease at the instant,
+-- and runs waiting to start or to be retried. Backfilled runs
+-- are not counted: they are a separate stream, claimed after the job's own runs.
+SELECT definition_id,
+       count(*) FILTER (WHERE status = 'running' AND lease_expires_at > %(now)s)
+           AS running,
+       count(*) FILTER (WHERE cronjobs_run_waits(status)) AS waiting
+FROM job_runs
+WHERE definition_id = ANY(%(definition_ids)b::bigint[])
+  AND status IN ('queued', 'running', 'failed')
+  AND trigger <> 'backfill'
+GROUP BY definition_id;
+
+-- name: insert_runs
+-- The one place a slot becomes a run: the unique slot key makes it exactly once. The
+-- arrays go over in binary: thousands of timestamps are cheaper to send that way.
+INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts, exclusive,
+                      eligible_at, tick_id, created_at, updated_at)
+SELECT v.definition_id, v.scheduled_for, v.trigger, v.max_attempts, v.exclusive,
+       v.eligible_at, %(tick_id)s, %(now)s, %(now)s
+FROM unnest(%(definition_ids)b::bigint[], %(slots)b::timestamptz[], %(triggers)b::text[],
+            %(max_attempts)b::integer[], %(exclusive)b::boolean[],
+            %(eligible)b::timestamptz[])
+     AS v (definition_id, scheduled_for, trigger, max_attempts, exclusive, eligible_at)
+ON CONFLICT (definition_id, scheduled_for) WHERE trigger IN ('schedule', 'backfill')
+DO NOTHING
+RETURNING definition_id, scheduled_for;
+
+-- name: insert_skips
+INSERT INTO job_skips (definition_id, first_slot, last_slot, slot_count, reason, detail,
+                       tick_id, decided_at)
+SELECT v.definition_id, v.first_slot, v.last_slot, v.slot_count, v.reason, v.detail,
+       %(tick_id)s, %(now)s
+FROM unnest(%(definition_ids)b::bigint[], %(first_slots)b::timestamptz[],
+            %(last_slots)b::timestamptz[], %(slot_counts)b::integer[], %(reasons)b::text[],
+            %(details)b::text[])
+     AS v (definition_id, first_slot, last_slot, slot_count, reason, detail);
+
+-- name: advance_definitions
+-- Every slot up to the new cursor is now decided; same transaction as the runs and skips.
+UPDATE job_definitions AS d
+SET cursor_at = v.cursor_at,
+    next_due_at = v.next_due_at,
+    invalid_reason = v.invalid_reason,
+    paused_at = CASE WHEN v.resumed THEN NULL ELSE d.paused_at END,
+    paused_until = CASE WHEN v.resumed THEN NULL ELSE d.paused_until END,
+    pause_note = CASE WHEN v.resumed THEN NULL ELSE d.pause_note END
+FROM unnest(%(ids)b::bigint[], %(cursors)b::timestamptz[], %(next_dues)b::timestamptz[],
+            %(invalid_reasons)b::text[], %(resumed)b::boolean[])
+     AS v (id, cursor_at, next_due_at, invalid_reason, resumed)
+WHERE d.id = v.id;
+
+-- name: runs_between
+-- A job's runs of the slots in [start, end]: those of the slot key through
+-- job_runs_slot_key, the others through job_runs_other_slots_idx; two ranges of index
+-- entries, however long the job's history.
+SELECT * FROM job_runs
+WHERE definition_id = %(definition_id)s AND scheduled_for BETWEEN %(start)s AND %(end)s
+  AND trigger IN ('schedule', 'backfill')
+UNION ALL
+SELECT * FROM job_runs
+WHERE definition_id = %(definition_id)s AND scheduled_for BETWEEN %(start)s AND %(end)s
+  AND trigger NOT IN ('schedule', 'backfill')
+ORDER BY scheduled_for, id;
+
+-- name: skips_between
+SELECT * FROM job_skips
+WHERE definition_id = %(definition_id)s AND last_slot >= %(start)s AND first_slot <= %(end)s
+ORDER BY first_slot, id;
+
+-- name: insert_one_off_run
+-- `cronjobs trigger NAME --at TIME`: one manual run for a later time. It waits as
+-- 'scheduled' (claim_runs never sees it) until release_one_off_runs decides it.
+INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, payload, max_attempts,
+                      exclusive, eligible_at, created_at, updated_at)
+VALUES (%(definition_id)s, %(at)s, 'manual', 'scheduled', %(payload)s, %(max_attempts)s,
+        %(exclusive)s, %(at)s, %(now)s, %(now)s)
+RETURNING *;
+
+-- name: due_one_off_runs
+-- One-off runs whose time has come, with what their job's overlap policy needs; locked so
+-- that concurrent ticks decide each once.
+SELECT r.id, r.definition_id, r.scheduled_for, d.name, d.overlap
+FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE r.status = 'scheduled' AND r.eligible_at <= %(now)s
+ORDER BY r.eligible_at, r.id
+LIMIT %(limit)s
+FOR UPDATE OF r SKIP LOCKED;
+
+-- name: release_one_off_runs
+-- Each due one-off run is queued (to be claimed like any run) or cancelled with the reason
+-- its job's overlap policy gave.
+UPDATE job_runs AS r
+SET status = CASE WHEN v.error IS NULL THEN 'queued' ELSE 'cancelled' END,
+    exclusive = v.exclusive,
+    finished_at = CASE WHEN v.error IS NULL THEN NULL ELSE %(now)s END,
+    error = v.error,
+    updated_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(exclusive)s::boolean[], %(errors)s::text[])
+     AS v (id, exclusive, error)
+WHERE r.id = v.id AND r.status = 'scheduled';
+
+-- name: one_off_runs_of
+-- A job's one-off runs still waiting for their time (explain shows them, whatever range).
+SELECT * FROM job_runs
+WHERE definition_id = %(definition_id)s AND status = 'scheduled'
+ORDER BY eligible_at, id;

@@ -1,0 +1,308 @@
+-- The queue as the executor sees it: claim, heartbeat, finish, reclaim
+-- (cronjobs/db/stores/queue.py).
+
+-- name: reclaim_expired
+-- Runs whose lease expired (their worker died or froze): the attempt is recorded as lost
+-- and the run goes back to the queue at once, or becomes dead when attempts are used up.
+WITH expired AS (
+    SELECT id, attempt, max_attempts, lease_owner, lease_token, heartbeat_at
+    FROM job_runs
+    WHERE status = 'running' AND lease_expires_at < %(now)s
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), runs AS (
+    UPDATE job_runs AS r
+    SET status = CASE WHEN e.attempt >= e.max_attempts THEN 'dead' ELSE 'queued' END,
+        eligible_at = %(now)s,
+        finished_at = CASE WHEN e.attempt >= e.max_attempts THEN %(now)s END,
+        error = 'lease lost: worker ' || e.lease_owner || ' stopped heartbeating (last at '
+                || e.heartbeat_at || ')',
+        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+        updated_at = %(now)s
+    FROM expired AS e
+    WHERE r.id = e.id
+    RETURNING r.id, r.status, r.definition_id, r.error, r.scheduled_for, e.attempt,
+              e.lease_token, e.lease_owner
+), attempts AS (
+    UPDATE job_attempts AS a
+    SET outcome = 'lost', finished_at = %(now)s, error = runs.error
+    FROM runs
+    WHERE a.run_id = runs.id AND a.attempt = runs.attempt AND a.lease_token = runs.lease_token
+)
+SELECT runs.id, runs.status, runs.definition_id, runs.lease_owner, runs.error,
+       runs.scheduled_for, runs.attempt, d.name AS job
+FROM runs JOIN job_definitions AS d ON d.id = runs.definition_id;
+
+-- name: lock_claimable_groups
+-- [group limit] Run just before claim_runs, in the same transaction: locks the
+-- rows of the limited groups that have due runs, in name order, so that the claims of one
+-- group take turns across every tick; claim_runs, a new statement, then counts the group's
+-- running runs with everything the previous claim committed. (A lock taken inside the
+-- claim statement itself would not do: its snapshot predates the wait, so two claims could
+-- each count fewer than the limit.) Groups without due runs are not locked.
+-- Each limited group is looked at alone, in subqueries evaluated per row (never joins the
+-- planner could start from): its jobs until one has a due run, each job's runs read by
+-- its id until the first due one. Never the queue at large, which a join of the jobs and
+-- their runs read whole without claim_plan's old sort and join settings
+-- (test_claim_plan.py::test_a_pass_records_its_outcomes_by_primary_key).
+SELECT g.name FROM job_groups AS g
+WHERE (SELECT true FROM job_definitions AS d
+       WHERE d.group_name = g.name
+         AND (SELECT true FROM job_runs AS r
+              WHERE r.definition_id = d.id
+                AND cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
+              LIMIT 1)
+       LIMIT 1)
+ORDER BY g.name
+FOR UPDATE OF g;
+
+-- name: claim_plan
+-- Run in the claim's transaction just before claim_runs (SET LOCAL: until it ends): the
+-- claim is planned as the one range scan of job_runs_claim_idx it is written for. Without
+-- statistics (a table filled since the last ANALYZE) or with a short queue, the planner
+-- would rather read every waiting run through a bitmap and sort them; that reads the whole
+-- queue for every claim, and draining a backlog becomes quadratic. These settings only
+-- price the other plans out (they stay possible), and the transaction ends right after
+-- the claim. Each stays because a plan test fails without it; the others once set here
+-- (no sorts, hash or merge joins) are not needed, every plan test passes without them
+-- (lock_claimable_groups, which read the queue without them, now says how it reads):
+SELECT -- the bitmap scan of every waiting run, then a sort:
+       -- test_claim_plan.py::test_the_claim_is_a_range_scan_bounded_by_the_batch
+       set_config('enable_bitmapscan', 'off', true),
+       -- a whole job_definitions read by the claim before any ANALYZE: test_query_plans.py::
+       -- test_no_statement_of_a_pass_reads_a_table_whole_before_any_analyze[claim_runs]
+       set_config('enable_seqscan', 'off', true),
+       -- the price of what is priced out would otherwise make the claim look expensive
+       -- enough to be compiled first, which takes seconds where the claim takes a
+       -- millisecond (test_claim_plan.py: "JIT" not in the plan)
+       set_config('jit', 'off', true),
+       -- `generic`, on a connection whose pass runs prepared statements (Store._later):
+       -- planned once for every later execution. Left to choose, the server keeps planning
+       -- the claim again at each execution (its generic plan, priced with the settings
+       -- above, looks dearer than the custom ones), which is half its time. The generic
+       -- plan is the same range scan (test_claim_plan.py::
+       -- test_the_prepared_claim_is_a_range_scan_bounded_by_the_batch_in_its_generic_plan).
+       -- It applies to every statement with parameters in the transaction, prepared or not.
+       set_config('plan_cache_mode', CASE WHEN %(generic)s::boolean THEN 'force_generic_plan'
+                                          ELSE current_setting('plan_cache_mode') END, true);
+
+-- name: claim_runs
+-- Claim due runs in one short statement that commits at once, and open their attempts in
+-- the same statement: the first due runs in the queue's order or, given %(run_ids)s
+-- (`cronjobs trigger --run`), those runs only, by the same rules (due, executable by this
+-- worker, not paused, exclusivity, group limits). An exclusive run (overlap skip or queue)
+-- is claimed only while no other exclusive run of its job is running, at most one per job
+-- per claim; job_runs_exclusive_running_key backs this up. Backfilled runs come after every
+-- other due run. The candidates are the first `scan` entries of job_runs_claim_idx, in its
+-- order (ORDER BY is its key, eligible_at <= now a condition on it): a range scan that
+-- stops after them however long the queue (claim_plan sees to it that nothing else is
+-- chosen). Runs by id are found by the primary key instead, then put in the same order:
+-- that claim is planned for its ids, never with a generic plan (QueueStore._claim_later),
+-- in which the condition on %(run_ids)s is only a filter of the range scan.
+-- A run of a limited group is claimed only within the group's free slots (the parts marked
+-- [group limit]; lock_claimable_groups runs first, in the same transaction).
+WITH group_room AS (
+    -- [group limit] each limited group's free slots: its limit minus its runs holding a
+    -- lease now
+    -- (the running runs are read from job_runs_running_idx, as few as run at once: never
+    -- a job's queue or history)
+    SELECT g.name, g.max_running - coalesce(busy.n, 0) AS room
+    FROM job_groups AS g
+    LEFT JOIN (
+        SELECT bd.group_name, count(*) AS n
+        FROM job_runs AS br JOIN job_definitions AS bd ON bd.id = br.definition_id
+        WHERE br.status = 'running' AND br.started_at IS NOT NULL
+          AND bd.group_name IS NOT NULL
+        GROUP BY bd.group_name
+    ) AS busy ON busy.group_name = g.name
+), candidates AS (
+    SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late
+    FROM job_runs AS r
+    -- (cronjobs_run_is_due, cronjobs_job_lets_run: what makes a run claimable, in schema.sql)
+    WHERE cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
+      AND (%(run_ids)s::bigint[] IS NULL OR r.id = ANY(%(run_ids)s::bigint[]))
+      -- one look at the run's job, a subquery evaluated per row of the index scan (not a
+      -- join the planner could start from): only what this worker can execute (a command,
+      -- or a handler it has loaded; the others wait, attempts untouched, for a worker that
+      -- has it), and a paused job's runs wait (a manual trigger still runs)
+      AND (SELECT (kd.kind = 'command' OR kd.handler = ANY(%(handlers)s::text[]))
+                  AND cronjobs_job_lets_run(r.trigger, kd.paused_at, kd.paused_until,
+                                            %(now)s)
+                  -- [group limit] a run of a group with no free slot waits (never failed)
+                  AND (kd.group_name IS NULL OR NOT EXISTS (
+                      SELECT 1 FROM group_room AS fr
+                      WHERE fr.name = kd.group_name AND fr.room <= 0))
+           FROM job_definitions AS kd WHERE kd.id = r.definition_id)
+      -- an exclusive run only while no exclusive run of its job runs (the running
+      -- exclusive runs are read from job_runs_exclusive_running_key, one entry per job at
+      -- most)
+      AND NOT (r.exclusive AND EXISTS (
+          SELECT 1 FROM job_runs AS o
+          WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
+    ORDER BY r.trigger = 'backfill', r.eligible_at, r.id
+    LIMIT %(scan)s
+    FOR UPDATE OF r SKIP LOCKED
+), picked AS (
+    SELECT id, definition_id, late, eligible_at FROM (
+        SELECT id, definition_id, exclusive, eligible_at, late,
+               row_number() OVER (PARTITION BY definition_id, exclusive
+                                  ORDER BY late, eligible_at, id) AS rank
+        FROM candidates
+    ) AS ranked
+    WHERE NOT exclusive OR rank = 1
+    ORDER BY late, eligible_at, id
+    LIMIT %(limit)s
+), within_groups AS (
+    -- [group limit] of the picked runs, at most each group's free slots
+    -- (the few picked runs, each its job's group looked up by primary key)
+    SELECT id FROM (
+        SELECT p.id, wr.room,
+               row_number() OVER (PARTITION BY wr.name
+                                  ORDER BY p.late, p.eligible_at, p.id) AS n
+        FROM picked AS p
+        LEFT JOIN group_room AS wr ON wr.name = (
+            SELECT pd.group_name FROM job_definitions AS pd WHERE pd.id = p.definition_id)
+    ) AS numbered
+    WHERE room IS NULL OR n <= room
+), claimed AS (
+    UPDATE job_runs AS r
+    SET status = 'running', attempt = r.attempt + 1, lease_owner = %(worker)s,
+        -- (a job without a lease, written around the CLI's checks, is held long enough to
+        -- record that it cannot run)
+        lease_token = gen_random_uuid(),
+        lease_expires_at = %(now)s + coalesce(d.lease, interval '60 seconds'),
+        heartbeat_at = %(now)s, started_at = %(now)s, finished_at = NULL,
+        cancel_requested_at = NULL, tick_id = %(tick_id)s, updated_at = %(now)s,
+        -- (the new attempt has printed nothing yet: `logs` must not show the last one's)
+        output_tail = NULL, output_bytes = NULL
+    FROM job_definitions AS d
+    WHERE r.id IN (SELECT id FROM within_groups) AND d.id = r.definition_id
+    RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
+              r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
+              AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
+              d.backoff_max, cardinality(d.notify_urls) > 0 AS notifies
+), attempts AS (
+    INSERT INTO job_attempts (run_id, attempt, worker, lease_token, started_at)
+    SELECT id, attempt, lease_owner, lease_token, started_at FROM claimed
+)
+SELECT * FROM claimed;
+
+-- name: heartbeat
+-- Extend the leases this worker still holds; a run missing from the result was lost.
+UPDATE job_runs AS r
+SET heartbeat_at = %(now)s, lease_expires_at = %(now)s + v.lease
+FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(leases)s::interval[])
+     AS v (id, token, lease)
+-- (the runs by id, an array looked up in the primary key: joined to the leases alone, a
+-- few thousand runs are merged with the whole primary key or read whole
+-- (test_claim_plan.py::test_a_heartbeat_finds_its_runs_by_primary_key); a condition on
+-- status would let the planner read every entry of job_runs_running_idx instead,
+-- finished runs' included until vacuum. The lease token, set only while a run is running,
+-- is the fence.)
+WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = v.id AND r.lease_token = v.token
+RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel_requested;
+
+-- name: finish_runs
+-- Record the outcomes of several attempts in one statement, each fenced by its lease
+-- token: a run missing from the result had lost its lease, and nothing was recorded for
+-- it. A success also ends its job's run of consecutive failures (locking the few
+-- definitions that had one, in id order, so that concurrent finishes cannot deadlock).
+-- The outcomes come as one JSON array of objects (one parameter: a fraction of the cost of
+-- an array per column to send).
+WITH v AS (
+    SELECT *
+    FROM jsonb_to_recordset(%(outcomes)s::jsonb)
+         AS v (id bigint, token uuid, status text, outcome text, exit_code integer,
+               error text, output_tail text, result jsonb, retry_secs float8,
+               extra_attempts integer)
+), run AS (
+    UPDATE job_runs AS r
+    SET status = v.status,
+        eligible_at = CASE WHEN cronjobs_run_waits(v.status)
+                           THEN %(now)s + make_interval(secs => v.retry_secs)
+                           ELSE r.eligible_at END,
+        max_attempts = r.max_attempts + v.extra_attempts,
+        finished_at = CASE WHEN v.status IN ('succeeded', 'dead', 'cancelled')
+                           THEN %(now)s END,
+        exit_code = v.exit_code, error = v.error, output_tail = v.output_tail,
+        result = v.result,
+        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+        updated_at = %(now)s
+    FROM v
+    -- by id, an array looked up in the primary key (joined to the outcomes alone, the
+    -- pass's plan merges them with the whole primary key at every finish:
+    -- test_claim_plan.py::test_a_pass_records_its_outcomes_by_primary_key), fenced by the
+    -- lease token (set only while a run is running): see heartbeat
+    WHERE r.id = ANY(ARRAY(SELECT id FROM v)) AND r.id = v.id AND r.lease_token = v.token
+    RETURNING r.id, r.attempt, r.definition_id, v.token, v.status, v.outcome, v.exit_code,
+              v.error, v.output_tail
+), attempt AS (
+    UPDATE job_attempts AS a
+    SET outcome = run.outcome, finished_at = %(now)s, exit_code = run.exit_code,
+        error = run.error, output_tail = run.output_tail
+    FROM run
+    WHERE a.run_id = run.id AND a.attempt = run.attempt AND a.lease_token = run.token
+), failing AS (
+    SELECT d.id FROM job_definitions AS d
+    WHERE d.id IN (SELECT definition_id FROM run WHERE status = 'succeeded')
+      AND d.consecutive_failures <> 0
+    ORDER BY d.id
+    FOR UPDATE OF d
+), reset AS (
+    UPDATE job_definitions AS d SET consecutive_failures = 0
+    FROM failing WHERE d.id = failing.id
+)
+SELECT id FROM run;
+
+-- name: record_job_failure
+-- After a failed attempt, in the transaction that records its outcome (before finish_runs)
+-- and fenced like it by the run's lease token: no row means the lease was lost, and nothing
+-- is counted. Counts consecutive failures, and pauses a job that keeps failing when its
+-- definition asks for it. Returns whether it was paused just now. (A success ends the count
+-- in finish_runs.)
+WITH old AS (
+    SELECT d.id, d.paused_at
+    FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+    WHERE r.id = %(run_id)s AND r.lease_token = %(token)s AND r.status = 'running'
+    FOR UPDATE OF d
+)
+UPDATE job_definitions AS d
+SET consecutive_failures = d.consecutive_failures + 1,
+    paused_at = CASE
+        WHEN d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
+             AND d.consecutive_failures + 1 >= d.pause_after_failures
+        THEN %(now)s ELSE d.paused_at END,
+    pause_note = CASE
+        WHEN d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
+             AND d.consecutive_failures + 1 >= d.pause_after_failures
+        THEN 'paused after ' || (d.consecutive_failures + 1)
+             || ' consecutive failures (last: ' || coalesce(%(error)s, 'unknown error') || ')'
+        ELSE d.pause_note END
+FROM old
+WHERE d.id = old.id
+RETURNING d.name, d.alert_command, d.alert_on_failure,
+          (old.paused_at IS NULL AND d.paused_at IS NOT NULL) AS just_paused, d.pause_note;
+
+-- name: record_reclaimed_failure
+-- record_job_failure for a run whose expired lease reclaim_expired took over in this same
+-- transaction (that takeover is its fence: the run's last holder can no longer write).
+WITH old AS (
+    SELECT id, paused_at FROM job_definitions WHERE id = %(definition_id)s FOR UPDATE
+)
+UPDATE job_definitions AS d
+SET consecutive_failures = d.consecutive_failures + 1,
+    paused_at = CASE
+        WHEN d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
+             AND d.consecutive_failures + 1 >= d.pause_after_failures
+        THEN %(now)s ELSE d.paused_at END,
+    pause_note = CASE
+        WHEN d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
+             AND d.consecutive_failures + 1 >= d.pause_after_failures
+        THEN 'paused after ' || (d.consecutive_failures + 1)
+             || ' consecutive failures (last: ' || coalesce(%(error)s, 'unknown error') || ')'
+        ELSE d.pause_note END
+FROM old
+WHERE d.id = old.id
+RETURNING d.name, d.alert_command, d.alert_on_failure,
+          (old.paused_at IS NULL AND d.paused_at IS NOT NULL) AS just_paused, d.pause_note;

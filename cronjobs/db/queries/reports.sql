@@ -1,0 +1,146 @@
+-- Reports: status, metrics, the dashboard's numbers (cronjobs/db/stores/reports.py).
+
+-- name: waiting_for_handlers
+-- Due handler runs that wait for a handler nobody loaded, per handler: not among
+-- %(handlers)s (a tick's own), or when that is NULL, among the handlers of no tick started
+-- after %(since)s. A paused job's runs wait for its resumption instead (as claim_runs).
+-- The jobs are found first (a handler job nobody loaded), then only their waiting runs are
+-- read (job_runs_active_idx), never the whole queue: every tick asks this.
+SELECT d.handler, sum(w.runs)::bigint AS runs, min(w.oldest) AS oldest
+FROM job_definitions AS d
+CROSS JOIN LATERAL (
+    SELECT count(*) AS runs, min(r.eligible_at) AS oldest
+    FROM job_runs AS r
+    WHERE r.definition_id = d.id AND cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
+      AND cronjobs_job_lets_run(r.trigger, d.paused_at, d.paused_until, %(now)s)
+) AS w
+WHERE d.kind = 'handler'
+  AND (%(definition_id)s::bigint IS NULL OR d.id = %(definition_id)s::bigint)
+  AND d.handler <> ALL(coalesce(%(handlers)s::text[], ARRAY(
+      SELECT DISTINCT h FROM job_ticks AS t CROSS JOIN LATERAL unnest(t.handlers) AS h
+      WHERE t.started_at > %(since)s)))
+  AND w.runs > 0
+GROUP BY d.handler
+ORDER BY d.handler;
+
+-- name: health
+-- One row of numbers for `cronjobs status` and `cronjobs metrics`.
+SELECT
+    (SELECT max(started_at) FROM job_ticks) AS last_tick_at,
+    (SELECT worker FROM job_ticks ORDER BY started_at DESC LIMIT 1) AS last_tick_worker,
+    (SELECT status FROM job_ticks ORDER BY started_at DESC LIMIT 1) AS last_tick_status,
+    (SELECT count(*) FROM job_ticks WHERE started_at > %(now)s - interval '1 hour')
+        AS ticks_last_hour,
+    (SELECT count(*) FROM job_runs
+     WHERE cronjobs_run_is_due(status, eligible_at, %(now)s)) AS backlog,
+    (SELECT min(eligible_at) FROM job_runs
+     WHERE cronjobs_run_is_due(status, eligible_at, %(now)s)) AS backlog_oldest,
+    (SELECT count(*) FROM job_runs WHERE status = 'running') AS running,
+    (SELECT count(*) FROM job_runs
+     WHERE status = 'failed' AND updated_at > %(now)s - interval '1 day') AS failed_last_day,
+    (SELECT count(*) FROM job_runs
+     WHERE status = 'dead' AND finished_at > %(now)s - interval '1 day') AS dead_last_day,
+    (SELECT count(*) FROM job_definitions WHERE removed_at IS NULL) AS jobs,
+    (SELECT count(*) FROM job_ticks
+     WHERE status = 'lost' AND finished_at > %(now)s - interval '1 day') AS lost_ticks_last_day,
+    (SELECT worker FROM job_ticks WHERE status = 'lost'
+     ORDER BY finished_at DESC LIMIT 1) AS last_lost_tick_worker,
+    (SELECT tick_at FROM job_ticks WHERE status = 'lost'
+     ORDER BY finished_at DESC LIMIT 1) AS last_lost_tick_at;
+
+-- name: running_runs
+SELECT r.id, d.name AS job, r.attempt, r.lease_owner, r.started_at, r.heartbeat_at,
+       r.lease_expires_at, r.cancel_requested_at
+FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE r.status = 'running'
+ORDER BY r.started_at;
+
+-- name: job_stats
+-- Per job: last success, last run's duration, the lateness of its last scheduled run (its
+-- first attempt's start minus its slot: backfilled, manual and retried runs are not late),
+-- runs by status and retries (of the runs not finished yet and those finished since
+-- %(since)s), and dead runs nobody acknowledged yet. Each number is an index probe per job
+-- or a range of recent rows: the cost does not grow with the history (a scrape every 15
+-- seconds must not read a million old runs).
+WITH recent AS (
+    SELECT definition_id, status, count(*) AS n, sum(greatest(attempt - 1, 0)) AS retries
+    FROM job_runs WHERE finished_at >= %(since)s
+    GROUP BY definition_id, status
+    UNION ALL
+    SELECT definition_id, status, count(*) AS n, sum(greatest(attempt - 1, 0)) AS retries
+    FROM job_runs WHERE status IN ('queued', 'running', 'failed')
+    GROUP BY definition_id, status
+), per_job AS (
+    SELECT definition_id, jsonb_object_agg(status, n) AS runs_by_status,
+           sum(retries) AS retries
+    FROM (SELECT definition_id, status, sum(n) AS n, sum(retries) AS retries
+          FROM recent GROUP BY definition_id, status) AS s
+    GROUP BY definition_id
+)
+SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.paused_at,
+       d.invalid_reason,
+       (SELECT max(finished_at) FROM job_runs WHERE definition_id = d.id
+            AND status = 'succeeded' AND finished_at IS NOT NULL) AS last_success_at,
+       last.finished_at - last.started_at AS last_duration,
+       -- never negative (a run started before its slot is on time, not early)
+       greatest(scheduled.started_at - scheduled.scheduled_for, interval '0')
+           AS last_lateness,
+       (SELECT count(*) FROM job_runs WHERE definition_id = d.id AND status = 'dead'
+            AND (acknowledged_at IS NULL OR acknowledged_at < finished_at))
+           AS dead_unacknowledged,
+       (SELECT max(id) FROM job_runs WHERE definition_id = d.id AND status = 'dead'
+            AND (acknowledged_at IS NULL OR acknowledged_at < finished_at))
+           AS latest_dead_id,
+       coalesce(per_job.runs_by_status, '{}'::jsonb) AS runs_by_status,
+       coalesce(per_job.retries, 0) AS retries
+FROM job_definitions AS d
+LEFT JOIN per_job ON per_job.definition_id = d.id
+-- the job's last finished run: the latest of each final status (job_runs_latest_idx)
+LEFT JOIN LATERAL (
+    SELECT l.started_at, l.finished_at
+    FROM unnest(ARRAY['succeeded', 'dead', 'cancelled']) AS s (status)
+    CROSS JOIN LATERAL (
+        SELECT started_at, finished_at, id FROM job_runs
+        WHERE definition_id = d.id AND status = s.status AND finished_at IS NOT NULL
+        ORDER BY finished_at DESC LIMIT 1) AS l
+    ORDER BY l.finished_at DESC, l.id DESC LIMIT 1
+) AS last ON true
+LEFT JOIN LATERAL (
+    SELECT l.scheduled_for, l.started_at
+    FROM unnest(ARRAY['succeeded', 'dead', 'cancelled']) AS s (status)
+    CROSS JOIN LATERAL (
+        SELECT r.id, r.scheduled_for, r.finished_at, a.started_at
+        FROM job_runs AS r JOIN job_attempts AS a ON a.run_id = r.id AND a.attempt = 1
+        WHERE r.definition_id = d.id AND r.status = s.status AND r.finished_at IS NOT NULL
+          AND r.trigger = 'schedule'
+        ORDER BY r.finished_at DESC LIMIT 1) AS l
+    ORDER BY l.finished_at DESC, l.id DESC LIMIT 1
+) AS scheduled ON true
+WHERE d.removed_at IS NULL
+ORDER BY d.name;
+
+-- name: dashboard_jobs
+-- One page of the dashboard's jobs table, in name order after %(after)s (keyset paging:
+-- job_definitions_name_key), optionally only the names containing %(search)s; with each
+-- job's last %(strip)s runs, oldest first, from job_runs_history_idx (a probe per job, never
+-- its whole history).
+SELECT d.*, strip.run_ids, strip.run_statuses, strip.run_slots, strip.run_times
+FROM job_definitions AS d
+LEFT JOIN LATERAL (
+    SELECT array_agg(r.id ORDER BY r.id) AS run_ids,
+           array_agg(r.status ORDER BY r.id) AS run_statuses,
+           array_agg(r.scheduled_for ORDER BY r.id) AS run_slots,
+           array_agg(coalesce(r.finished_at, r.started_at, r.eligible_at) ORDER BY r.id)
+               AS run_times
+    FROM (SELECT id, status, scheduled_for, finished_at, started_at, eligible_at
+          FROM job_runs WHERE definition_id = d.id ORDER BY id DESC LIMIT %(strip)s) AS r
+) AS strip ON true
+WHERE d.removed_at IS NULL AND d.name > %(after)s
+  AND (%(search)s::text IS NULL OR strpos(lower(d.name), lower(%(search)s::text)) > 0)
+ORDER BY d.name
+LIMIT %(limit)s;
+
+-- name: count_jobs
+SELECT count(*) AS n FROM job_definitions
+WHERE removed_at IS NULL
+  AND (%(search)s::text IS NULL OR strpos(lower(name), lower(%(search)s::text)) > 0);

@@ -1,0 +1,80 @@
+-- Runs and their attempts as operators see and change them (cronjobs/db/stores/runs.py).
+
+-- name: recent_runs
+SELECT * FROM job_runs WHERE definition_id = %(definition_id)s ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: run_by_id
+SELECT r.*, d.name AS job FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE r.id = %(id)s;
+
+-- name: run_by_id_for_update
+SELECT r.*, d.name AS job FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE r.id = %(id)s
+FOR UPDATE OF r;
+
+-- name: attempts_of_run
+SELECT * FROM job_attempts WHERE run_id = %(run_id)s ORDER BY attempt;
+
+-- name: attempts_of_runs
+SELECT * FROM job_attempts WHERE run_id = ANY(%(run_ids)s::bigint[]) ORDER BY run_id, attempt;
+
+-- name: requeue_run
+-- `cronjobs retry`: a failed, dead or cancelled run goes back to the queue now, with more
+-- attempts, keeping its history. Retrying a dead run acknowledges it.
+UPDATE job_runs
+SET status = 'queued', eligible_at = %(now)s, max_attempts = attempt + %(attempts)s,
+    finished_at = NULL, cancel_requested_at = NULL, retry_count = retry_count + 1,
+    retried_at = %(now)s, updated_at = %(now)s,
+    acknowledged_at = CASE WHEN status = 'dead' THEN %(now)s ELSE acknowledged_at END,
+    acknowledged_by = CASE WHEN status = 'dead' THEN %(by)s ELSE acknowledged_by END
+WHERE id = %(id)s
+RETURNING *;
+
+-- name: acknowledge_run
+-- `cronjobs ack RUN_ID`: a person saw this dead run; status --check turns green for it.
+-- (Never acknowledged before it died: a tick's clock may run a little ahead of ours.)
+UPDATE job_runs
+SET acknowledged_at = greatest(%(now)s, finished_at), acknowledged_by = %(by)s,
+    updated_at = %(now)s
+WHERE id = %(id)s AND status = 'dead'
+  AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
+RETURNING *;
+
+-- name: acknowledge_dead_runs
+-- `cronjobs ack --all NAME`: every dead run of the job that nobody acknowledged yet.
+UPDATE job_runs
+SET acknowledged_at = greatest(%(now)s, finished_at), acknowledged_by = %(by)s,
+    updated_at = %(now)s
+WHERE definition_id = %(definition_id)s AND status = 'dead'
+  AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
+RETURNING *;
+
+-- name: insert_manual_run
+-- A run outside the schedule: `cronjobs trigger`, or `cronjobs retry --force` of a run that
+-- succeeded (trigger 'retry', same slot). Not covered by the slot key, on purpose.
+INSERT INTO job_runs (definition_id, scheduled_for, trigger, payload, max_attempts, exclusive,
+                      eligible_at, retry_of)
+VALUES (%(definition_id)s, %(scheduled_for)s, %(trigger)s, %(payload)s, %(max_attempts)s,
+        %(exclusive)s, %(now)s, %(retry_of)s)
+RETURNING *;
+
+-- name: cancel_waiting_run
+UPDATE job_runs
+SET status = 'cancelled', finished_at = %(now)s, error = 'cancelled by an operator',
+    updated_at = %(now)s
+WHERE id = %(id)s AND status IN ('scheduled', 'queued', 'failed')
+RETURNING *;
+
+-- name: request_cancel_run
+UPDATE job_runs SET cancel_requested_at = %(now)s, updated_at = %(now)s
+WHERE id = %(id)s AND status = 'running'
+RETURNING *;
+
+-- name: list_runs
+SELECT r.*, d.name AS job
+FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE (%(name)s::text IS NULL OR d.name = %(name)s::text)
+  AND (%(statuses)s::text[] IS NULL OR r.status = ANY(%(statuses)s::text[]))
+  AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
+ORDER BY r.id DESC
+LIMIT %(limit)s;

@@ -1,0 +1,22 @@
+-- The session's own statements (cronjobs/db/session.py): the database clock and the
+-- transaction a pipeline sends at once.
+--
+-- The clock is a parameter. Every instant a statement compares (lease expiry, due times,
+-- backoff, ages, cutoffs) or writes (which later statements compare: eligible_at,
+-- lease_expires_at, finished_at, started_at...) is `%(now)s`: the operation's one instant
+-- (cronjobs.clock). The database's clock is read in two places only, at the start of an
+-- operation: `now` below, and insert_tick (ticks.sql) when no instant is given. Columns'
+-- defaults stay: they record when a row was really written (created_at;
+-- job_ticks.started_at, which `status` reads as its dead-man's switch: whether ticks
+-- really run, whatever instant they were given).
+
+-- name: now
+-- The instant of this transaction, from the database clock (the truth in production).
+SELECT now() AS now;
+
+-- name: begin
+-- (Session.transaction_at_once: a transaction sent in one pipeline with its statements)
+BEGIN;
+
+-- name: commit
+COMMIT;
