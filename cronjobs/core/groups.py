@@ -2,7 +2,7 @@
 across every tick), and what groups there are and who waits for them.
 
 The limit itself is enforced by the claim (``claim_runs`` with ``lock_claimable_groups``
-in ``db/queries.sql``); runs that wait for their group stay queued, attempts untouched.
+in ``db/queries/queue.sql``); runs that wait for their group stay queued, attempts untouched.
 """
 
 from __future__ import annotations

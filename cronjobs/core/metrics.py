@@ -3,7 +3,7 @@ in the Prometheus text exposition format, written by Prometheus' own client libr
 
 Every number comes from indexed queries whose cost does not grow with the history: a job's
 runs by status and its retries count the runs that finished in the last 24 hours and those
-not finished yet, never the whole history (see ``job_stats`` in queries.sql).
+not finished yet, never the whole history (see ``job_stats`` in db/queries/reports.sql).
 
 Only this module imports ``prometheus_client``: `cronjobs tick` never loads it.
 """
