@@ -6,8 +6,6 @@ import functools
 import re
 from typing import Any
 
-from croniter import croniter  # type: ignore[import-untyped, unused-ignore]
-
 from cronjobs.cron.fields import DAY_OF_MONTH, DAY_OF_WEEK, Field, FieldError, full
 
 _H_RE = re.compile(r"^H(?:\((\d+)-(\d+)\))?(?:/(\d+))?$", re.IGNORECASE | re.ASCII)
@@ -55,6 +53,10 @@ def parse_hash(f: Field, whole: str, hash_key: str) -> frozenset[int]:
 def _expanded(f: Field, text: str, key: bytes) -> frozenset[int]:
     """croniter's public ``expand`` of the H field ``text`` keyed on ``key``, with every
     other field ``*``; the field's values as Debian reads them."""
+    # Deferred to the first H field: croniter (with dateutil) costs every tick about 9 ms
+    # to import (bench/empty_tick.py), and only H fields need it.
+    from croniter import croniter  # type: ignore[import-untyped, unused-ignore]  # noqa: PLC0415
+
     probe = ["*"] * 5
     probe[f.index] = text
     try:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
-from tenacity import Retrying, retry_if_exception, wait_random_exponential
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +97,10 @@ def retrying(call: Callable[[], T], *, policy: RetryPolicy = DEFAULT,
         if not policy.transient(exc) or stop(None):
             raise
         first = exc
+    # Deferred to the first failure (the usual call needs no retry machinery): tenacity
+    # costs every command about 6 ms to import (bench/empty_tick.py).
+    from tenacity import Retrying, retry_if_exception, wait_random_exponential  # noqa: PLC0415
+
     backoff = wait_random_exponential(multiplier=policy.first_wait, max=policy.max_wait)
 
     def wait(state: Any) -> float:

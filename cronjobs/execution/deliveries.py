@@ -11,15 +11,6 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from tenacity import (
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_any,
-    wait_random_exponential,
-)
-from tenacity.stop import stop_base
-
 T = TypeVar("T")
 
 
@@ -31,6 +22,18 @@ def retrying_calls(call: Callable[[], T], *, attempts: int, first_wait: float, m
     full jitter (``first_wait`` .. ``max_wait``) between tries; then the last error is
     raised. For calls that are not the database's (a webhook's delivery); bounded both in
     tries and in time, so that a slow or dead receiver costs one bounded series."""
+    # Deferred (one of the package's few imports inside a function, bench/empty_tick.py):
+    # tenacity costs every tick about 6 ms to import, and a tick that sends no webhook
+    # never needs it.
+    from tenacity import (  # noqa: PLC0415
+        Retrying,
+        retry_if_exception,
+        stop_after_attempt,
+        stop_any,
+        wait_random_exponential,
+    )
+    from tenacity.stop import stop_base  # noqa: PLC0415
+
     backoff = wait_random_exponential(multiplier=first_wait, max=max_wait)
 
     def wait(state: Any) -> float:

@@ -22,8 +22,6 @@ import logging
 import queue
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -122,6 +120,11 @@ class DeliveryError(Exception):
 def post(url: str, data: bytes, timeout: float | None = None) -> int:
     """One POST; returns the HTTP status (2xx), else raises DeliveryError with a message
     that never quotes the URL."""
+    # Deferred to the first delivery: urllib.request (with http.client) costs every tick
+    # about 5 ms to import (bench/empty_tick.py), and most ticks send nothing.
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
     request = urllib.request.Request(url, data=data, method="POST", headers={  # noqa: S310
         "Content-Type": "application/json", "User-Agent": f"cronjobs/{__version__}"})
     try:
