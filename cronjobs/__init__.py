@@ -57,7 +57,6 @@ __all__ = [
 ]
 
 
-
 def __getattr__(name: str) -> Any:
     if name == "Client":
         from cronjobs.client import Client  # noqa: PLC0415 - see the docstring

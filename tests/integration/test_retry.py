@@ -73,6 +73,23 @@ def test_a_stale_holder_counts_no_failure(cli: Invoke, store: Store,
         1, True, "paused after 1 consecutive failures (last: exit code 1)")
 
 
+
+def test_a_reclaimed_lost_attempt_counts_against_its_job(cli: Invoke, store: Store,
+                                                         db: psycopg.Connection[Any]) -> None:
+    # the same count as a holder's failure, for the attempt a reclaim took over: fenced by
+    # the takeover in the same transaction, not by a lease token
+    claim = _one_claimed_run(cli, store, "1")
+    db.execute("UPDATE job_runs SET lease_expires_at = now() - interval '1 minute'")
+    with store.transaction():
+        now = store.now()
+        [reclaimed] = store.queue.reclaim_expired(now=now)
+        counted = store.queue.record_reclaimed_failure(reclaimed.definition_id,
+                                                       error=reclaimed.error, now=now)
+    assert reclaimed.id == claim.id
+    assert (counted.name, counted.just_paused) == ("flaky", True)
+    assert _definition(db) == (
+        1, True, f"paused after 1 consecutive failures (last: {reclaimed.error})")
+
 def test_a_fenced_write_repeated_after_its_commit_changes_nothing(
         cli: Invoke, store: Store, db: psycopg.Connection[Any]) -> None:
     """As when the connection is lost after the commit, before its answer: the policy runs

@@ -256,39 +256,24 @@ WITH v AS (
 SELECT id FROM run;
 
 -- name: record_job_failure
--- After a failed attempt, in the transaction that records its outcome (before finish_runs)
--- and fenced like it by the run's lease token: no row means the lease was lost, and nothing
--- is counted. Counts consecutive failures, and pauses a job that keeps failing when its
--- definition asks for it. Returns whether it was paused just now. (A success ends the count
--- in finish_runs.)
+-- A failed attempt counted against its job: counts consecutive failures, and pauses a job
+-- that keeps failing when its definition asks for it. Returns whether it was paused just
+-- now. (A success ends the count in finish_runs.) Two callers, each with its own fence:
+-- - after a failed attempt (run_id and token, definition_id NULL), in the transaction that
+--   records its outcome (before finish_runs), fenced like it by the run's lease token: no
+--   row means the lease was lost, and nothing is counted;
+-- - the lost attempt of a run whose expired lease reclaim_expired took over in this same
+--   transaction (definition_id, run_id NULL): that takeover is its fence (the run's last
+--   holder can no longer write).
+-- (The job's id is found first, by the definition's primary key or the run's; a NULL
+-- definition_id leaves the run's lookup to decide.)
 WITH old AS (
-    SELECT d.id, d.paused_at
-    FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
-    WHERE r.id = %(run_id)s AND r.lease_token = %(token)s AND r.status = 'running'
-    FOR UPDATE OF d
-)
-UPDATE job_definitions AS d
-SET consecutive_failures = d.consecutive_failures + 1,
-    paused_at = CASE
-        WHEN d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
-             AND d.consecutive_failures + 1 >= d.pause_after_failures
-        THEN %(now)s ELSE d.paused_at END,
-    pause_note = CASE
-        WHEN d.paused_at IS NULL AND d.pause_after_failures IS NOT NULL
-             AND d.consecutive_failures + 1 >= d.pause_after_failures
-        THEN 'paused after ' || (d.consecutive_failures + 1)
-             || ' consecutive failures (last: ' || coalesce(%(error)s, 'unknown error') || ')'
-        ELSE d.pause_note END
-FROM old
-WHERE d.id = old.id
-RETURNING d.name, d.alert_command, d.alert_on_failure,
-          (old.paused_at IS NULL AND d.paused_at IS NOT NULL) AS just_paused, d.pause_note;
-
--- name: record_reclaimed_failure
--- record_job_failure for a run whose expired lease reclaim_expired took over in this same
--- transaction (that takeover is its fence: the run's last holder can no longer write).
-WITH old AS (
-    SELECT id, paused_at FROM job_definitions WHERE id = %(definition_id)s FOR UPDATE
+    SELECT d.id, d.paused_at FROM job_definitions AS d
+    WHERE d.id = coalesce(%(definition_id)s::bigint,
+                          (SELECT r.definition_id FROM job_runs AS r
+                           WHERE r.id = %(run_id)s::bigint AND r.lease_token = %(token)s::uuid
+                             AND r.status = 'running'))
+    FOR UPDATE
 )
 UPDATE job_definitions AS d
 SET consecutive_failures = d.consecutive_failures + 1,

@@ -59,7 +59,8 @@ class QueueStore(Queries):
                 # too, never by reading a small table whole (see claim_plan)
                 self._send("claim_plan", {"generic": generic}, prepare=True)
                 counted = [(o.run_id, self._later("record_job_failure", {
-                    "run_id": o.run_id, "token": o.token, "error": o.error, "now": now},
+                    "definition_id": None, "run_id": o.run_id, "token": o.token,
+                    "error": o.error, "now": now},
                     class_row(JobFailure), prepare=True)) for o in failing]
                 finished = (self._later("finish_runs", _finish_params(outcomes, now),
                                         tuple_row, prepare=True) if outcomes else None)
@@ -157,14 +158,16 @@ class QueueStore(Queries):
         """Count a failed attempt of the run this worker still holds (call it in the
         transaction that records the outcome, before :meth:`finish_runs`); None when the
         lease was lost: nothing was counted."""
-        return self._row("record_job_failure", {"run_id": run_id, "token": token,
-                                                 "error": error, "now": now}, JobFailure)
+        return self._row("record_job_failure", {
+            "definition_id": None, "run_id": run_id, "token": token, "error": error,
+            "now": now}, JobFailure)
 
     def record_reclaimed_failure(self, definition_id: int, *, error: str | None,
                                  now: dt.datetime) -> JobFailure:
         """Count the lost attempt of a run reclaimed in this same transaction."""
-        return self._one("record_reclaimed_failure", {
-            "definition_id": definition_id, "error": error, "now": now}, JobFailure)
+        return self._one("record_job_failure", {
+            "definition_id": definition_id, "run_id": None, "token": None, "error": error,
+            "now": now}, JobFailure)
 
 
 
