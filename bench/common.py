@@ -98,6 +98,7 @@ class Context:
     # engine_compare: the version measured against the working tree, and its K (compare.py)
     baseline_ref: str = "dab99c0"
     compare_processes: tuple[int, ...] = (1, 4)
+    history: int = 0  # finished runs already in the database of every drain
 
     def repeats(self, section: str) -> int:
         if self.repeat is not None:
@@ -147,6 +148,22 @@ def enqueue_runs(server: Server, db: str, *, prefix: str, definitions: int, coun
         FROM generate_series(1, %(count)s) AS g
         JOIN job_definitions AS d ON d.name = %(prefix)s::text || (1 + g %% %(defs)s)
         ORDER BY g
+        """, {"count": count, "prefix": prefix, "defs": definitions})
+    sql(server, db, "VACUUM ANALYZE job_runs")
+
+
+def add_history(server: Server, db: str, *, prefix: str, definitions: int, count: int) -> None:
+    """``count`` succeeded runs, finished long ago (in 2020 and before), spread round-robin
+    over the definitions ``prefix1..prefixN``: the history a database has after years."""
+    sql(server, db, """
+        INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts, exclusive,
+                              eligible_at, status, attempt, started_at, finished_at)
+        SELECT d.id, s.at, 'schedule', 1, false, s.at, 'succeeded', 1, s.at,
+               s.at + interval '1 second'
+        FROM generate_series(1, %(count)s) AS g
+        CROSS JOIN LATERAL (SELECT timestamptz '2020-01-01'
+                                   - (g / %(defs)s) * interval '1 minute' AS at) AS s
+        JOIN job_definitions AS d ON d.name = %(prefix)s::text || (1 + g %% %(defs)s)
         """, {"count": count, "prefix": prefix, "defs": definitions})
     sql(server, db, "VACUUM ANALYZE job_runs")
 

@@ -41,13 +41,16 @@ def bench_engine_compare(ctx: Context) -> Section:
         f"{', '.join(map(str, ks))} started together, each drain on a fresh database; "
         "before and after alternate drain by drain, in reverse order every other "
         "repetition. after / before = runs/s of after over runs/s of before within one "
-        "repetition, then min / median over repetitions.")
+        "repetition, then min / median over repetitions."
+        + (f" Every drain's database also holds {ctx.history:,} succeeded runs finished "
+           "long ago (a history of years)." if ctx.history else ""))
     appdir = handler_dir()
     try:
         with before_and_after(ctx.baseline_ref) as pair:
             s.extra["versions"] = {v.name: v.describe() for v in pair}
             empty_ticks(s, ctx, pair)
-            systems = {mode: [Cronjobs(ctx.server, mode, appdir, cli=v.cli, tag=v.name)
+            systems = {mode: [Cronjobs(ctx.server, mode, appdir, cli=v.cli, tag=v.name,
+                                           history=ctx.history)
                               for v in pair] for mode in MODES}
             drains = drain_series([x for xs in systems.values() for x in xs], ks, n,
                                   lambda _: ctx.queued, alternate=True)
@@ -61,6 +64,7 @@ def bench_engine_compare(ctx: Context) -> Section:
                      paired(drains[(after.key, k)], drains[(before.key, k)]))
     s.extra["processes"] = list(ks)
     s.extra["jobs per drain"] = ctx.queued
+    s.extra["finished runs in history"] = ctx.history
     return s
 
 

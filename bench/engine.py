@@ -33,6 +33,7 @@ from common import (
     Context,
     Section,
     add_definitions,
+    add_history,
     checked,
     cli_env,
     db_clock,
@@ -129,9 +130,9 @@ class Cronjobs(System):
         "shell": "cronjobs tick, shell commands (true)"}
 
     def __init__(self, server: Server, mode: str, appdir: Path, *,
-                 cli: Sequence[str] | None = None, tag: str = "") -> None:
+                 cli: Sequence[str] | None = None, tag: str = "", history: int = 0) -> None:
         super().__init__(server)
-        self.mode, self.appdir, self.cli = mode, appdir, cli
+        self.mode, self.appdir, self.cli, self.history = mode, appdir, cli, history
         self.key = f"cj_{mode.replace('-', '_')}" + (f"_{tag}" if tag else "")
         self.label = self.MODES[mode] + (f" [{tag}]" if tag else "")
 
@@ -144,6 +145,8 @@ class Cronjobs(System):
             add_definitions(self.server, db, prefix="noop-", count=100, kind="handler",
                             handler="noop", command=None, overlap="allow")
         sql(self.server, db, "VACUUM ANALYZE job_definitions")
+        if self.history:
+            add_history(self.server, db, prefix="noop-", definitions=100, count=self.history)
         return db
 
     def enqueue(self, db: str, count: int) -> None:
@@ -165,7 +168,7 @@ class Cronjobs(System):
         row = sql(self.server, db, """
             SELECT count(*) FILTER (WHERE status = 'succeeded'),
                    extract(epoch FROM max(finished_at) - min(started_at))::float8
-            FROM job_runs""")[0]
+            FROM job_runs WHERE trigger = 'backfill'""")[0]  # the drained runs, not history
         return int(row[0]), float(row[1] or 0)
 
 

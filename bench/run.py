@@ -140,7 +140,8 @@ def make_context(server: Server, args: argparse.Namespace) -> Context:
                    due=args.due or (2_000 if quick else 10_000),
                    due_ticks=args.due_ticks or 4,
                    baseline_ref=args.baseline_ref,
-                   compare_processes=args.processes or (1, 4))
+                   compare_processes=args.processes or (1, 4),
+                   history=args.history)
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -175,6 +176,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--queued", "--jobs", type=int, default=None, metavar="N",
                         help="engine, engine_compare: jobs queued per drain (default 10000; "
                              "1000 with --quick)")
+    parser.add_argument("--history", type=int, default=0, metavar="N",
+                        help="engine_compare: succeeded runs already in every drain's "
+                             "database, finished long ago (default 0)")
     parser.add_argument("--isolated-queued", type=int, default=None, metavar="N",
                         help="engine: jobs per drain in the isolated handler mode (default "
                              "1000; 200 with --quick)")
@@ -225,7 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 due_ticks=ctx.due_ticks)
         if "engine_compare" in selected:
             results["settings"].update(queued=ctx.queued, baseline_ref=ctx.baseline_ref,
-                                       compare_processes=list(ctx.compare_processes))
+                                       compare_processes=list(ctx.compare_processes),
+                                       history=ctx.history)
         for name in selected:
             log(f"{name} …")
             t = time.monotonic()
