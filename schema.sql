@@ -89,6 +89,18 @@ CREATE TABLE job_definitions (
     schedule_since        timestamptz NOT NULL DEFAULT now(),
     created_at            timestamptz NOT NULL DEFAULT now(),
     updated_at            timestamptz NOT NULL DEFAULT now(),
+    -- how long this job's finished runs are kept, by outcome: succeeded or cancelled, and
+    -- dead (NULL: the global cronjobs_retention's)
+    keep_succeeded        interval
+        CONSTRAINT job_definitions_keep_succeeded_check
+        CHECK (keep_succeeded BETWEEN interval '1 day' AND interval '3650 days'),
+    keep_failed           interval
+        CONSTRAINT job_definitions_keep_failed_check
+        CHECK (keep_failed BETWEEN interval '1 day' AND interval '3650 days'),
+    -- when a run of the job last succeeded, and last died (to within a minute: a finish
+    -- writes it at most once a minute). Retention keeps the runs they point at.
+    last_succeeded_at     timestamptz,
+    last_failed_at        timestamptz,
     CONSTRAINT job_definitions_target_check CHECK (
         (kind = 'handler' AND handler IS NOT NULL AND command IS NULL)
         OR (kind = 'command' AND command IS NOT NULL AND handler IS NULL)
@@ -119,6 +131,28 @@ CREATE TABLE job_groups (
     updated_at   timestamptz NOT NULL DEFAULT now()
 );
 
+-- How long history is kept, for every job (a job's keep_succeeded and keep_failed win):
+-- one row. Runs retire by whole days (their partition is dropped); skipped slots, tick
+-- records and notification records are deleted in small batches.
+CREATE TABLE cronjobs_retention (
+    singleton      boolean PRIMARY KEY DEFAULT true
+        CONSTRAINT cronjobs_retention_singleton_check CHECK (singleton),
+    succeeded      interval NOT NULL DEFAULT interval '14 days'
+        CONSTRAINT cronjobs_retention_succeeded_check
+        CHECK (succeeded BETWEEN interval '1 day' AND interval '3650 days'),
+    failed         interval NOT NULL DEFAULT interval '90 days'
+        CONSTRAINT cronjobs_retention_failed_check
+        CHECK (failed BETWEEN interval '1 day' AND interval '3650 days'),
+    skips          interval NOT NULL DEFAULT interval '14 days'
+        CONSTRAINT cronjobs_retention_skips_check
+        CHECK (skips BETWEEN interval '1 day' AND interval '3650 days'),
+    ticks          interval NOT NULL DEFAULT interval '14 days'
+        CONSTRAINT cronjobs_retention_ticks_check
+        CHECK (ticks BETWEEN interval '1 day' AND interval '3650 days'),
+    updated_at     timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO cronjobs_retention DEFAULT VALUES;
+
 -- Each tick leaves a record: who, when, and what it did. A tick that went away before
 -- recording its end (killed, or its database unreachable) is closed as 'lost' by a later one.
 CREATE TABLE job_ticks (
@@ -147,11 +181,25 @@ CREATE INDEX job_ticks_running_idx ON job_ticks (tick_at) WHERE status = 'runnin
 -- the lost ones, newest first (cronjobs status shows them)
 CREATE INDEX job_ticks_lost_idx ON job_ticks (finished_at) WHERE status = 'lost';
 
--- One row per run of a job. A scheduled slot becomes a run through one
--- INSERT ... ON CONFLICT DO NOTHING on job_runs_slot_key: the run row is the marker.
+-- One row per run of a job, in one of three places (the partitions of job_runs, by stage):
+-- - job_runs_queue: the runs not finished yet (scheduled, queued, running, waiting to
+--   retry). Small whatever the history: claims, heartbeats and finishes touch only it and
+--   its few indexes. A scheduled slot becomes a run here through one INSERT ... ON CONFLICT
+--   DO NOTHING on job_runs_queue_slot_key.
+-- - job_runs_history: finished runs, partitioned by the day they retire (retire_at: when
+--   they finished plus their job's retention for their outcome). A run moves here in the
+--   statement that finishes it; retention drops whole days (cronjobs/core/retention.py).
+-- - job_runs_kept: finished runs that outlive their retention: a job's latest success and
+--   latest failure, and dead runs nobody acknowledged.
+-- Exactly-once never depends on a row that moves: a slot is decided once, by the tick that
+-- holds its job's row and advances job_definitions.cursor_at past it (materialise.sql);
+-- the slot key backs that up while the run waits or runs. Readers read job_runs, the
+-- parent: every stage at once.
+CREATE SEQUENCE job_runs_id_seq AS bigint;
+
 CREATE TABLE job_runs (
-    id                   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    definition_id        bigint NOT NULL REFERENCES job_definitions (id),
+    id                   bigint NOT NULL DEFAULT nextval('job_runs_id_seq'),
+    definition_id        bigint NOT NULL,
     scheduled_for        timestamptz NOT NULL,
     trigger              text NOT NULL
         CONSTRAINT job_runs_trigger_check
@@ -191,58 +239,83 @@ CREATE TABLE job_runs (
     -- `cronjobs retry`: how often an operator sent this run back, and when last
     retry_count          integer NOT NULL DEFAULT 0,
     retried_at           timestamptz,
-    retry_of             bigint REFERENCES job_runs (id) ON DELETE SET NULL,
+    -- the run this one retries (`retry --force`), and the tick that made or last claimed
+    -- it: references for reading, not foreign keys (the rows they name retire on their own)
+    retry_of             bigint,
     -- `cronjobs ack` (or `retry`): a person saw this dead run. It is acknowledged while
     -- acknowledged_at is at or after finished_at: dying again needs a new acknowledgement.
     acknowledged_at      timestamptz,
     acknowledged_by      text,
-    tick_id              bigint REFERENCES job_ticks (id) ON DELETE SET NULL,
+    tick_id              bigint,
     created_at           timestamptz NOT NULL DEFAULT now(),
     updated_at           timestamptz NOT NULL DEFAULT now(),
+    -- which partition holds the run: 'queue', 'history' or 'kept' (above)
+    stage                text NOT NULL DEFAULT 'queue',
+    -- when its retention ends (history and kept); NULL while it waits or runs
+    retire_at            timestamptz,
     CONSTRAINT job_runs_lease_check CHECK (
         (status = 'running') = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)
     )
-) WITH (fillfactor = 90);
--- fillfactor: room on every page for the new versions of HOT updates. A heartbeat
--- (heartbeat_at, lease_expires_at) and a cancel request change no indexed column, so they
--- are HOT updates when the page has room. A claim or a finish changes status, which the
--- queue's partial indexes are defined on: those can never be HOT.
+) PARTITION BY LIST (stage);
 
-CREATE UNIQUE INDEX job_runs_slot_key
-    ON job_runs (definition_id, scheduled_for) WHERE trigger IN ('schedule', 'backfill');
+-- The queue. fillfactor: room on every page for the new versions of HOT updates (a
+-- heartbeat changes no indexed column). Autovacuum: a small table whose every row is
+-- updated and deleted within minutes is vacuumed after a fixed number of dead rows, not a
+-- fraction of its size, and without the cost-based pauses (storage.md explains these).
+CREATE TABLE job_runs_queue PARTITION OF job_runs FOR VALUES IN ('queue')
+    WITH (fillfactor = 90, autovacuum_vacuum_scale_factor = 0,
+          autovacuum_vacuum_threshold = 2000, autovacuum_vacuum_insert_scale_factor = 0,
+          autovacuum_vacuum_insert_threshold = 2000, autovacuum_analyze_scale_factor = 0,
+          autovacuum_analyze_threshold = 5000, autovacuum_vacuum_cost_delay = 0);
+ALTER TABLE job_runs_queue ADD CONSTRAINT job_runs_queue_pkey PRIMARY KEY (id);
+CREATE UNIQUE INDEX job_runs_queue_slot_key
+    ON job_runs_queue (definition_id, scheduled_for) WHERE trigger IN ('schedule', 'backfill');
 -- at most one exclusive run of a job holds a lease at a time, whatever races the claims
-CREATE UNIQUE INDEX job_runs_exclusive_running_key
-    ON job_runs (definition_id) WHERE status = 'running' AND exclusive;
+CREATE UNIQUE INDEX job_runs_queue_exclusive_running_key
+    ON job_runs_queue (definition_id) WHERE status = 'running' AND exclusive;
 -- what is due, in the claim's order: only waiting runs are indexed (the WHERE is
--- cronjobs_run_waits(status), below, written out), however many finished runs the table
--- holds; backfilled runs after all others, so that a backfill never holds up a schedule;
--- then by eligible_at and id, so that a claim of N runs reads its first N entries
-CREATE INDEX job_runs_claim_idx
-    ON job_runs ((trigger = 'backfill'), eligible_at, id) WHERE status IN ('queued', 'failed');
+-- cronjobs_run_waits(status), below, written out); backfilled runs after all others, so
+-- that a backfill never holds up a schedule; then by eligible_at and id, so that a claim
+-- of N runs reads its first N entries
+CREATE INDEX job_runs_queue_claim_idx
+    ON job_runs_queue ((trigger = 'backfill'), eligible_at, id)
+    WHERE status IN ('queued', 'failed');
 -- one-off runs waiting for their time (trigger --at)
-CREATE INDEX job_runs_scheduled_idx ON job_runs (eligible_at) WHERE status = 'scheduled';
+CREATE INDEX job_runs_queue_scheduled_idx
+    ON job_runs_queue (eligible_at) WHERE status = 'scheduled';
 -- what is running (and so what may have expired): keyed on a column a heartbeat leaves alone
-CREATE INDEX job_runs_running_idx
-    ON job_runs (started_at) WHERE status = 'running';
--- unfinished runs of one job (overlap policy)
-CREATE INDEX job_runs_active_idx
-    ON job_runs (definition_id) WHERE status IN ('queued', 'running', 'failed');
--- history of one job, newest first
-CREATE INDEX job_runs_history_idx ON job_runs (definition_id, id DESC);
--- the runs of a job's slots outside the slot key (manual runs, forced retries): with
--- job_runs_slot_key, a range of slots is a range of index entries (explain, the dashboard)
-CREATE INDEX job_runs_other_slots_idx
-    ON job_runs (definition_id, scheduled_for) WHERE trigger NOT IN ('schedule', 'backfill');
-CREATE INDEX job_runs_finished_idx ON job_runs (finished_at) WHERE finished_at IS NOT NULL;
--- each job's latest run of each final status (prune keeps them; status reads them)
-CREATE INDEX job_runs_latest_idx
-    ON job_runs (definition_id, status, finished_at) WHERE finished_at IS NOT NULL;
--- the foreign keys: deleting a tick or a run finds the rows that refer to it
-CREATE INDEX job_runs_tick_idx ON job_runs (tick_id) WHERE tick_id IS NOT NULL;
-CREATE INDEX job_runs_retry_of_idx ON job_runs (retry_of) WHERE retry_of IS NOT NULL;
+CREATE INDEX job_runs_queue_running_idx
+    ON job_runs_queue (started_at) WHERE status = 'running';
+-- a job's unfinished runs (overlap policy, explain, its page)
+CREATE INDEX job_runs_queue_definition_idx ON job_runs_queue (definition_id, scheduled_for);
+-- finished runs not moved yet (a run finished by an operator's command or by an older
+-- cronjobs): the tick's retention step moves them to the history
+CREATE INDEX job_runs_queue_finished_idx
+    ON job_runs_queue (id) WHERE status IN ('succeeded', 'dead', 'cancelled');
+
+-- The history, by retirement day: one partition per day (job_runs_history_YYYYMMDD), made
+-- ahead of need by the tick; the default partition only catches a run whose day was not
+-- made in time (it is retired row by row).
+CREATE TABLE job_runs_history PARTITION OF job_runs FOR VALUES IN ('history')
+    PARTITION BY RANGE (retire_at);
+CREATE TABLE job_runs_history_default PARTITION OF job_runs_history DEFAULT;
+CREATE INDEX job_runs_history_id_idx ON job_runs_history (id);
+-- a range of a job's slots (explain, backfill), its runs newest first, recent finishes
+CREATE INDEX job_runs_history_slot_idx ON job_runs_history (definition_id, scheduled_for);
+CREATE INDEX job_runs_history_job_idx ON job_runs_history (definition_id, id);
+CREATE INDEX job_runs_history_finished_idx ON job_runs_history (finished_at);
+
+CREATE TABLE job_runs_kept PARTITION OF job_runs FOR VALUES IN ('kept');
+CREATE INDEX job_runs_kept_id_idx ON job_runs_kept (id);
+CREATE INDEX job_runs_kept_slot_idx ON job_runs_kept (definition_id, scheduled_for);
+CREATE INDEX job_runs_kept_job_idx ON job_runs_kept (definition_id, id);
+CREATE INDEX job_runs_kept_finished_idx ON job_runs_kept (finished_at);
 -- dead runs nobody acknowledged yet: they keep `cronjobs status --check` red
-CREATE INDEX job_runs_unacknowledged_idx
-    ON job_runs (definition_id)
+CREATE INDEX job_runs_history_unacknowledged_idx
+    ON job_runs_history (definition_id)
+    WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at);
+CREATE INDEX job_runs_kept_unacknowledged_idx
+    ON job_runs_kept (definition_id)
     WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at);
 
 -- What makes a run claimable, written once: SQL functions of a row's columns, each one
@@ -252,7 +325,7 @@ CREATE INDEX job_runs_unacknowledged_idx
 -- has the handler, the job's group has room, no exclusive run of the job is running.
 
 -- A run that waits in the queue: for its first attempt (queued) or for a retry (failed).
--- (job_runs_claim_idx holds the runs that wait: its WHERE is this body, written out, as an
+-- (job_runs_queue_claim_idx holds the runs that wait: its WHERE is this body, written out, as an
 -- index's predicate must be.)
 CREATE FUNCTION cronjobs_run_waits(status text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -272,10 +345,23 @@ CREATE FUNCTION cronjobs_job_lets_run(trigger text, paused_at timestamptz,
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$ SELECT trigger = 'manual' OR paused_at IS NULL OR paused_until <= instant $$;
 
--- Every attempt of a run, kept for history: worker, times, outcome, output.
+-- How long a finished run of a job is kept, by its final status: a dead run for the job's
+-- keep_failed, any other for its keep_succeeded, each defaulting to cronjobs_retention's.
+CREATE FUNCTION cronjobs_keep(status text, keep_succeeded interval, keep_failed interval)
+    RETURNS interval
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$ SELECT CASE WHEN status = 'dead'
+                      THEN coalesce(keep_failed, (SELECT failed FROM cronjobs_retention))
+                      ELSE coalesce(keep_succeeded, (SELECT succeeded FROM cronjobs_retention))
+                 END $$;
+
+-- Every attempt of a run: worker, times, outcome, output. Partitioned like job_runs, and
+-- moved with its run (an attempt's stage and retire_at are its run's).
+CREATE SEQUENCE job_attempts_id_seq AS bigint;
+
 CREATE TABLE job_attempts (
-    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    run_id       bigint NOT NULL REFERENCES job_runs (id) ON DELETE CASCADE,
+    id           bigint NOT NULL DEFAULT nextval('job_attempts_id_seq'),
+    run_id       bigint NOT NULL,
     attempt      integer NOT NULL CONSTRAINT job_attempts_attempt_check CHECK (attempt >= 1),
     worker       text NOT NULL,
     lease_token  uuid NOT NULL,
@@ -288,8 +374,25 @@ CREATE TABLE job_attempts (
     exit_code    integer,
     error        text,
     output_tail  text,
-    CONSTRAINT job_attempts_run_attempt_key UNIQUE (run_id, attempt)
-);
+    stage        text NOT NULL DEFAULT 'queue',
+    retire_at    timestamptz
+) PARTITION BY LIST (stage);
+
+CREATE TABLE job_attempts_queue PARTITION OF job_attempts FOR VALUES IN ('queue')
+    WITH (fillfactor = 90, autovacuum_vacuum_scale_factor = 0,
+          autovacuum_vacuum_threshold = 2000, autovacuum_vacuum_insert_scale_factor = 0,
+          autovacuum_vacuum_insert_threshold = 2000, autovacuum_analyze_scale_factor = 0,
+          autovacuum_analyze_threshold = 5000, autovacuum_vacuum_cost_delay = 0);
+ALTER TABLE job_attempts_queue
+    ADD CONSTRAINT job_attempts_queue_run_attempt_key UNIQUE (run_id, attempt);
+
+CREATE TABLE job_attempts_history PARTITION OF job_attempts FOR VALUES IN ('history')
+    PARTITION BY RANGE (retire_at);
+CREATE TABLE job_attempts_history_default PARTITION OF job_attempts_history DEFAULT;
+CREATE INDEX job_attempts_history_run_idx ON job_attempts_history (run_id, attempt);
+
+CREATE TABLE job_attempts_kept PARTITION OF job_attempts FOR VALUES IN ('kept');
+CREATE INDEX job_attempts_kept_run_idx ON job_attempts_kept (run_id, attempt);
 
 -- Slots that were decided but not run, with the reason. A range of consecutive slots with
 -- the same reason may be one row (first_slot .. last_slot, slot_count).
@@ -317,7 +420,8 @@ CREATE INDEX job_skips_tick_idx ON job_skips (tick_id) WHERE tick_id IS NOT NULL
 -- which event, how it went.
 CREATE TABLE job_notifications (
     id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    run_id       bigint NOT NULL REFERENCES job_runs (id) ON DELETE CASCADE,
+    -- the run (not a foreign key: runs move to the history and retire on their own)
+    run_id       bigint NOT NULL,
     attempt      integer NOT NULL,
     event        text NOT NULL
         CONSTRAINT job_notifications_event_check
@@ -333,6 +437,8 @@ CREATE TABLE job_notifications (
 );
 
 CREATE INDEX job_notifications_run_idx ON job_notifications (run_id);
+-- retention: the oldest first
+CREATE INDEX job_notifications_sent_idx ON job_notifications (sent_at);
 
 INSERT INTO cronjobs_migrations (version, name) VALUES (1, 'initial');
 INSERT INTO cronjobs_migrations (version, name) VALUES (2, 'ack_and_backfill_order');
@@ -344,3 +450,4 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (7, 'notifications_and_li
 INSERT INTO cronjobs_migrations (version, name) VALUES (8, 'dashboard_indexes');
 INSERT INTO cronjobs_migrations (version, name) VALUES (9, 'failing_jobs_index');
 INSERT INTO cronjobs_migrations (version, name) VALUES (10, 'claimable_runs');
+INSERT INTO cronjobs_migrations (version, name) VALUES (11, 'hot_queue_and_history');

@@ -155,6 +155,10 @@ class Definition:
     updated_at: dt.datetime
     notify_urls: tuple[str, ...]  # secrets: shown masked (cronjobs.validation.mask_url)
     notify_on: tuple[str, ...]
+    keep_succeeded: dt.timedelta | None  # retention of its finished runs (None: global)
+    keep_failed: dt.timedelta | None
+    last_succeeded_at: dt.datetime | None  # to within a minute (see schema.sql)
+    last_failed_at: dt.datetime | None
 
     def __post_init__(self) -> None:  # text[] columns arrive as lists
         object.__setattr__(self, "notify_urls", tuple(self.notify_urls or ()))
@@ -223,6 +227,8 @@ class Run:
     acknowledged_at: dt.datetime | None
     acknowledged_by: str | None
     output_bytes: int | None  # bytes the current attempt printed so far (live)
+    stage: str  # where the row lives: 'queue' (not finished), 'history' or 'kept'
+    retire_at: dt.datetime | None  # when retention drops it (None while unfinished)
 
     @property
     def unacknowledged(self) -> bool:

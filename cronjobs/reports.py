@@ -27,6 +27,8 @@ class Attempt:
     exit_code: int | None
     error: str | None
     output_tail: str | None
+    stage: str  # its run's (see Run)
+    retire_at: dt.datetime | None
 
 
 @dataclass(frozen=True)

@@ -401,7 +401,15 @@ def backfill(store: Store, definition: Definition, start: dt.datetime, end: dt.d
         if len(slots) > BACKFILL_LIMIT:
             raise UsageError(f"the range holds more than {BACKFILL_LIMIT} slots: "
                              "backfill a shorter range at a time")
+        # a slot whose run retention dropped must not run again: the history cannot tell
+        # whether one before the horizon ran
+        horizon = store.materialise.retention_horizon(definition.id, now=current)
+        if slots and slots[0] < horizon:
+            raise UsageError(
+                f"invalid --from {start.isoformat()}: the history of {definition.name} is "
+                f"kept back to {horizon.isoformat()} only, and an older slot may have run "
+                "already (raise the job's --keep-succeeded/--keep-failed to backfill further)")
         runs = [NewRun(definition.id, s, Trigger.BACKFILL, definition.max_attempts, current,
                        exclusive(definition)) for s in slots]
-        created = store.materialise.insert_runs(runs, now=current, tick_id=None)
+        created = store.materialise.insert_backfill_runs(runs, now=current)
     return BackfillReport(definition.name, tuple(slots), len(created))

@@ -40,16 +40,19 @@ SELECT definition_id,
        count(*) FILTER (WHERE status = 'running' AND lease_expires_at > %(now)s)
            AS running,
        count(*) FILTER (WHERE cronjobs_run_waits(status)) AS waiting
-FROM job_runs
+FROM job_runs_queue
 WHERE definition_id = ANY(%(definition_ids)b::bigint[])
   AND status IN ('queued', 'running', 'failed')
   AND trigger <> 'backfill'
 GROUP BY definition_id;
 
 -- name: insert_runs
--- The one place a slot becomes a run: the unique slot key makes it exactly once. The
--- arrays go over in binary: thousands of timestamps are cheaper to send that way.
-INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts, exclusive,
+-- The one place a scheduled slot becomes a run. Exactly once: the caller holds the job's
+-- row (due_definitions) and advances its cursor past these slots in the same transaction
+-- (advance_definitions), so no tick decides them again, whether their runs still wait
+-- here or have moved to the history; the queue's slot key backs that up. The arrays go
+-- over in binary: thousands of timestamps are cheaper to send that way.
+INSERT INTO job_runs_queue (definition_id, scheduled_for, trigger, max_attempts, exclusive,
                       eligible_at, tick_id, created_at, updated_at)
 SELECT v.definition_id, v.scheduled_for, v.trigger, v.max_attempts, v.exclusive,
        v.eligible_at, %(tick_id)s, %(now)s, %(now)s
@@ -86,17 +89,46 @@ FROM unnest(%(ids)b::bigint[], %(cursors)b::timestamptz[], %(next_dues)b::timest
 WHERE d.id = v.id;
 
 -- name: runs_between
--- A job's runs of the slots in [start, end]: those of the slot key through
--- job_runs_slot_key, the others through job_runs_other_slots_idx; two ranges of index
--- entries, however long the job's history.
+-- A job's runs of the slots in [start, end], wherever they are: a range of each
+-- partition's (definition_id, scheduled_for) index, however long the job's history.
 SELECT * FROM job_runs
 WHERE definition_id = %(definition_id)s AND scheduled_for BETWEEN %(start)s AND %(end)s
-  AND trigger IN ('schedule', 'backfill')
-UNION ALL
-SELECT * FROM job_runs
-WHERE definition_id = %(definition_id)s AND scheduled_for BETWEEN %(start)s AND %(end)s
-  AND trigger NOT IN ('schedule', 'backfill')
 ORDER BY scheduled_for, id;
+
+-- name: lock_definition
+-- Held until the transaction ends: the job's row, as a tick deciding its slots holds it
+-- (due_definitions), so that a backfill and a tick never decide the same job at once.
+SELECT id FROM job_definitions WHERE id = %(id)s FOR UPDATE;
+
+-- name: insert_backfill_runs
+-- `cronjobs backfill`: past slots become runs, except those that already have a run of
+-- the slot key anywhere (waiting, running or in the history). The caller holds the job's
+-- row (lock_definition): this statement's snapshot, taken after that, sees every run of
+-- these slots (a tick makes them only while holding the row), and a run moving from the
+-- queue to the history is seen in one place or the other, never in neither.
+INSERT INTO job_runs_queue (definition_id, scheduled_for, trigger, max_attempts, exclusive,
+                            eligible_at, created_at, updated_at)
+SELECT v.definition_id, v.scheduled_for, 'backfill', v.max_attempts, v.exclusive,
+       v.eligible_at, %(now)s, %(now)s
+FROM unnest(%(definition_ids)b::bigint[], %(slots)b::timestamptz[],
+            %(max_attempts)b::integer[], %(exclusive)b::boolean[],
+            %(eligible)b::timestamptz[])
+     AS v (definition_id, scheduled_for, max_attempts, exclusive, eligible_at)
+WHERE NOT EXISTS (
+    SELECT 1 FROM job_runs AS o
+    WHERE o.definition_id = v.definition_id AND o.scheduled_for = v.scheduled_for
+      AND o.trigger IN ('schedule', 'backfill'))
+ON CONFLICT (definition_id, scheduled_for) WHERE trigger IN ('schedule', 'backfill')
+DO NOTHING
+RETURNING definition_id, scheduled_for;
+
+-- name: retention_horizon
+-- The oldest instant whose runs of this job retention may already have dropped: its
+-- longest retention before now.
+SELECT %(now)s::timestamptz - greatest(cronjobs_keep('succeeded', keep_succeeded, keep_failed),
+                                       cronjobs_keep('dead', keep_succeeded, keep_failed))
+       AS horizon
+FROM job_definitions WHERE id = %(id)s;
 
 -- name: skips_between
 SELECT * FROM job_skips
@@ -116,7 +148,7 @@ RETURNING *;
 -- One-off runs whose time has come, with what their job's overlap policy needs; locked so
 -- that concurrent ticks decide each once.
 SELECT r.id, r.definition_id, r.scheduled_for, d.name, d.overlap
-FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+FROM job_runs_queue AS r JOIN job_definitions AS d ON d.id = r.definition_id
 WHERE r.status = 'scheduled' AND r.eligible_at <= %(now)s
 ORDER BY r.eligible_at, r.id
 LIMIT %(limit)s
@@ -125,7 +157,7 @@ FOR UPDATE OF r SKIP LOCKED;
 -- name: release_one_off_runs
 -- Each due one-off run is queued (to be claimed like any run) or cancelled with the reason
 -- its job's overlap policy gave.
-UPDATE job_runs AS r
+UPDATE job_runs_queue AS r
 SET status = CASE WHEN v.error IS NULL THEN 'queued' ELSE 'cancelled' END,
     exclusive = v.exclusive,
     finished_at = CASE WHEN v.error IS NULL THEN NULL ELSE %(now)s END,
@@ -137,6 +169,6 @@ WHERE r.id = v.id AND r.status = 'scheduled';
 
 -- name: one_off_runs_of
 -- A job's one-off runs still waiting for their time (explain shows them, whatever range).
-SELECT * FROM job_runs
+SELECT * FROM job_runs_queue
 WHERE definition_id = %(definition_id)s AND status = 'scheduled'
 ORDER BY eligible_at, id;

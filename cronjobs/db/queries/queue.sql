@@ -6,13 +6,13 @@
 -- and the run goes back to the queue at once, or becomes dead when attempts are used up.
 WITH expired AS (
     SELECT id, attempt, max_attempts, lease_owner, lease_token, heartbeat_at
-    FROM job_runs
+    FROM job_runs_queue
     WHERE status = 'running' AND lease_expires_at < %(now)s
     ORDER BY lease_expires_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), runs AS (
-    UPDATE job_runs AS r
+    UPDATE job_runs_queue AS r
     SET status = CASE WHEN e.attempt >= e.max_attempts THEN 'dead' ELSE 'queued' END,
         eligible_at = %(now)s,
         finished_at = CASE WHEN e.attempt >= e.max_attempts THEN %(now)s END,
@@ -25,7 +25,7 @@ WITH expired AS (
     RETURNING r.id, r.status, r.definition_id, r.error, r.scheduled_for, e.attempt,
               e.lease_token, e.lease_owner
 ), attempts AS (
-    UPDATE job_attempts AS a
+    UPDATE job_attempts_queue AS a
     SET outcome = 'lost', finished_at = %(now)s, error = runs.error
     FROM runs
     WHERE a.run_id = runs.id AND a.attempt = runs.attempt AND a.lease_token = runs.lease_token
@@ -49,7 +49,7 @@ FROM runs JOIN job_definitions AS d ON d.id = runs.definition_id;
 SELECT g.name FROM job_groups AS g
 WHERE (SELECT true FROM job_definitions AS d
        WHERE d.group_name = g.name
-         AND (SELECT true FROM job_runs AS r
+         AND (SELECT true FROM job_runs_queue AS r
               WHERE r.definition_id = d.id
                 AND cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
               LIMIT 1)
@@ -59,7 +59,7 @@ FOR UPDATE OF g;
 
 -- name: claim_plan
 -- Run in the claim's transaction just before claim_runs (SET LOCAL: until it ends): the
--- claim is planned as the one range scan of job_runs_claim_idx it is written for. Without
+-- claim is planned as the one range scan of job_runs_queue_claim_idx it is written for. Without
 -- statistics (a table filled since the last ANALYZE) or with a short queue, the planner
 -- would rather read every waiting run through a bitmap and sort them; that reads the whole
 -- queue for every claim, and draining a backlog becomes quadratic. These settings only
@@ -93,8 +93,8 @@ SELECT -- the bitmap scan of every waiting run, then a sort:
 -- (`cronjobs trigger --run`), those runs only, by the same rules (due, executable by this
 -- worker, not paused, exclusivity, group limits). An exclusive run (overlap skip or queue)
 -- is claimed only while no other exclusive run of its job is running, at most one per job
--- per claim; job_runs_exclusive_running_key backs this up. Backfilled runs come after every
--- other due run. The candidates are the first `scan` entries of job_runs_claim_idx, in its
+-- per claim; job_runs_queue_exclusive_running_key backs this up. Backfilled runs come after every
+-- other due run. The candidates are the first `scan` entries of job_runs_queue_claim_idx, in its
 -- order (ORDER BY is its key, eligible_at <= now a condition on it): a range scan that
 -- stops after them however long the queue (claim_plan sees to it that nothing else is
 -- chosen). Runs by id are found by the primary key instead, then put in the same order:
@@ -105,20 +105,20 @@ SELECT -- the bitmap scan of every waiting run, then a sort:
 WITH group_room AS (
     -- [group limit] each limited group's free slots: its limit minus its runs holding a
     -- lease now
-    -- (the running runs are read from job_runs_running_idx, as few as run at once: never
+    -- (the running runs are read from job_runs_queue_running_idx, as few as run at once: never
     -- a job's queue or history)
     SELECT g.name, g.max_running - coalesce(busy.n, 0) AS room
     FROM job_groups AS g
     LEFT JOIN (
         SELECT bd.group_name, count(*) AS n
-        FROM job_runs AS br JOIN job_definitions AS bd ON bd.id = br.definition_id
+        FROM job_runs_queue AS br JOIN job_definitions AS bd ON bd.id = br.definition_id
         WHERE br.status = 'running' AND br.started_at IS NOT NULL
           AND bd.group_name IS NOT NULL
         GROUP BY bd.group_name
     ) AS busy ON busy.group_name = g.name
 ), candidates AS (
     SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late
-    FROM job_runs AS r
+    FROM job_runs_queue AS r
     -- (cronjobs_run_is_due, cronjobs_job_lets_run: what makes a run claimable, in schema.sql)
     WHERE cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
       AND (%(run_ids)s::bigint[] IS NULL OR r.id = ANY(%(run_ids)s::bigint[]))
@@ -135,10 +135,10 @@ WITH group_room AS (
                       WHERE fr.name = kd.group_name AND fr.room <= 0))
            FROM job_definitions AS kd WHERE kd.id = r.definition_id)
       -- an exclusive run only while no exclusive run of its job runs (the running
-      -- exclusive runs are read from job_runs_exclusive_running_key, one entry per job at
+      -- exclusive runs are read from job_runs_queue_exclusive_running_key, one entry per job at
       -- most)
       AND NOT (r.exclusive AND EXISTS (
-          SELECT 1 FROM job_runs AS o
+          SELECT 1 FROM job_runs_queue AS o
           WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
     ORDER BY r.trigger = 'backfill', r.eligible_at, r.id
     LIMIT %(scan)s
@@ -166,7 +166,7 @@ WITH group_room AS (
     ) AS numbered
     WHERE room IS NULL OR n <= room
 ), claimed AS (
-    UPDATE job_runs AS r
+    UPDATE job_runs_queue AS r
     SET status = 'running', attempt = r.attempt + 1, lease_owner = %(worker)s,
         -- (a job without a lease, written around the CLI's checks, is held long enough to
         -- record that it cannot run)
@@ -183,21 +183,21 @@ WITH group_room AS (
               AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
               d.backoff_max, cardinality(d.notify_urls) > 0 AS notifies
 ), attempts AS (
-    INSERT INTO job_attempts (run_id, attempt, worker, lease_token, started_at)
+    INSERT INTO job_attempts_queue (run_id, attempt, worker, lease_token, started_at)
     SELECT id, attempt, lease_owner, lease_token, started_at FROM claimed
 )
 SELECT * FROM claimed;
 
 -- name: heartbeat
 -- Extend the leases this worker still holds; a run missing from the result was lost.
-UPDATE job_runs AS r
+UPDATE job_runs_queue AS r
 SET heartbeat_at = %(now)s, lease_expires_at = %(now)s + v.lease
 FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(leases)s::interval[])
      AS v (id, token, lease)
 -- (the runs by id, an array looked up in the primary key: joined to the leases alone, a
 -- few thousand runs are merged with the whole primary key or read whole
 -- (test_claim_plan.py::test_a_heartbeat_finds_its_runs_by_primary_key); a condition on
--- status would let the planner read every entry of job_runs_running_idx instead,
+-- status would let the planner read every entry of job_runs_queue_running_idx instead,
 -- finished runs' included until vacuum. The lease token, set only while a run is running,
 -- is the fence.)
 WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = v.id AND r.lease_token = v.token
@@ -206,8 +206,13 @@ RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel_requested;
 -- name: finish_runs
 -- Record the outcomes of several attempts in one statement, each fenced by its lease
 -- token: a run missing from the result had lost its lease, and nothing was recorded for
--- it. A success also ends its job's run of consecutive failures (locking the few
--- definitions that had one, in id order, so that concurrent finishes cannot deadlock).
+-- it. A run that waits for a retry stays in the queue; a run that ended (succeeded, dead,
+-- cancelled) moves to the history with its attempts, in this same statement: deleted from
+-- the queue, inserted into job_runs (the parent routes it to its retirement day's
+-- partition). A success also ends its job's run of consecutive failures, and the job's
+-- last_succeeded_at (or last_failed_at, for a death) moves on; the few definitions that
+-- change are locked in id order, so that concurrent finishes cannot deadlock, and a job's
+-- last success is written at most once a minute (a busy job's row is not a hot spot).
 -- The outcomes come as one JSON array of objects (one parameter: a fraction of the cost of
 -- an array per column to send).
 WITH v AS (
@@ -216,15 +221,12 @@ WITH v AS (
          AS v (id bigint, token uuid, status text, outcome text, exit_code integer,
                error text, output_tail text, result jsonb, retry_secs float8,
                extra_attempts integer)
-), run AS (
-    UPDATE job_runs AS r
+), waits AS (
+    UPDATE job_runs_queue AS r
     SET status = v.status,
-        eligible_at = CASE WHEN cronjobs_run_waits(v.status)
-                           THEN %(now)s + make_interval(secs => v.retry_secs)
-                           ELSE r.eligible_at END,
+        eligible_at = %(now)s + make_interval(secs => v.retry_secs),
         max_attempts = r.max_attempts + v.extra_attempts,
-        finished_at = CASE WHEN v.status IN ('succeeded', 'dead', 'cancelled')
-                           THEN %(now)s END,
+        finished_at = NULL,
         exit_code = v.exit_code, error = v.error, output_tail = v.output_tail,
         result = v.result,
         lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
@@ -234,24 +236,82 @@ WITH v AS (
     -- pass's plan merges them with the whole primary key at every finish:
     -- test_claim_plan.py::test_a_pass_records_its_outcomes_by_primary_key), fenced by the
     -- lease token (set only while a run is running): see heartbeat
-    WHERE r.id = ANY(ARRAY(SELECT id FROM v)) AND r.id = v.id AND r.lease_token = v.token
+    WHERE r.id = ANY(ARRAY(SELECT id FROM v WHERE cronjobs_run_waits(v.status)))
+      AND r.id = v.id AND r.lease_token = v.token
     RETURNING r.id, r.attempt, r.definition_id, v.token, v.status, v.outcome, v.exit_code,
               v.error, v.output_tail
-), attempt AS (
-    UPDATE job_attempts AS a
-    SET outcome = run.outcome, finished_at = %(now)s, exit_code = run.exit_code,
-        error = run.error, output_tail = run.output_tail
-    FROM run
-    WHERE a.run_id = run.id AND a.attempt = run.attempt AND a.lease_token = run.token
-), failing AS (
-    SELECT d.id FROM job_definitions AS d
-    WHERE d.id IN (SELECT definition_id FROM run WHERE status = 'succeeded')
-      AND d.consecutive_failures <> 0
+), ended AS (
+    DELETE FROM job_runs_queue AS r
+    USING v
+    WHERE r.id = ANY(ARRAY(SELECT id FROM v WHERE NOT cronjobs_run_waits(v.status)))
+      AND r.id = v.id AND r.lease_token = v.token
+    RETURNING r.*, v.token AS held_token, v.status AS final_status, v.outcome AS final_outcome,
+              v.exit_code AS final_exit_code, v.error AS final_error,
+              v.output_tail AS final_output_tail, v.result AS final_result,
+              v.extra_attempts
+), moved AS (
+    INSERT INTO job_runs (id, definition_id, scheduled_for, trigger, status, payload, attempt,
+                          max_attempts, exclusive, eligible_at, lease_owner, lease_token,
+                          lease_expires_at, heartbeat_at, cancel_requested_at, started_at,
+                          finished_at, exit_code, error, output_tail, output_bytes, result,
+                          retry_count, retried_at, retry_of, acknowledged_at,
+                          acknowledged_by, tick_id, created_at, updated_at, stage, retire_at)
+    SELECT e.id, e.definition_id, e.scheduled_for, e.trigger, e.final_status, e.payload,
+           e.attempt, e.max_attempts + e.extra_attempts, e.exclusive, e.eligible_at, NULL,
+           NULL, NULL, e.heartbeat_at, e.cancel_requested_at, e.started_at, %(now)s,
+           e.final_exit_code, e.final_error, e.final_output_tail, e.output_bytes,
+           e.final_result, e.retry_count, e.retried_at, e.retry_of, e.acknowledged_at,
+           e.acknowledged_by, e.tick_id, e.created_at, %(now)s, 'history',
+           %(now)s + cronjobs_keep(e.final_status, d.keep_succeeded, d.keep_failed)
+    FROM ended AS e JOIN job_definitions AS d ON d.id = e.definition_id
+    RETURNING id, retire_at
+), retried_attempt AS (
+    UPDATE job_attempts_queue AS a
+    SET outcome = w.outcome, finished_at = %(now)s, exit_code = w.exit_code,
+        error = w.error, output_tail = w.output_tail
+    FROM waits AS w
+    WHERE a.run_id = w.id AND a.attempt = w.attempt AND a.lease_token = w.token
+), ended_attempts AS (
+    DELETE FROM job_attempts_queue AS a
+    USING moved
+    WHERE a.run_id = moved.id
+    RETURNING a.*, moved.retire_at AS run_retire_at
+), moved_attempts AS (
+    INSERT INTO job_attempts (id, run_id, attempt, worker, lease_token, started_at,
+                              finished_at, outcome, exit_code, error, output_tail, stage,
+                              retire_at)
+    SELECT a.id, a.run_id, a.attempt, a.worker, a.lease_token, a.started_at,
+           CASE WHEN last THEN %(now)s ELSE a.finished_at END,
+           CASE WHEN last THEN e.final_outcome ELSE a.outcome END,
+           CASE WHEN last THEN e.final_exit_code ELSE a.exit_code END,
+           CASE WHEN last THEN e.final_error ELSE a.error END,
+           CASE WHEN last THEN e.final_output_tail ELSE a.output_tail END,
+           'history', a.run_retire_at
+    FROM ended_attempts AS a JOIN ended AS e ON e.id = a.run_id
+    CROSS JOIN LATERAL (SELECT a.attempt = e.attempt AND a.lease_token = e.held_token
+                        AS last) AS l
+), run AS (
+    SELECT id, definition_id, status FROM waits
+    UNION ALL
+    SELECT id, definition_id, final_status FROM ended
+), per_job AS (
+    SELECT definition_id, bool_or(status = 'succeeded') AS succeeded,
+           bool_or(status = 'dead') AS died
+    FROM run GROUP BY definition_id
+), changed AS (
+    SELECT d.id, p.succeeded, p.died FROM job_definitions AS d JOIN per_job AS p
+        ON p.definition_id = d.id
+    WHERE (p.succeeded AND (d.consecutive_failures <> 0 OR d.last_succeeded_at IS NULL
+                            OR d.last_succeeded_at < %(now)s - interval '1 minute'))
+       OR p.died
     ORDER BY d.id
     FOR UPDATE OF d
-), reset AS (
-    UPDATE job_definitions AS d SET consecutive_failures = 0
-    FROM failing WHERE d.id = failing.id
+), touched AS (
+    UPDATE job_definitions AS d
+    SET consecutive_failures = CASE WHEN c.succeeded THEN 0 ELSE d.consecutive_failures END,
+        last_succeeded_at = CASE WHEN c.succeeded THEN %(now)s ELSE d.last_succeeded_at END,
+        last_failed_at = CASE WHEN c.died THEN %(now)s ELSE d.last_failed_at END
+    FROM changed AS c WHERE d.id = c.id
 )
 SELECT id FROM run;
 
@@ -270,7 +330,7 @@ SELECT id FROM run;
 WITH old AS (
     SELECT d.id, d.paused_at FROM job_definitions AS d
     WHERE d.id = coalesce(%(definition_id)s::bigint,
-                          (SELECT r.definition_id FROM job_runs AS r
+                          (SELECT r.definition_id FROM job_runs_queue AS r
                            WHERE r.id = %(run_id)s::bigint AND r.lease_token = %(token)s::uuid
                              AND r.status = 'running'))
     FOR UPDATE

@@ -67,6 +67,29 @@ class MaterialiseStore(Queries):
         }
         return self._later("insert_runs", params, tuple_row, binary=True)
 
+    def insert_backfill_runs(self, runs: Sequence[NewRun], *, now: dt.datetime
+                             ) -> list[tuple[int, dt.datetime]]:
+        """Backfilled runs of past slots, except slots that have a run anywhere (queue or
+        history). Locks the job's row first (as a deciding tick does), in the caller's
+        transaction."""
+        if not runs:
+            return []
+        for definition_id in sorted({r.definition_id for r in runs}):
+            self._send("lock_definition", {"id": definition_id})
+        return self._binary("insert_backfill_runs", {
+            "definition_ids": [r.definition_id for r in runs],
+            "slots": [r.scheduled_for for r in runs],
+            "max_attempts": [r.max_attempts for r in runs],
+            "exclusive": [r.exclusive for r in runs],
+            "eligible": [r.eligible_at for r in runs],
+            "now": now}, tuple_row)
+
+    def retention_horizon(self, definition_id: int, *, now: dt.datetime) -> dt.datetime:
+        """The oldest instant whose runs of the job retention may already have dropped."""
+        horizon: dt.datetime = self._values("retention_horizon",
+                                            {"id": definition_id, "now": now})[0]
+        return horizon
+
     def insert_skips(self, skips: Sequence[NewSkip], *, now: dt.datetime,
                      tick_id: int | None) -> None:
         if not skips:
