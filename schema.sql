@@ -149,6 +149,9 @@ CREATE TABLE cronjobs_retention (
     ticks          interval NOT NULL DEFAULT interval '14 days'
         CONSTRAINT cronjobs_retention_ticks_check
         CHECK (ticks BETWEEN interval '1 day' AND interval '3650 days'),
+    -- runs whose retention ended before this instant may have been dropped: `backfill`
+    -- refuses the slots they may have run (NULL: nothing retired yet)
+    retired_before timestamptz,
     updated_at     timestamptz NOT NULL DEFAULT now()
 );
 INSERT INTO cronjobs_retention DEFAULT VALUES;
@@ -415,6 +418,8 @@ CREATE TABLE job_skips (
 
 CREATE INDEX job_skips_definition_idx ON job_skips (definition_id, last_slot);
 CREATE INDEX job_skips_tick_idx ON job_skips (tick_id) WHERE tick_id IS NOT NULL;
+-- retention: the oldest first
+CREATE INDEX job_skips_decided_idx ON job_skips (decided_at);
 
 -- One row per notification sent (or tried) about a run: to which receiver (masked), on
 -- which event, how it went.

@@ -68,6 +68,11 @@ class Conflict(CronjobsError):
     """A concurrent change got there first (a unique key refused this one)."""
 
 
+class LockBusy(CronjobsError):
+    """A lock the storage's upkeep asked for was held too long by others: it tries again at
+    the next tick (never an error a user sees)."""
+
+
 class DatabaseUnavailable(CronjobsError):
     """Could not reach the database."""
 

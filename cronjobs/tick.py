@@ -17,6 +17,7 @@ from collections.abc import Callable
 from cronjobs.clock import Clock
 from cronjobs.core.materialise import MaterialiseReport, materialise
 from cronjobs.core.prune import prune
+from cronjobs.core.retention import Upkeep, make_days_ahead, upkeep
 from cronjobs.db.store import Store
 from cronjobs.durations import format_duration
 from cronjobs.errors import UsageError
@@ -53,6 +54,7 @@ class TickReport:
         self.materialise = MaterialiseReport()
         self.execute = ExecReport()
         self.pruned = 0
+        self.upkeep = Upkeep()
         self.handlers: tuple[str, ...] = ()  # the handlers the tick could run
         self.waiting: list[WaitingRuns] = []  # due runs of the handlers it could not
         self.lost_ticks: list[LostTick] = []  # earlier ticks it closed as lost
@@ -94,6 +96,7 @@ def tick(store: Store, options: TickOptions, *,
     observer = RunObserver.for_tick(store, clock.now, tick_id=tick_id, worker=options.worker,
                                     dashboard_url=options.dashboard_url)
     try:
+        make_days_ahead(store, now=now)  # before any run can finish
         if options.run_ids is None:
             report.materialise = materialise(store, now, tick_id=tick_id)
         executor = Executor(store, options, clock=clock, tick_id=tick_id, due_at=now,
@@ -101,6 +104,9 @@ def tick(store: Store, options: TickOptions, *,
                             alerts=Alerts(options.alert_command), should_stop=should_stop)
         report.execute = executor.run()
         report.waiting = store.reports.waiting_for_handlers(now=now, handlers=handlers)
+        if not should_stop():
+            # retention, on by default: a little of the storage's upkeep every tick
+            report.upkeep = upkeep(store, now=clock.now())
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.
             report.pruned = prune(store, older_than=options.retention,

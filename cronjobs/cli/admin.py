@@ -23,9 +23,9 @@ from cronjobs.core.health import Thresholds
 from cronjobs.core.health import status as run_status
 from cronjobs.core.metrics import metrics as run_metrics
 from cronjobs.core.prune import prune as run_prune
+from cronjobs.core.upgrade import migrate_and_upgrade
 from cronjobs.db import embedded as embedded_server
 from cronjobs.db.connect import MIGRATE_OPTIONS, open_store
-from cronjobs.db.migrate import migrate as run_migrate
 from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
 
@@ -37,6 +37,10 @@ from cronjobs.errors import UsageError
 def migrate(app: App, as_json: bool) -> None:
     """Create or upgrade the cronjobs schema (idempotent; safe from many pods at once).
 
+    An upgrade from a cronjobs older than schema version 11 then moves the old history to
+    the new day partitions in small batches, while ticks go on; interrupted, it goes on at
+    the next `cronjobs migrate`.
+
     \b
     Examples:
       cronjobs migrate
@@ -46,14 +50,26 @@ def migrate(app: App, as_json: bool) -> None:
                            announce=lambda text: click.echo(text, err=True), check=False,
                            application_name=app.application_name(), options=MIGRATE_OPTIONS)
     try:
-        report = run_migrate(connected.store)
+        migrated = migrate_and_upgrade(connected.store)
     finally:
         connected.store.close()
+    report, upgrade = migrated.migration, migrated.upgrade
     text = (f"migrated {connected.where} from version {report.from_version} to "
             f"{report.to_version}" if report.changed
             else f"{connected.where} is up to date (schema version {report.to_version})")
-    emit({"from_version": report.from_version, "to_version": report.to_version,
-          "applied": list(report.applied)}, text, as_json)
+    data: dict[str, object] = {"from_version": report.from_version,
+                               "to_version": report.to_version,
+                               "applied": list(report.applied)}
+    if upgrade is not None:
+        text += (f"; moved {upgrade.moved} runs of the old history in {upgrade.batches} "
+                 f"batches ({upgrade.seconds:.1f} s)"
+                 + ("" if upgrade.dropped else
+                    "; the old tables stay, busy: run `cronjobs migrate` again"))
+        data["upgrade"] = {"moved": upgrade.moved, "batches": upgrade.batches,
+                           "seconds": round(upgrade.seconds, 3),
+                           "longest_batch_seconds": round(upgrade.longest_batch, 3),
+                           "old_tables_dropped": upgrade.dropped}
+    emit(data, text, as_json)
 
 
 @click.command(cls=Command)

@@ -403,12 +403,12 @@ def backfill(store: Store, definition: Definition, start: dt.datetime, end: dt.d
                              "backfill a shorter range at a time")
         # a slot whose run retention dropped must not run again: the history cannot tell
         # whether one before the horizon ran
-        horizon = store.materialise.retention_horizon(definition.id, now=current)
-        if slots and slots[0] < horizon:
+        horizon = store.materialise.retention_horizon(definition.id)
+        if slots and horizon is not None and slots[0] < horizon:
             raise UsageError(
-                f"invalid --from {start.isoformat()}: the history of {definition.name} is "
-                f"kept back to {horizon.isoformat()} only, and an older slot may have run "
-                "already (raise the job's --keep-succeeded/--keep-failed to backfill further)")
+                f"invalid --from {start.isoformat()}: retention has dropped runs of "
+                f"{definition.name} from before {horizon.isoformat()}, so cronjobs cannot "
+                "tell whether an older slot ran (use `cronjobs trigger` to run one on purpose)")
         runs = [NewRun(definition.id, s, Trigger.BACKFILL, definition.max_attempts, current,
                        exclusive(definition)) for s in slots]
         created = store.materialise.insert_backfill_runs(runs, now=current)

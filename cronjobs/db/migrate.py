@@ -24,7 +24,8 @@ class MigrationReport(NamedTuple):
 
 def migrate(store: Store) -> MigrationReport:
     """Apply ``schema.sql`` to an empty database, or the missing numbered migrations to an
-    older one, in one transaction under an advisory lock. Idempotent."""
+    older one, in one transaction under an advisory lock. Idempotent. (An upgrade from
+    before version 11 has an online part after this: cronjobs.core.upgrade.)"""
     target = sql.current_version()
     with store.transaction():
         store.schema.lock_migrations()

@@ -16,6 +16,7 @@ from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import errors as pgerrors
+from psycopg import sql as pgsql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import RowFactory, class_row, tuple_row
 
@@ -26,6 +27,7 @@ from cronjobs.errors import (
     CronjobsError,
     DatabaseUnavailable,
     InvalidDefinition,
+    LockBusy,
     SchemaNotReady,
 )
 
@@ -165,6 +167,17 @@ class Session:
 
         return rows
 
+    def ddl(self, name: str, identifiers: Mapping[str, str],
+            literals: Mapping[str, Any] | None = None) -> None:
+        """A named statement whose table names are only known when it runs (the
+        history's day partitions): its ``{placeholders}`` filled with quoted identifiers
+        and literals, never with text pasted in."""
+        fields: dict[str, pgsql.Composable] = {
+            key: pgsql.Identifier(value) for key, value in identifiers.items()}
+        fields.update({key: pgsql.Literal(value) for key, value in (literals or {}).items()})
+        with translated():
+            self.conn.execute(pgsql.SQL(sql.query(name)).format(**fields))
+
     def run_script(self, script: LiteralString) -> None:
         """Run a multi-statement SQL script (schema or migration) as it is."""
         with translated():
@@ -217,6 +230,10 @@ class Queries:
                *, binary: bool = False, prepare: bool = False) -> Callable[[], list[T]]:
         return self.session.later(name, params, row_factory, binary=binary, prepare=prepare)
 
+    def _ddl(self, name: str, identifiers: Mapping[str, str],
+             literals: Mapping[str, Any] | None = None) -> None:
+        self.session.ddl(name, identifiers, literals)
+
     def _binary(self, name: str, params: Mapping[str, Any], row_factory: RowFactory[T]
                 ) -> list[T]:
         return self.session.later(name, params, row_factory, binary=True)()
@@ -235,6 +252,8 @@ def translated() -> Iterator[None]:
         raise Conflict(f"conflict: {_first_line(exc)}") from exc
     except pgerrors.IntegrityError as exc:
         raise InvalidDefinition(f"rejected by the database: {_first_line(exc)}") from exc
+    except pgerrors.LockNotAvailable as exc:
+        raise LockBusy(f"lock busy: {_first_line(exc)}") from exc
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(f"database error: {_first_line(exc)}") from exc
     except psycopg.Error as exc:

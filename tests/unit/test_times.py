@@ -58,7 +58,8 @@ def _run(finished: dt.datetime | None) -> Run:
                cancel_requested_at=None, started_at=None, finished_at=finished, exit_code=None,
                error=None, output_tail=None, result=None, retry_count=0, retried_at=None,
                retry_of=None, tick_id=None, created_at=NOW, updated_at=NOW,
-               acknowledged_at=None, acknowledged_by=None, output_bytes=None)
+               acknowledged_at=None, acknowledged_by=None, output_bytes=None,
+               stage="history" if finished else "queue", retire_at=None)
 
 
 def test_a_runs_table_pinned_in_time_and_zone() -> None:

@@ -123,12 +123,14 @@ DO NOTHING
 RETURNING definition_id, scheduled_for;
 
 -- name: retention_horizon
--- The oldest instant whose runs of this job retention may already have dropped: its
--- longest retention before now.
-SELECT %(now)s::timestamptz - greatest(cronjobs_keep('succeeded', keep_succeeded, keep_failed),
-                                       cronjobs_keep('dead', keep_succeeded, keep_failed))
-       AS horizon
-FROM job_definitions WHERE id = %(id)s;
+-- The oldest slot of this job whose run retention cannot have dropped (NULL: any): runs
+-- retired before cronjobs_retention.retired_before finished at least the job's shortest
+-- retention before it.
+SELECT r.retired_before
+       - least(cronjobs_keep('succeeded', d.keep_succeeded, d.keep_failed),
+               cronjobs_keep('dead', d.keep_succeeded, d.keep_failed)) AS horizon
+FROM job_definitions AS d CROSS JOIN cronjobs_retention AS r
+WHERE d.id = %(id)s;
 
 -- name: skips_between
 SELECT * FROM job_skips

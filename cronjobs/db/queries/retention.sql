@@ -1,4 +1,5 @@
--- Pruning the history (cronjobs/db/stores/retention.py).
+-- Retention: the history's partitions made and dropped, what outlives them kept, and
+-- pruning in batches (cronjobs/db/stores/retention.py).
 
 -- name: prune_runs
 -- One batch of finished runs older than the cutoff, in job_runs_finished_idx order from
@@ -27,10 +28,17 @@ WITH doomed AS (
     LIMIT %(batch)s
     FOR UPDATE OF r SKIP LOCKED
 )
--- (the doomed runs by id: an array looked up in the primary key, never a join that could
--- read the table, as PostgreSQL 18 would plan it)
-DELETE FROM job_runs WHERE id = ANY(ARRAY(SELECT id FROM doomed))
-RETURNING id, finished_at;
+-- (the doomed runs by id: an array looked up in the index, never a join that could read
+-- the table, as PostgreSQL 18 would plan it)
+, gone AS (
+    DELETE FROM job_runs WHERE id = ANY(ARRAY(SELECT id FROM doomed)) AND stage <> 'queue'
+    RETURNING id, finished_at
+), attempts AS (
+    DELETE FROM job_attempts WHERE run_id IN (SELECT id FROM gone) AND stage <> 'queue'
+), notices AS (
+    DELETE FROM job_notifications WHERE run_id IN (SELECT id FROM gone)
+)
+SELECT id, finished_at FROM gone;
 
 -- name: count_prunable_runs
 -- What prune_runs would delete, all batches at once (`prune --dry-run`): one statement, so
@@ -52,11 +60,192 @@ WHERE status IN ('succeeded', 'dead', 'cancelled') AND finished_at < %(cutoff)s
 
 -- name: prune_skips
 DELETE FROM job_skips WHERE id IN (
-    SELECT id FROM job_skips WHERE decided_at < %(cutoff)s ORDER BY id LIMIT %(batch)s)
+    SELECT id FROM job_skips WHERE decided_at < %(cutoff)s ORDER BY decided_at LIMIT %(batch)s)
 RETURNING id;
 
 -- name: prune_ticks
 DELETE FROM job_ticks WHERE id IN (
     SELECT id FROM job_ticks WHERE started_at < %(cutoff)s AND status <> 'running'
-    ORDER BY id LIMIT %(batch)s)
+    ORDER BY started_at LIMIT %(batch)s)
 RETURNING id;
+
+-- name: maintenance_lock
+-- One tick at a time looks after the storage (the others skip it: it is never urgent).
+-- Held until the transaction ends.
+SELECT pg_try_advisory_xact_lock(7161124402215412276) AS locked;
+
+-- name: lock_timeout
+-- The storage's DDL waits this long at most for its locks (SET LOCAL: until the
+-- transaction ends), then gives up until the next tick: a partition made or dropped a
+-- minute later costs nothing, a claim queued behind a DDL lock would.
+SELECT set_config('lock_timeout', %(timeout)s, true);
+
+-- name: retentions_in_use
+-- Every retention a run finishing now may get: the global ones and the jobs' own.
+SELECT DISTINCT k FROM (
+    SELECT succeeded AS k FROM cronjobs_retention
+    UNION ALL SELECT failed FROM cronjobs_retention
+    UNION ALL SELECT keep_succeeded FROM job_definitions WHERE keep_succeeded IS NOT NULL
+    UNION ALL SELECT keep_failed FROM job_definitions WHERE keep_failed IS NOT NULL
+) AS keeps;
+
+-- name: history_partitions
+-- The day partitions of the history, by table (job_runs_history, job_attempts_history).
+SELECT p.relname AS parent, c.relname AS name
+FROM pg_inherits AS i
+JOIN pg_class AS c ON c.oid = i.inhrelid
+JOIN pg_class AS p ON p.oid = i.inhparent
+WHERE p.relname IN ('job_runs_history', 'job_attempts_history')
+  AND p.relnamespace = current_schema()::regnamespace
+  AND c.relname ~ '_[0-9]{8}$'
+ORDER BY c.relname;
+
+-- name: create_partition
+-- A day of the history, made empty and then attached (ATTACH locks the parent less than
+-- CREATE ... PARTITION OF would: finishes and readers go on).
+CREATE TABLE {partition} (LIKE {parent} INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+
+-- name: adopt_default_rows
+-- Rows that went to the default partition because their day was not made in time move
+-- into the day's new table before it is attached (ATTACH refuses a default partition
+-- holding rows of the new range).
+WITH moved AS (
+    DELETE FROM {default} WHERE retire_at >= {lower} AND retire_at < {upper} RETURNING *
+)
+INSERT INTO {partition} SELECT * FROM moved;
+
+-- name: attach_partition
+ALTER TABLE {parent} ATTACH PARTITION {partition} FOR VALUES FROM ({lower}) TO ({upper});
+
+-- name: drop_partition
+DROP TABLE IF EXISTS {partition};
+
+-- name: archive_finished
+-- Finished runs still in the queue (finished by an operator's command, by a lost lease, or
+-- by an older cronjobs) move to the history with their attempts (an UPDATE of the
+-- partition key moves the rows), and their jobs' last success or death moves on. A
+-- finish made by a tick never needs this: finish_runs moves its runs itself.
+WITH done AS (
+    SELECT id FROM job_runs_queue
+    WHERE status IN ('succeeded', 'dead', 'cancelled')
+    ORDER BY id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), runs AS (
+    UPDATE job_runs AS r
+    SET stage = 'history',
+        finished_at = coalesce(r.finished_at, %(now)s),
+        retire_at = coalesce(r.finished_at, %(now)s)
+                    + cronjobs_keep(r.status, d.keep_succeeded, d.keep_failed)
+    FROM job_definitions AS d
+    WHERE r.stage = 'queue' AND r.id IN (SELECT id FROM done) AND d.id = r.definition_id
+    RETURNING r.id, r.definition_id, r.status, r.finished_at, r.retire_at
+), attempts AS (
+    UPDATE job_attempts AS a
+    SET stage = 'history', retire_at = runs.retire_at
+    FROM runs
+    WHERE a.stage = 'queue' AND a.run_id = runs.id
+), per_job AS (
+    SELECT definition_id,
+           max(finished_at) FILTER (WHERE status = 'succeeded') AS succeeded,
+           max(finished_at) FILTER (WHERE status = 'dead') AS died
+    FROM runs GROUP BY definition_id
+), touched AS (
+    UPDATE job_definitions AS d
+    SET last_succeeded_at = greatest(d.last_succeeded_at, p.succeeded),
+        last_failed_at = greatest(d.last_failed_at, p.died)
+    FROM per_job AS p
+    WHERE d.id = p.definition_id AND (p.succeeded IS NOT NULL OR p.died IS NOT NULL)
+)
+SELECT count(*) AS n FROM runs;
+
+-- name: keep_before_retiring
+-- Before the history retiring before %(before)s is dropped, what must outlive it moves to
+-- job_runs_kept: dead runs nobody acknowledged, and each job's latest success and latest
+-- death. A job whose last success (last_succeeded_at, to within a minute) would retire by
+-- then has its latest success among the retiring rows: one probe of its newest entries.
+WITH due AS (
+    SELECT r.id FROM job_runs_history AS r
+    WHERE r.retire_at < %(before)s AND r.status = 'dead'
+      AND (r.acknowledged_at IS NULL OR r.acknowledged_at < r.finished_at)
+    UNION
+    SELECT l.id
+    FROM job_definitions AS d
+    CROSS JOIN LATERAL (VALUES ('succeeded', d.last_succeeded_at), ('dead', d.last_failed_at))
+         AS k (status, at)
+    CROSS JOIN LATERAL (
+        SELECT r.id FROM job_runs_history AS r
+        WHERE r.definition_id = d.id AND r.status = k.status AND r.retire_at < %(before)s
+        ORDER BY r.id DESC LIMIT 1) AS l
+    WHERE d.removed_at IS NULL AND k.at IS NOT NULL
+      AND k.at + cronjobs_keep(k.status, d.keep_succeeded, d.keep_failed)
+          < %(before)s + interval '1 minute'
+), runs AS (
+    UPDATE job_runs AS r SET stage = 'kept'
+    WHERE r.stage = 'history' AND r.retire_at < %(before)s AND r.id IN (SELECT id FROM due)
+    RETURNING r.id
+), attempts AS (
+    UPDATE job_attempts AS a SET stage = 'kept'
+    WHERE a.stage = 'history' AND a.retire_at < %(before)s
+      AND a.run_id IN (SELECT id FROM runs)
+)
+SELECT count(*) AS n FROM runs;
+
+-- name: retire_default_runs
+-- Runs of the default partition (a day not made in time) retire row by row, in batches.
+WITH gone AS (
+    DELETE FROM job_runs_history_default
+    WHERE id IN (SELECT id FROM job_runs_history_default WHERE retire_at < %(before)s
+                 LIMIT %(batch)s)
+    RETURNING id
+), attempts AS (
+    DELETE FROM job_attempts_history_default WHERE run_id IN (SELECT id FROM gone)
+)
+SELECT count(*) AS n FROM gone;
+
+-- name: release_kept
+-- Kept runs that are no longer needed: past their retention, acknowledged (or not dead),
+-- and no longer their job's latest of their status (a later one finished), or of a
+-- removed job.
+WITH gone AS (
+    DELETE FROM job_runs_kept AS k
+    USING job_definitions AS d
+    WHERE d.id = k.definition_id AND k.retire_at < %(before)s
+      AND NOT (k.status = 'dead'
+               AND (k.acknowledged_at IS NULL OR k.acknowledged_at < k.finished_at))
+      AND (d.removed_at IS NOT NULL
+           OR k.status NOT IN ('succeeded', 'dead')
+           OR (k.status = 'succeeded' AND d.last_succeeded_at > k.finished_at)
+           OR (k.status = 'dead' AND d.last_failed_at > k.finished_at))
+    RETURNING k.id
+), attempts AS (
+    DELETE FROM job_attempts_kept WHERE run_id IN (SELECT id FROM gone)
+)
+SELECT count(*) AS n FROM gone;
+
+-- name: prune_notifications
+DELETE FROM job_notifications WHERE id IN (
+    SELECT id FROM job_notifications WHERE sent_at < %(cutoff)s ORDER BY sent_at
+    LIMIT %(batch)s)
+RETURNING id;
+
+-- name: retention_settings
+SELECT succeeded, failed, skips, ticks, retired_before, updated_at FROM cronjobs_retention;
+
+-- name: record_retired
+-- Runs whose retention ended before this instant may have been dropped (backfill refuses
+-- the slots they may have run).
+UPDATE cronjobs_retention
+SET retired_before = greatest(retired_before, %(before)s::timestamptz);
+
+-- name: set_retention
+UPDATE cronjobs_retention
+SET succeeded = coalesce(%(succeeded)s, succeeded), failed = coalesce(%(failed)s, failed),
+    skips = coalesce(%(skips)s, skips), ticks = coalesce(%(ticks)s, ticks),
+    updated_at = %(now)s
+RETURNING succeeded, failed, skips, ticks, retired_before, updated_at;
+
+-- name: default_has_expired
+-- Whether the default partition holds runs whose retention is over (usually it is empty).
+SELECT EXISTS (SELECT 1 FROM job_runs_history_default WHERE retire_at < %(before)s)
+    AS expired;

@@ -20,15 +20,21 @@ SELECT * FROM job_attempts WHERE run_id = ANY(%(run_ids)s::bigint[]) ORDER BY ru
 
 -- name: requeue_run
 -- `cronjobs retry`: a failed, dead or cancelled run goes back to the queue now, with more
--- attempts, keeping its history. Retrying a dead run acknowledges it.
+-- attempts, keeping its history (from the history or the kept runs: the update of its
+-- stage moves it). Retrying a dead run acknowledges it. (requeue_attempts follows.)
 UPDATE job_runs
-SET status = 'queued', eligible_at = %(now)s, max_attempts = attempt + %(attempts)s,
+SET stage = 'queue', retire_at = NULL, status = 'queued', eligible_at = %(now)s, max_attempts = attempt + %(attempts)s,
     finished_at = NULL, cancel_requested_at = NULL, retry_count = retry_count + 1,
     retried_at = %(now)s, updated_at = %(now)s,
     acknowledged_at = CASE WHEN status = 'dead' THEN %(now)s ELSE acknowledged_at END,
     acknowledged_by = CASE WHEN status = 'dead' THEN %(by)s ELSE acknowledged_by END
 WHERE id = %(id)s
 RETURNING *;
+
+-- name: requeue_attempts
+-- The attempts of a run sent back to the queue go with it.
+UPDATE job_attempts SET stage = 'queue', retire_at = NULL
+WHERE run_id = %(id)s AND stage <> 'queue';
 
 -- name: acknowledge_run
 -- `cronjobs ack RUN_ID`: a person saw this dead run; status --check turns green for it.

@@ -84,10 +84,11 @@ class MaterialiseStore(Queries):
             "eligible": [r.eligible_at for r in runs],
             "now": now}, tuple_row)
 
-    def retention_horizon(self, definition_id: int, *, now: dt.datetime) -> dt.datetime:
-        """The oldest instant whose runs of the job retention may already have dropped."""
-        horizon: dt.datetime = self._values("retention_horizon",
-                                            {"id": definition_id, "now": now})[0]
+    def retention_horizon(self, definition_id: int) -> dt.datetime | None:
+        """The oldest slot of the job whose run retention cannot have dropped (None:
+        nothing was retired yet)."""
+        horizon: dt.datetime | None = self._values("retention_horizon",
+                                                   {"id": definition_id})[0]
         return horizon
 
     def insert_skips(self, skips: Sequence[NewSkip], *, now: dt.datetime,

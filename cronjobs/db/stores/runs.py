@@ -45,8 +45,11 @@ class RunStore(Queries):
 
     def requeue_run(self, run_id: int, *, attempts: int, now: dt.datetime,
                     by: str | None = None) -> Run:
-        return self._one("requeue_run", {"id": run_id, "attempts": attempts, "by": by,
-                                         "now": now}, Run)
+        with self.session.transaction():
+            run = self._one("requeue_run", {"id": run_id, "attempts": attempts, "by": by,
+                                            "now": now}, Run)
+            self._send("requeue_attempts", {"id": run_id})
+        return run
 
     def acknowledge_run(self, run_id: int, *, by: str | None, now: dt.datetime) -> Run | None:
         return self._row("acknowledge_run", {"id": run_id, "by": by, "now": now}, Run)

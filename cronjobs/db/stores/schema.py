@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from cronjobs.db.session import Queries
 from cronjobs.errors import (
     SchemaNotReady,
@@ -36,3 +38,20 @@ class SchemaStore(Queries):
     def record_migration(self, version: int, name: str) -> None:
         self._send("record_migration", {"version": version, "name": name})
 
+
+    # -- the upgrade to version 11 (cronjobs/db/upgrade.py) -------------------------------
+
+    def legacy_rows(self) -> int | None:
+        """About how many runs the old tables still hold; None once they are gone."""
+        value = self._values("legacy_rows")[0]
+        return None if value is None else max(int(value), 0)
+
+    def move_legacy_runs(self, *, now: dt.datetime, batch: int) -> int:
+        return int(self._values("move_legacy_runs", {"now": now, "batch": batch})[0])
+
+    def drop_legacy(self, *, lock_timeout: dt.timedelta) -> None:
+        with self.session.transaction():
+            self._send("upgrade_lock_timeout",
+                       {"timeout": f"{int(lock_timeout.total_seconds() * 1000)}ms"})
+            self._send("legacy_orphans")
+            self._send("drop_legacy")

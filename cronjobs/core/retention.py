@@ -1,0 +1,143 @@
+"""Retention, on by default: every tick looks after the storage a little.
+
+- Finished runs left in the queue (an operator's cancel, a lost lease's last attempt, an
+  older cronjobs) move to the history.
+- The history's day partitions are made ahead of need: for every retention in use, the days
+  a run finishing in the next few days retires on.
+- A day whose time has come is dropped whole, after what must outlive it moved to the kept
+  runs: dead runs nobody acknowledged, each job's latest success and latest death.
+- Skipped slots, tick records and notification records are deleted in small batches.
+
+One tick at a time does it (an advisory lock; the others skip it), and its DDL waits a short
+while at most for its locks, then leaves the rest to the next tick: never urgent, and a
+claim must never queue behind it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from cronjobs.db.store import Store
+from cronjobs.db.stores.retention import HISTORY_TABLES
+from cronjobs.errors import LockBusy
+
+log = logging.getLogger(__name__)
+
+# days made ahead of the first one a run finishing now retires on: a tick a few days late
+# still finds its days made (a run whose day is missing goes to the default partition)
+AHEAD_DAYS = 3
+LOCK_TIMEOUT = dt.timedelta(milliseconds=200)
+BATCH = 1000
+
+
+@dataclass
+class Upkeep:
+    """What one tick's upkeep of the storage did."""
+
+    archived: int = 0
+    created: int = 0
+    kept: int = 0
+    dropped: int = 0
+    retired_rows: int = 0
+    released: int = 0
+    skips: int = 0
+    ticks: int = 0
+    notifications: int = 0
+    busy: bool = False  # another tick had the upkeep, or a lock was held too long
+
+
+def days_needed(retentions: list[dt.timedelta], now: dt.datetime,
+                ahead: int = AHEAD_DAYS) -> set[dt.date]:
+    """The retirement days of runs finishing between now and ``ahead`` days from now."""
+    days: set[dt.date] = set()
+    for keep in retentions:
+        first = (now + keep).astimezone(dt.UTC).date()
+        days.update(first + dt.timedelta(days=n) for n in range(ahead + 1))
+    return days
+
+
+def ensure_partitions(store: Store, *, now: dt.datetime,
+                      lock_timeout: dt.timedelta = LOCK_TIMEOUT) -> int | None:
+    """Make the missing day partitions; None when another tick has the upkeep."""
+    with store.transaction():
+        if not store.retention.try_maintenance_lock(lock_timeout=lock_timeout):
+            return None
+        needed = days_needed(store.retention.retentions_in_use(), now)
+        existing = store.retention.history_partitions()
+        made = 0
+        for parent in HISTORY_TABLES:
+            for day in sorted(needed - set(existing[parent])):
+                store.retention.create_partition(parent, day)
+                made += 1
+    return made
+
+
+def make_days_ahead(store: Store, *, now: dt.datetime) -> None:
+    """At a tick's start: the days its finishes need, if another tick is not making
+    them and no lock is busy (else the default partition catches the runs until then)."""
+    try:
+        ensure_partitions(store, now=now)
+    except LockBusy:
+        log.info("partitions postponed: a lock was busy", extra={"action": "retention"})
+
+
+def upkeep(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta = LOCK_TIMEOUT,
+           batches: int = 1) -> Upkeep:
+    """One tick's share of the upkeep (``batches`` bounds each batched step)."""
+    report = Upkeep()
+    for _ in range(batches):
+        moved = store.retention.archive_finished(now=now, limit=BATCH)
+        report.archived += moved
+        if moved < BATCH:
+            break
+    try:
+        made = ensure_partitions(store, now=now, lock_timeout=lock_timeout)
+        if made is None:
+            report.busy = True
+            return report
+        report.created = made
+        _retire(store, now=now, lock_timeout=lock_timeout, batches=batches, report=report)
+    except LockBusy as exc:
+        log.info("storage upkeep postponed: a lock was busy",
+                 extra={"action": "retention", "error": str(exc)})
+        report.busy = True
+    settings = store.retention.settings()
+    for kind, keep, step in (
+            ("skips", settings.skips, store.retention.prune_skips),
+            ("ticks", settings.ticks, store.retention.prune_ticks),
+            ("notifications", settings.failed, store.retention.prune_notifications)):
+        for _ in range(batches):
+            deleted = step(cutoff=now - keep, batch=BATCH)
+            setattr(report, kind, getattr(report, kind) + deleted)
+            if deleted < BATCH:
+                break
+    return report
+
+
+def _retire(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta, batches: int,
+            report: Upkeep) -> None:
+    """Drop the days whose time has come (retire_at before today's start, UTC)."""
+    today = now.astimezone(dt.UTC).date()
+    before = dt.datetime.combine(today, dt.time(), dt.UTC)
+    expired = {parent: [day for day in days if day < today]
+               for parent, days in store.retention.history_partitions().items()}
+    if not any(expired.values()) and not store.retention.default_has_expired(before=now):
+        return  # nothing retires yet: the usual tick
+    # what outlives its day moves to the kept runs first (its own transaction: a day's
+    # rows only change by moving out, so nothing needing it arrives before the drop)
+    report.kept += store.retention.keep_before_retiring(before=now)
+    store.retention.record_retired(before=now)
+    for parent in HISTORY_TABLES:
+        for day in expired[parent]:
+            with store.transaction():
+                store.retention.try_maintenance_lock(lock_timeout=lock_timeout)
+                store.retention.drop_partition(parent, day)
+            report.dropped += 1
+    for _ in range(batches):
+        gone = store.retention.retire_default_runs(before=before, batch=BATCH)
+        report.retired_rows += gone
+        if gone < BATCH:
+            break
+    report.released += store.retention.release_kept(before=now)
