@@ -35,10 +35,23 @@ GRANT SELECT ON cronjobs_migrations TO cronjobs_tick, cronjobs_admin;
 -- and writes runs, attempts, skips and its own records.
 GRANT SELECT ON job_definitions TO cronjobs_tick;
 GRANT UPDATE (cursor_at, next_due_at, invalid_reason, paused_at, paused_until, pause_note,
-              consecutive_failures)
+              consecutive_failures, last_succeeded_at, last_failed_at)
     ON job_definitions TO cronjobs_tick;
-GRANT SELECT, INSERT, UPDATE, DELETE ON job_runs, job_attempts, job_ticks TO cronjobs_tick;
+-- runs and attempts: the parents, and the partitions the tick addresses by name (the
+-- queue, the history's default and kept runs; the day partitions are reached through
+-- their parents, and made and dropped by the two functions below, which run as the owner)
+GRANT SELECT, INSERT, UPDATE, DELETE
+    ON job_runs, job_runs_queue, job_runs_history, job_runs_history_default, job_runs_kept,
+       job_attempts, job_attempts_queue, job_attempts_history, job_attempts_history_default,
+       job_attempts_kept, job_ticks
+    TO cronjobs_tick;
+GRANT USAGE ON SEQUENCE job_runs_id_seq, job_attempts_id_seq TO cronjobs_tick;
 GRANT SELECT, INSERT, DELETE ON job_skips TO cronjobs_tick;
+GRANT SELECT, INSERT, DELETE ON job_notifications TO cronjobs_tick;
+-- retention: the tick reads the settings and records what it retired
+GRANT SELECT, UPDATE (retired_before) ON cronjobs_retention TO cronjobs_tick;
+GRANT EXECUTE ON FUNCTION cronjobs_add_history_day(date), cronjobs_drop_history_day(date)
+    TO cronjobs_tick;
 -- Group limits: the tick reads them and locks a group's row while it claims (FOR UPDATE
 -- needs UPDATE on one column: updated_at, which changes nothing a limit means).
 GRANT SELECT, UPDATE (updated_at) ON job_groups TO cronjobs_tick;
@@ -47,3 +60,4 @@ GRANT SELECT, UPDATE (updated_at) ON job_groups TO cronjobs_tick;
 GRANT cronjobs_tick TO cronjobs_admin;
 GRANT INSERT, UPDATE ON job_definitions TO cronjobs_admin;
 GRANT INSERT, UPDATE, DELETE ON job_groups TO cronjobs_admin;
+GRANT UPDATE ON cronjobs_retention TO cronjobs_admin;

@@ -20,7 +20,6 @@ import logging
 from dataclasses import dataclass
 
 from cronjobs.db.store import Store
-from cronjobs.db.stores.retention import HISTORY_TABLES
 from cronjobs.errors import LockBusy
 
 log = logging.getLogger(__name__)
@@ -66,12 +65,10 @@ def ensure_partitions(store: Store, *, now: dt.datetime,
             return None
         needed = days_needed(store.retention.retentions_in_use(), now)
         existing = store.retention.history_partitions()
-        made = 0
-        for parent in HISTORY_TABLES:
-            for day in sorted(needed - set(existing[parent])):
-                store.retention.create_partition(parent, day)
-                made += 1
-    return made
+        missing = sorted(needed - set.intersection(*(set(days) for days in existing.values())))
+        for day in missing:
+            store.retention.add_history_day(day)
+    return len(missing)
 
 
 def make_days_ahead(store: Store, *, now: dt.datetime) -> None:
@@ -121,20 +118,19 @@ def _retire(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta, batch
     """Drop the days whose time has come (retire_at before today's start, UTC)."""
     today = now.astimezone(dt.UTC).date()
     before = dt.datetime.combine(today, dt.time(), dt.UTC)
-    expired = {parent: [day for day in days if day < today]
-               for parent, days in store.retention.history_partitions().items()}
-    if not any(expired.values()) and not store.retention.default_has_expired(before=now):
+    expired = sorted({day for days in store.retention.history_partitions().values()
+                      for day in days if day < today})
+    if not expired and not store.retention.default_has_expired(before=now):
         return  # nothing retires yet: the usual tick
     # what outlives its day moves to the kept runs first (its own transaction: a day's
     # rows only change by moving out, so nothing needing it arrives before the drop)
     report.kept += store.retention.keep_before_retiring(before=now)
     store.retention.record_retired(before=now)
-    for parent in HISTORY_TABLES:
-        for day in expired[parent]:
-            with store.transaction():
-                store.retention.try_maintenance_lock(lock_timeout=lock_timeout)
-                store.retention.drop_partition(parent, day)
-            report.dropped += 1
+    for day in expired:
+        with store.transaction():  # short: it locks the history's parent tables
+            store.retention.try_maintenance_lock(lock_timeout=lock_timeout)
+            store.retention.drop_history_day(day)
+        report.dropped += 1
     for _ in range(batches):
         gone = store.retention.retire_default_runs(before=before, batch=BATCH)
         report.retired_rows += gone

@@ -16,7 +16,6 @@ from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import errors as pgerrors
-from psycopg import sql as pgsql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import RowFactory, class_row, tuple_row
 
@@ -167,17 +166,6 @@ class Session:
 
         return rows
 
-    def ddl(self, name: str, identifiers: Mapping[str, str],
-            literals: Mapping[str, Any] | None = None) -> None:
-        """A named statement whose table names are only known when it runs (the
-        history's day partitions): its ``{placeholders}`` filled with quoted identifiers
-        and literals, never with text pasted in."""
-        fields: dict[str, pgsql.Composable] = {
-            key: pgsql.Identifier(value) for key, value in identifiers.items()}
-        fields.update({key: pgsql.Literal(value) for key, value in (literals or {}).items()})
-        with translated():
-            self.conn.execute(pgsql.SQL(sql.query(name)).format(**fields))
-
     def run_script(self, script: LiteralString) -> None:
         """Run a multi-statement SQL script (schema or migration) as it is."""
         with translated():
@@ -229,10 +217,6 @@ class Queries:
     def _later(self, name: str, params: Mapping[str, Any], row_factory: RowFactory[T],
                *, binary: bool = False, prepare: bool = False) -> Callable[[], list[T]]:
         return self.session.later(name, params, row_factory, binary=binary, prepare=prepare)
-
-    def _ddl(self, name: str, identifiers: Mapping[str, str],
-             literals: Mapping[str, Any] | None = None) -> None:
-        self.session.ddl(name, identifiers, literals)
 
     def _binary(self, name: str, params: Mapping[str, Any], row_factory: RowFactory[T]
                 ) -> list[T]:

@@ -23,7 +23,8 @@ from conftest import _create_database, _drop_database
 from cronjobs.db import sql
 
 SEED = """
-ALTER TABLE job_runs SET (autovacuum_enabled = false);
+ALTER TABLE job_runs_queue SET (autovacuum_enabled = false);
+ALTER TABLE job_runs_history_default SET (autovacuum_enabled = false);
 ALTER TABLE job_definitions SET (autovacuum_enabled = false);
 -- 2,000 jobs, 20 of them due
 INSERT INTO job_definitions (name, schedule, kind, command, cursor_at, next_due_at)
@@ -35,7 +36,7 @@ FROM generate_series(1, 2000) AS g;
 -- (every 5th lease expired; not exclusive, so that they can run together)
 INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, max_attempts,
                       exclusive, eligible_at, attempt, started_at, finished_at, lease_owner,
-                      lease_token, lease_expires_at, heartbeat_at)
+                      lease_token, lease_expires_at, heartbeat_at, stage, retire_at)
 SELECT 1 + g % 100, timestamptz '2026-01-01' + g * interval '1 minute', 'schedule',
        s.status, 3, s.status <> 'running',
        now() + CASE WHEN g % 2 = 0 THEN interval '1 hour' ELSE '-1 hour' END,
@@ -47,7 +48,9 @@ SELECT 1 + g % 100, timestamptz '2026-01-01' + g * interval '1 minute', 'schedul
        CASE WHEN s.status = 'running'
             THEN now() + CASE WHEN g % 5 = 0 THEN interval '-1 minute' ELSE '1 minute' END
        END,
-       CASE WHEN s.status = 'running' THEN now() END
+       CASE WHEN s.status = 'running' THEN now() END,
+       CASE WHEN s.status IN ('succeeded', 'dead') THEN 'history' ELSE 'queue' END,
+       CASE WHEN s.status IN ('succeeded', 'dead') THEN now() + interval '14 days' END
 FROM generate_series(1, 50000) AS g,
      LATERAL (SELECT CASE WHEN g <= 47000 AND g % 50 = 0 THEN 'dead'
                           WHEN g <= 47000 THEN 'succeeded'
@@ -72,7 +75,7 @@ def seeded(server_url: str, template_name: str
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(SEED)
             stats = conn.execute("SELECT last_analyze, last_autoanalyze FROM "
-                                 "pg_stat_user_tables WHERE relname = 'job_runs'").fetchone()
+                                 "pg_stat_user_tables WHERE relname = 'job_runs_queue'").fetchone()
             assert stats == (None, None)
             before_analyze = _plan(conn, "claim_runs")
             pass_plans = {name: _plan(conn, name) for name in PASS}
@@ -109,11 +112,28 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(child)
 
 
+# partitions whose size does not grow with the history, which a plan may read whole: the
+# kept runs (at most a job's latest success and death, and the dead runs nobody
+# acknowledged)
+BOUNDED = ("job_runs_kept", "job_attempts_kept")
+
+
+def _table(relation: str) -> str:
+    """The table a relation of a plan belongs to: job_runs and job_attempts for their
+    partitions (the queue, the history's days and default), except the bounded ones."""
+    if relation in BOUNDED:
+        return relation
+    for table in ("job_runs", "job_attempts"):
+        if relation.startswith(table):
+            return table
+    return relation
+
+
 def _plan(conn: psycopg.Connection[Any], name: str) -> tuple[set[str], set[str]]:
     """(the indexes the plan of the named query reads, the tables it scans sequentially)."""
     nodes = _plan_nodes(conn, name)
     indexes = {n["Index Name"] for n in nodes if "Index Name" in n}
-    seq = {n["Relation Name"] for n in nodes if n["Node Type"] == "Seq Scan"}
+    seq = {_table(n["Relation Name"]) for n in nodes if n["Node Type"] == "Seq Scan"}
     return indexes, seq
 
 
@@ -137,15 +157,15 @@ PASS = ("claim_runs", "lock_claimable_groups", "finish_runs", "record_job_failur
 HOT_QUERIES = {
     "due_definitions": {"job_definitions_due_idx"},
     "definitions_due": {"job_definitions_due_idx"},
-    "claim_runs": {"job_runs_claim_idx", "job_definitions_pkey"},
+    "claim_runs": {"job_runs_queue_claim_idx", "job_definitions_pkey"},
     # `trigger --run`: the claim given ids (a plan for them: see QueueStore._claim_later)
-    "claim_runs[by id]": {"job_runs_pkey", "job_definitions_pkey"},
-    "waiting_for_handlers": {"job_runs_active_idx"},
-    "reclaim_expired": {"job_runs_running_idx"},
-    "active_runs": {"job_runs_active_idx"},
-    "heartbeat": {"job_runs_pkey"},
-    "prune_runs": {"job_runs_finished_idx", "job_runs_latest_idx", "job_runs_history_idx"},
-    "health": {"job_runs_claim_idx", "job_runs_running_idx", "job_runs_finished_idx",
+    "claim_runs[by id]": {"job_runs_queue_pkey", "job_definitions_pkey"},
+    "waiting_for_handlers": {"job_runs_queue_definition_idx"},
+    "reclaim_expired": {"job_runs_queue_running_idx"},
+    "active_runs": {"job_runs_queue_definition_idx"},
+    "heartbeat": {"job_runs_queue_pkey"},
+    "prune_runs": {"job_runs_history_default_finished_at_idx", "job_runs_history_default_definition_id_id_idx"},
+    "health": {"job_runs_queue_running_idx", "job_runs_history_default_finished_at_idx",
                "job_ticks_started_idx"},
 }
 
@@ -154,7 +174,7 @@ def test_the_claim_uses_its_index_before_any_analyze(
         seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]],
                       dict[str, tuple[set[str], set[str]]]]) -> None:
     indexes, seq = seeded[1]
-    assert "job_runs_claim_idx" in indexes, indexes
+    assert "job_runs_queue_claim_idx" in indexes, indexes
     # (each run's job is looked up by its primary key, row by row of the index scan)
     assert "job_runs" not in seq, seq
 
@@ -178,28 +198,45 @@ def test_hot_queries_use_their_indexes(
         # its runs by id: the queue's index, if read at all, with the ids as an index
         # condition (PostgreSQL 18 skips to them), never along the queue
         on_queue = [n for n in _plan_nodes(seeded[0], name)
-                    if n.get("Index Name") == "job_runs_claim_idx"]
+                    if n.get("Index Name") == "job_runs_queue_claim_idx"]
         assert all("id = ANY" in n["Index Cond"] for n in on_queue), on_queue
     # health counts every job, waiting_for_handlers looks at every handler job: reading
-    # all of job_definitions is their job
+    # all of job_definitions is their job; health counts the queue's due runs, and the
+    # queue holds the unfinished runs alone (the history is read through its index)
     scanned = {"job_runs", "job_ticks"} | (
         {"job_definitions"} if name not in ("health", "waiting_for_handlers") else set())
+    if name == "health":
+        seq = seq - {"job_runs"} | {_table(r) for r in _history_scans(seeded[0], name)}
     assert not seq & scanned, (name, seq)
+
+
+def _history_scans(conn: psycopg.Connection[Any], name: str) -> set[str]:
+    """The relations other than the queue the plan reads whole."""
+    return {n["Relation Name"] for n in _plan_nodes(conn, name)
+            if n["Node Type"] == "Seq Scan" and n["Relation Name"].startswith("job_runs")
+            and n["Relation Name"] not in ("job_runs_queue",) + BOUNDED}
 
 
 # What `cronjobs serve` reads: every page from a range of an index, whatever the history.
 DASHBOARD_QUERIES: dict[str, tuple[dict[str, Any], set[str]]] = {
     "runs_between": ({"definition_id": 1, "start": dt.datetime(2026, 1, 10, tzinfo=dt.UTC),
                       "end": dt.datetime(2026, 1, 11, tzinfo=dt.UTC)},
-                     {"job_runs_slot_key", "job_runs_other_slots_idx"}),
+                     {"job_runs_queue_definition_idx",
+                      "job_runs_history_default_definition_id_scheduled_for_idx"}),
     "dashboard_jobs": ({"after": "job-5", "search": None, "limit": 51, "strip": 20},
-                       {"job_definitions_name_key", "job_runs_history_idx"}),
+                       {"job_definitions_name_key", "job_runs_history_default_definition_id_id_idx",
+                        "job_runs_queue_definition_idx"}),
     "job_stats": ({"since": dt.datetime.now(dt.UTC) - dt.timedelta(days=1)},
-                  {"job_runs_finished_idx", "job_runs_latest_idx", "job_runs_active_idx",
-                   "job_runs_unacknowledged_idx"}),
-    "recent_runs": ({"definition_id": 1, "limit": 20}, {"job_runs_history_idx"}),
-    "attempts_of_runs": ({"run_ids": [1, 2, 3]}, {"job_attempts_run_attempt_key"}),
-    "run_by_id": ({"id": 1}, {"job_runs_pkey", "job_definitions_pkey"}),
+                  {"job_runs_history_default_finished_at_idx",
+                   "job_runs_history_default_definition_id_id_idx",
+                   # (the dead runs nobody acknowledged: its partial index)
+                   "job_runs_history_default_definition_id_idx"}),
+    "recent_runs": ({"definition_id": 1, "limit": 20},
+                    {"job_runs_history_default_definition_id_id_idx", "job_runs_queue_definition_idx"}),
+    "attempts_of_runs": ({"run_ids": [1, 2, 3]},
+                         {"job_attempts_queue_run_attempt_key",
+                          "job_attempts_history_default_run_id_attempt_idx"}),
+    "run_by_id": ({"id": 1}, {"job_runs_queue_pkey", "job_runs_history_default_id_idx", "job_definitions_pkey"}),
 }
 
 
@@ -214,6 +251,10 @@ def test_dashboard_queries_use_their_indexes(
     doc = row[0] if isinstance(row[0], list) else json.loads(row[0])
     nodes = list(_nodes(doc[0]["Plan"]))
     indexes = {n["Index Name"] for n in nodes if "Index Name" in n}
-    seq = {n["Relation Name"] for n in nodes if n["Node Type"] == "Seq Scan"}
+    # (job_stats counts every job's unfinished runs: the queue, which holds them alone, is
+    # its to read whole, as it once read an index of every unfinished run)
+    whole = {"job_runs_queue"} if name == "job_stats" else set()
+    seq = {_table(n["Relation Name"]) for n in nodes
+           if n["Node Type"] == "Seq Scan" and n["Relation Name"] not in whole}
     assert expected <= indexes, (name, indexes)
     assert "job_runs" not in seq and "job_attempts" not in seq, (name, seq)

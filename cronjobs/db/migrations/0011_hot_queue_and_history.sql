@@ -175,8 +175,8 @@ CREATE INDEX job_runs_queue_scheduled_idx
 -- what is running (and so what may have expired): keyed on a column a heartbeat leaves alone
 CREATE INDEX job_runs_queue_running_idx
     ON job_runs_queue (started_at) WHERE status = 'running';
--- a job's unfinished runs (overlap policy, explain, its page)
-CREATE INDEX job_runs_queue_definition_idx ON job_runs_queue (definition_id, scheduled_for);
+-- a job's unfinished runs, newest first (overlap policy, explain, its page)
+CREATE INDEX job_runs_queue_definition_idx ON job_runs_queue (definition_id, id);
 -- finished runs not moved yet (a run finished by an operator's command or by an older
 -- cronjobs): the tick's retention step moves them to the history
 CREATE INDEX job_runs_queue_finished_idx
@@ -255,6 +255,53 @@ CREATE INDEX job_attempts_history_run_idx ON job_attempts_history (run_id, attem
 
 CREATE TABLE job_attempts_kept PARTITION OF job_attempts FOR VALUES IN ('kept');
 CREATE INDEX job_attempts_kept_run_idx ON job_attempts_kept (run_id, attempt);
+
+-- The history's day partitions are made and dropped by these two functions, which run as
+-- the schema's owner (SECURITY DEFINER): a tick under a least-privilege role
+-- (deploy/roles.sql) cannot run DDL itself. Each does the runs' and the attempts' day
+-- together. Only a past day can be dropped.
+CREATE FUNCTION cronjobs_add_history_day(day date) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp
+    AS $$
+DECLARE
+    parent text;
+    part text;
+    lower timestamptz := day::timestamp AT TIME ZONE 'UTC';
+    upper timestamptz := (day + 1)::timestamp AT TIME ZONE 'UTC';
+BEGIN
+    FOREACH parent IN ARRAY ARRAY['job_runs_history', 'job_attempts_history'] LOOP
+        part := parent || '_' || to_char(day, 'YYYYMMDD');
+        CONTINUE WHEN to_regclass(part) IS NOT NULL;
+        -- made empty, filled with the rows the default partition caught for the day (ATTACH
+        -- refuses a default partition holding rows of the new range), then attached:
+        -- ATTACH locks the parent less than CREATE ... PARTITION OF would, so finishes and
+        -- readers go on
+        EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)',
+                       part, parent);
+        EXECUTE format('WITH moved AS (DELETE FROM %I WHERE retire_at >= $1 AND retire_at < $2'
+                       ' RETURNING *) INSERT INTO %I SELECT * FROM moved',
+                       parent || '_default', part) USING lower, upper;
+        EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
+                       parent, part, lower, upper);
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION cronjobs_drop_history_day(day date) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp
+    AS $$
+BEGIN
+    IF day >= (now() AT TIME ZONE 'UTC')::date THEN
+        RAISE EXCEPTION 'the history of % has not retired yet', day;
+    END IF;
+    EXECUTE format('DROP TABLE IF EXISTS %I, %I',
+                   'job_runs_history_' || to_char(day, 'YYYYMMDD'),
+                   'job_attempts_history_' || to_char(day, 'YYYYMMDD'));
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION cronjobs_add_history_day(date), cronjobs_drop_history_day(date)
+    FROM PUBLIC;
 
 SELECT setval('job_runs_id_seq', (SELECT runs FROM cronjobs_next_ids));
 SELECT setval('job_attempts_id_seq', (SELECT attempts FROM cronjobs_next_ids));

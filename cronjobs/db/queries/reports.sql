@@ -5,12 +5,12 @@
 -- %(handlers)s (a tick's own), or when that is NULL, among the handlers of no tick started
 -- after %(since)s. A paused job's runs wait for its resumption instead (as claim_runs).
 -- The jobs are found first (a handler job nobody loaded), then only their waiting runs are
--- read (job_runs_active_idx), never the whole queue: every tick asks this.
+-- read (job_runs_queue_definition_idx), never the whole queue: every tick asks this.
 SELECT d.handler, sum(w.runs)::bigint AS runs, min(w.oldest) AS oldest
 FROM job_definitions AS d
 CROSS JOIN LATERAL (
     SELECT count(*) AS runs, min(r.eligible_at) AS oldest
-    FROM job_runs AS r
+    FROM job_runs_queue AS r
     WHERE r.definition_id = d.id AND cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
       AND cronjobs_job_lets_run(r.trigger, d.paused_at, d.paused_until, %(now)s)
 ) AS w
@@ -31,12 +31,12 @@ SELECT
     (SELECT status FROM job_ticks ORDER BY started_at DESC LIMIT 1) AS last_tick_status,
     (SELECT count(*) FROM job_ticks WHERE started_at > %(now)s - interval '1 hour')
         AS ticks_last_hour,
-    (SELECT count(*) FROM job_runs
+    (SELECT count(*) FROM job_runs_queue
      WHERE cronjobs_run_is_due(status, eligible_at, %(now)s)) AS backlog,
-    (SELECT min(eligible_at) FROM job_runs
+    (SELECT min(eligible_at) FROM job_runs_queue
      WHERE cronjobs_run_is_due(status, eligible_at, %(now)s)) AS backlog_oldest,
-    (SELECT count(*) FROM job_runs WHERE status = 'running') AS running,
-    (SELECT count(*) FROM job_runs
+    (SELECT count(*) FROM job_runs_queue WHERE status = 'running') AS running,
+    (SELECT count(*) FROM job_runs_queue
      WHERE status = 'failed' AND updated_at > %(now)s - interval '1 day') AS failed_last_day,
     (SELECT count(*) FROM job_runs
      WHERE status = 'dead' AND finished_at > %(now)s - interval '1 day') AS dead_last_day,
@@ -51,7 +51,7 @@ SELECT
 -- name: running_runs
 SELECT r.id, d.name AS job, r.attempt, r.lease_owner, r.started_at, r.heartbeat_at,
        r.lease_expires_at, r.cancel_requested_at
-FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+FROM job_runs_queue AS r JOIN job_definitions AS d ON d.id = r.definition_id
 WHERE r.status = 'running'
 ORDER BY r.started_at;
 
@@ -64,11 +64,11 @@ ORDER BY r.started_at;
 -- seconds must not read a million old runs).
 WITH recent AS (
     SELECT definition_id, status, count(*) AS n, sum(greatest(attempt - 1, 0)) AS retries
-    FROM job_runs WHERE finished_at >= %(since)s
+    FROM job_runs WHERE finished_at >= %(since)s AND stage <> 'queue'
     GROUP BY definition_id, status
     UNION ALL
     SELECT definition_id, status, count(*) AS n, sum(greatest(attempt - 1, 0)) AS retries
-    FROM job_runs WHERE status IN ('queued', 'running', 'failed')
+    FROM job_runs_queue WHERE status IN ('queued', 'running', 'failed')
     GROUP BY definition_id, status
 ), per_job AS (
     SELECT definition_id, jsonb_object_agg(status, n) AS runs_by_status,
@@ -79,8 +79,9 @@ WITH recent AS (
 )
 SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.paused_at,
        d.invalid_reason,
-       (SELECT max(finished_at) FROM job_runs WHERE definition_id = d.id
-            AND status = 'succeeded' AND finished_at IS NOT NULL) AS last_success_at,
+       (SELECT r.finished_at FROM job_runs AS r WHERE r.definition_id = d.id
+            AND r.status = 'succeeded' AND r.stage <> 'queue'
+        ORDER BY r.id DESC LIMIT 1) AS last_success_at,
        last.finished_at - last.started_at AS last_duration,
        -- never negative (a run started before its slot is on time, not early)
        greatest(scheduled.started_at - scheduled.scheduled_for, interval '0')
@@ -95,26 +96,20 @@ SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.p
        coalesce(per_job.retries, 0) AS retries
 FROM job_definitions AS d
 LEFT JOIN per_job ON per_job.definition_id = d.id
--- the job's last finished run: the latest of each final status (job_runs_latest_idx)
+-- the job's last finished run, and its last finished scheduled run with its first
+-- attempt: the newest entries of the job's index in each partition of the history
 LEFT JOIN LATERAL (
-    SELECT l.started_at, l.finished_at
-    FROM unnest(ARRAY['succeeded', 'dead', 'cancelled']) AS s (status)
-    CROSS JOIN LATERAL (
-        SELECT started_at, finished_at, id FROM job_runs
-        WHERE definition_id = d.id AND status = s.status AND finished_at IS NOT NULL
-        ORDER BY finished_at DESC LIMIT 1) AS l
-    ORDER BY l.finished_at DESC, l.id DESC LIMIT 1
+    SELECT r.started_at, r.finished_at FROM job_runs AS r
+    WHERE r.definition_id = d.id AND r.stage <> 'queue'
+    ORDER BY r.id DESC LIMIT 1
 ) AS last ON true
 LEFT JOIN LATERAL (
-    SELECT l.scheduled_for, l.started_at
-    FROM unnest(ARRAY['succeeded', 'dead', 'cancelled']) AS s (status)
-    CROSS JOIN LATERAL (
-        SELECT r.id, r.scheduled_for, r.finished_at, a.started_at
-        FROM job_runs AS r JOIN job_attempts AS a ON a.run_id = r.id AND a.attempt = 1
-        WHERE r.definition_id = d.id AND r.status = s.status AND r.finished_at IS NOT NULL
-          AND r.trigger = 'schedule'
-        ORDER BY r.finished_at DESC LIMIT 1) AS l
-    ORDER BY l.finished_at DESC, l.id DESC LIMIT 1
+    SELECT r.scheduled_for,
+           (SELECT a.started_at FROM job_attempts AS a
+            WHERE a.run_id = r.id AND a.attempt = 1) AS started_at
+    FROM job_runs AS r
+    WHERE r.definition_id = d.id AND r.stage <> 'queue' AND r.trigger = 'schedule'
+    ORDER BY r.id DESC LIMIT 1
 ) AS scheduled ON true
 WHERE d.removed_at IS NULL
 ORDER BY d.name;

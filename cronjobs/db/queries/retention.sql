@@ -34,9 +34,10 @@ WITH doomed AS (
     DELETE FROM job_runs WHERE id = ANY(ARRAY(SELECT id FROM doomed)) AND stage <> 'queue'
     RETURNING id, finished_at
 ), attempts AS (
-    DELETE FROM job_attempts WHERE run_id IN (SELECT id FROM gone) AND stage <> 'queue'
+    DELETE FROM job_attempts
+    WHERE run_id = ANY(ARRAY(SELECT id FROM gone)) AND stage <> 'queue'
 ), notices AS (
-    DELETE FROM job_notifications WHERE run_id IN (SELECT id FROM gone)
+    DELETE FROM job_notifications WHERE run_id = ANY(ARRAY(SELECT id FROM gone))
 )
 SELECT id, finished_at FROM gone;
 
@@ -100,25 +101,12 @@ WHERE p.relname IN ('job_runs_history', 'job_attempts_history')
   AND c.relname ~ '_[0-9]{8}$'
 ORDER BY c.relname;
 
--- name: create_partition
--- A day of the history, made empty and then attached (ATTACH locks the parent less than
--- CREATE ... PARTITION OF would: finishes and readers go on).
-CREATE TABLE {partition} (LIKE {parent} INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+-- name: add_history_day
+-- The day's partitions of the runs and the attempts (schema.sql: cronjobs_add_history_day).
+SELECT cronjobs_add_history_day(%(day)s);
 
--- name: adopt_default_rows
--- Rows that went to the default partition because their day was not made in time move
--- into the day's new table before it is attached (ATTACH refuses a default partition
--- holding rows of the new range).
-WITH moved AS (
-    DELETE FROM {default} WHERE retire_at >= {lower} AND retire_at < {upper} RETURNING *
-)
-INSERT INTO {partition} SELECT * FROM moved;
-
--- name: attach_partition
-ALTER TABLE {parent} ATTACH PARTITION {partition} FOR VALUES FROM ({lower}) TO ({upper});
-
--- name: drop_partition
-DROP TABLE IF EXISTS {partition};
+-- name: drop_history_day
+SELECT cronjobs_drop_history_day(%(day)s);
 
 -- name: archive_finished
 -- Finished runs still in the queue (finished by an operator's command, by a lost lease, or

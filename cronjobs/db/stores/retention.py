@@ -60,19 +60,13 @@ class RetentionStore(Queries):
             found[parent].append(partition_day(name))
         return found
 
-    def create_partition(self, parent: str, day: dt.date) -> None:
-        """Make the day's partition of ``parent`` (retire_at in [day, day + 1) UTC), with
-        the rows the default partition caught for that day."""
-        lower = dt.datetime.combine(day, dt.time(), dt.UTC)
-        tables = {"parent": parent, "partition": partition_name(parent, day),
-                  "default": f"{parent}_default"}
-        bounds = {"lower": lower, "upper": lower + dt.timedelta(days=1)}
-        self._ddl("create_partition", tables)
-        self._ddl("adopt_default_rows", tables, bounds)
-        self._ddl("attach_partition", tables, bounds)
+    def add_history_day(self, day: dt.date) -> None:
+        """Make the day's partitions (retire_at in [day, day + 1) UTC), with the rows the
+        default partitions caught for that day."""
+        self._send("add_history_day", {"day": day})
 
-    def drop_partition(self, parent: str, day: dt.date) -> None:
-        self._ddl("drop_partition", {"partition": partition_name(parent, day)})
+    def drop_history_day(self, day: dt.date) -> None:
+        self._send("drop_history_day", {"day": day})
 
     # -- moving and keeping -----------------------------------------------------------------
 
