@@ -148,7 +148,7 @@ def test_an_outcome_the_database_refuses_loses_no_other(
             END IF;
             RETURN NEW;
         END $$;
-        CREATE TRIGGER refuse_poison BEFORE UPDATE ON job_runs
+        CREATE TRIGGER refuse_poison BEFORE INSERT OR UPDATE ON job_runs
             FOR EACH ROW EXECUTE FUNCTION refuse_poison();
     """)
     for name in ("good-1", "good-2"):

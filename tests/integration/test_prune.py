@@ -23,19 +23,21 @@ VALUES ('a', '* * * * *', 'command', 'true', now()),
        ('b', '* * * * *', 'command', 'true', now()),
        ('c', '* * * * *', 'command', 'true', now());
 INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, max_attempts,
-                      eligible_at, attempt, started_at, finished_at)
+                      eligible_at, attempt, started_at, finished_at, stage, retire_at)
 SELECT d.id, timestamptz '2026-01-01' + g * interval '1 minute', 'schedule',
        CASE WHEN d.name = 'a' AND g % 100 = 0 THEN 'dead'
             WHEN d.name = 'b' AND g = 200 THEN 'cancelled' ELSE 'succeeded' END,
        1, now(), 1, now(),
        CASE WHEN d.name = 'b' AND (g = 1 OR g > 390) THEN now()
-            ELSE now() - interval '100 days' + g * interval '1 minute' END
+            ELSE now() - interval '100 days' + g * interval '1 minute' END,
+       'history', now() + interval '14 days'
 FROM generate_series(1, 700) AS g
 JOIN job_definitions AS d ON d.name = 'a' OR (d.name = 'b' AND g <= 400)
 ORDER BY g, d.name;
 INSERT INTO job_attempts (run_id, attempt, worker, lease_token, started_at, finished_at,
-                          outcome)
-SELECT id, 1, 'w', gen_random_uuid(), started_at, finished_at, 'succeeded' FROM job_runs;
+                          outcome, stage, retire_at)
+SELECT id, 1, 'w', gen_random_uuid(), started_at, finished_at, 'succeeded', stage, retire_at
+FROM job_runs;
 INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, max_attempts,
                       eligible_at, lease_token, lease_expires_at, finished_at)
 SELECT id, now(), 'manual', s, 1, now() - interval '200 days',

@@ -112,12 +112,14 @@ SELECT v.definition_id, v.scheduled_for, 'backfill', v.max_attempts, v.exclusive
        v.eligible_at, %(now)s, %(now)s
 FROM unnest(%(definition_ids)b::bigint[], %(slots)b::timestamptz[],
             %(max_attempts)b::integer[], %(exclusive)b::boolean[],
-            %(eligible)b::timestamptz[])
-     AS v (definition_id, scheduled_for, max_attempts, exclusive, eligible_at)
+            %(eligible)b::timestamptz[]) WITH ORDINALITY
+     AS v (definition_id, scheduled_for, max_attempts, exclusive, eligible_at, n)
 WHERE NOT EXISTS (
     SELECT 1 FROM job_runs AS o
     WHERE o.definition_id = v.definition_id AND o.scheduled_for = v.scheduled_for
       AND o.trigger IN ('schedule', 'backfill'))
+-- (ids in the slots' order, as given)
+ORDER BY v.n
 ON CONFLICT (definition_id, scheduled_for) WHERE trigger IN ('schedule', 'backfill')
 DO NOTHING
 RETURNING definition_id, scheduled_for;
