@@ -65,7 +65,9 @@ def ensure_partitions(store: Store, *, now: dt.datetime,
             return None
         needed = days_needed(store.retention.retentions_in_use(), now)
         existing = store.retention.history_partitions()
-        missing = sorted(needed - set.intersection(*(set(days) for days in existing.values())))
+        # a day is made for both tables at once: missing when either lacks it
+        made_for_both = set(existing["job_runs_history"]) & set(existing["job_attempts_history"])
+        missing = sorted(needed - made_for_both)
         for day in missing:
             store.retention.add_history_day(day)
     return len(missing)

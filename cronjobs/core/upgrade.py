@@ -1,9 +1,10 @@
 """The online part of the upgrade to schema version 11 (the hot queue and the partitioned
-history): migration 11 (cronjobs/db/migrations) made the old tables the 'legacy' partitions of the new ones in one
-short transaction; this moves their rows to the history's day partitions in small batches,
-each its own short transaction, while ticks go on, then drops the emptied tables. Readers
-see every run throughout (a batch moves its rows atomically). Resumable: an interrupted
-upgrade goes on at the next ``cronjobs migrate``."""
+history). Migration 11 (cronjobs/db/migrations) made the old tables the 'legacy'
+partitions of the new ones, in one short transaction; this moves their rows to the
+history's day partitions in small batches, each its own short transaction, while ticks go
+on, then drops the emptied tables. Readers see every run throughout (a batch moves its
+rows atomically). Resumable: an interrupted upgrade goes on at the next
+``cronjobs migrate``."""
 
 from __future__ import annotations
 

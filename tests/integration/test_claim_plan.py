@@ -198,7 +198,8 @@ def test_a_claim_by_id_finds_its_runs_by_id(
     # anything else read of job_runs: by primary key, and the running runs
     assert {n.get("Index Name") for n in on_runs
             if n["Node Type"] != "ModifyTable" and n is not scan} <= {
-        "job_runs_queue_pkey", "job_runs_queue_exclusive_running_key", "job_runs_queue_running_idx"}, on_runs
+        "job_runs_queue_pkey", "job_runs_queue_exclusive_running_key",
+        "job_runs_queue_running_idx"}, on_runs
     assert "JIT" not in claims[0]
 
 

@@ -11,10 +11,10 @@ import psycopg
 import pytest
 
 from conftest import count, make_invoke
+from cronjobs.core.upgrade import finish_upgrade
 from cronjobs.db import sql
 from cronjobs.db.migrate import check_schema, migrate
 from cronjobs.db.store import Store
-from cronjobs.core.upgrade import finish_upgrade
 from cronjobs.errors import SchemaNotReady
 
 # (the history's day partitions are not the schema's: the tick makes them as days come)

@@ -164,7 +164,8 @@ HOT_QUERIES = {
     "reclaim_expired": {"job_runs_queue_running_idx"},
     "active_runs": {"job_runs_queue_definition_idx"},
     "heartbeat": {"job_runs_queue_pkey"},
-    "prune_runs": {"job_runs_history_default_finished_at_idx", "job_runs_history_default_definition_id_id_idx"},
+    "prune_runs": {"job_runs_history_default_finished_at_idx",
+                   "job_runs_history_default_definition_id_id_idx"},
     "health": {"job_runs_queue_running_idx", "job_runs_history_default_finished_at_idx",
                "job_ticks_started_idx"},
 }
@@ -214,7 +215,7 @@ def _history_scans(conn: psycopg.Connection[Any], name: str) -> set[str]:
     """The relations other than the queue the plan reads whole."""
     return {n["Relation Name"] for n in _plan_nodes(conn, name)
             if n["Node Type"] == "Seq Scan" and n["Relation Name"].startswith("job_runs")
-            and n["Relation Name"] not in ("job_runs_queue",) + BOUNDED}
+            and n["Relation Name"] not in ("job_runs_queue", *BOUNDED)}
 
 
 # What `cronjobs serve` reads: every page from a range of an index, whatever the history.
@@ -232,11 +233,13 @@ DASHBOARD_QUERIES: dict[str, tuple[dict[str, Any], set[str]]] = {
                    # (the dead runs nobody acknowledged: its partial index)
                    "job_runs_history_default_definition_id_idx"}),
     "recent_runs": ({"definition_id": 1, "limit": 20},
-                    {"job_runs_history_default_definition_id_id_idx", "job_runs_queue_definition_idx"}),
+                    {"job_runs_history_default_definition_id_id_idx",
+                     "job_runs_queue_definition_idx"}),
     "attempts_of_runs": ({"run_ids": [1, 2, 3]},
                          {"job_attempts_queue_run_attempt_key",
                           "job_attempts_history_default_run_id_attempt_idx"}),
-    "run_by_id": ({"id": 1}, {"job_runs_queue_pkey", "job_runs_history_default_id_idx", "job_definitions_pkey"}),
+    "run_by_id": ({"id": 1}, {"job_runs_queue_pkey", "job_runs_history_default_id_idx",
+                              "job_definitions_pkey"}),
 }
 
 
