@@ -63,6 +63,8 @@ class Storage:
     hot: list[HotTable]
     holders: list[XminHolder]
     history: HistoryStorage
+    # the history's bytes by pg_total_relation_size (else estimated from pg_class.relpages)
+    exact_sizes: bool = True
 
     @property
     def oldest_holder(self) -> XminHolder | None:
@@ -110,9 +112,9 @@ class Status:
 
 
 def status(store: Store, thresholds: Thresholds = Thresholds(), *,
-           now: dt.datetime | None = None) -> Status:
+           now: dt.datetime | None = None, exact_sizes: bool = True) -> Status:
     """Gather the health of the whole installation, and what is wrong with it, at ``now``
-    (default: the database's clock)."""
+    (default: the database's clock). ``exact_sizes``: see :func:`storage`."""
     now = now if now is not None else store.now()
     numbers = store.reports.health(now)
     running = store.reports.running_runs()
@@ -157,19 +159,22 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
             result.problems.append(f"job {job.name!r} is invalid: {job.invalid_reason}")
         if job.name in overdue:
             result.problems.append(f"job {job.name!r}: {overdue[job.name]}")
-    result.storage = storage(store, now)
+    result.storage = storage(store, now, exact_sizes=exact_sizes)
     problems, warnings = judge_storage(result.storage, thresholds)
     result.problems += problems
     result.warnings += warnings
     return result
 
 
-def storage(store: Store, now: dt.datetime) -> Storage:
+def storage(store: Store, now: dt.datetime, *, exact_sizes: bool = True) -> Storage:
     """The storage's own health at ``now``: catalogs and statistics views, and an index probe
-    or two; never a scan of the history."""
+    or two; never a scan of the history. ``exact_sizes``: the sizes by
+    pg_total_relation_size (about 0.1 ms a partition), else estimated from the catalog's
+    page counts (/healthz)."""
     return Storage(now, store.storage.hot_tables(),
                    store.storage.xmin_holders(limit=XMIN_HOLDERS_SHOWN),
-                   store.storage.history_storage(cap=DEFAULT_ROWS_CAP))
+                   store.storage.history_storage(cap=DEFAULT_ROWS_CAP, exact=exact_sizes),
+                   exact_sizes)
 
 
 def judge_storage(st: Storage, thresholds: Thresholds) -> tuple[list[str], list[str]]:
@@ -185,7 +190,8 @@ def judge_storage(st: Storage, thresholds: Thresholds) -> tuple[list[str], list[
                 table.dead > floor and table.dead > DEAD_PER_LIVE * table.live):
             vacuumed = max((t for t in (table.last_autovacuum, table.last_vacuum)
                             if t is not None), default=None)
-            when = f"{_age(st.now - vacuumed)} ago" if vacuumed is not None else "never"
+            when = (f"last vacuumed {_age(st.now - vacuumed)} ago" if vacuumed is not None
+                    else "never vacuumed")
             why = (f"vacuum cannot remove them while {describe_holder(oldest)} holds its "
                    "snapshot" if oldest is not None and held is not None
                    and held > dt.timedelta(minutes=1)
@@ -193,7 +199,7 @@ def judge_storage(st: Storage, thresholds: Thresholds) -> tuple[list[str], list[
             problems.append(
                 f"{table.name}: {table.dead} dead row versions beside {table.live} live "
                 f"(threshold {thresholds.max_dead_tuples}, or {floor} and {DEAD_PER_LIVE}x "
-                f"the live rows); last vacuumed {when}; {why}")
+                f"the live rows); {when}; {why}")
     for holder in st.holders:
         age = st.held_for(holder)
         if age is not None and age > thresholds.max_xmin_age:
@@ -322,5 +328,5 @@ def storage_json(st: Storage) -> dict[str, Any]:
             "default_oldest_finished_at": at(history.default_oldest_finished_at),
         },
         "bytes": {"queue": history.queue_bytes, "history": history.history_bytes,
-                  "kept": history.kept_bytes},
+                  "kept": history.kept_bytes, "exact": st.exact_sizes},
     }

@@ -52,12 +52,16 @@ LIMIT %(limit)s;
 
 -- name: history_storage
 -- The partitions of job_runs and job_attempts (pg_partition_tree, pg_class): how many days
--- the history has, the oldest (by its range, read from its bound), the bytes of each stage
--- (pg_total_relation_size: tables, indexes, TOAST), and the rows in the default partitions
--- (counted up to %(cap)s: one page or a few, never the history; the oldest by finished_at is
--- one probe of the default partition's index).
+-- the history has, the oldest (by its range, read from its bound), the bytes of each stage,
+-- and the rows in the default partitions (counted up to %(cap)s: one page or a few, never the
+-- history; the oldest by finished_at is one probe of the default partition's index).
+-- Bytes: with %(exact)s, pg_total_relation_size (tables, indexes, TOAST: it opens every
+-- relation and stats its files, about 0.1 ms a partition); else an estimate from
+-- pg_class.relpages (as of each table's and index's last VACUUM, ANALYZE or CREATE INDEX: a
+-- catalog read), for /healthz.
 WITH leaves AS (
-    SELECT t.kind, c.oid, c.relname::text AS name,
+    SELECT t.kind, c.oid, c.reltoastrelid AS toast, greatest(c.relpages, 0) AS pages,
+           c.relname::text AS name,
            CASE WHEN p.parentrelid = t.history THEN 'history'
                 WHEN c.oid = t.queue THEN 'queue' ELSE 'kept' END AS stage,
            regexp_match(pg_get_expr(c.relpartbound, c.oid),
@@ -74,8 +78,21 @@ days AS (
     SELECT kind, name, bounds[1]::timestamptz AS from_at, bounds[2]::timestamptz AS until
     FROM leaves WHERE stage = 'history' AND bounds IS NOT NULL
 ),
+sized AS (
+    SELECT l.stage,
+           CASE WHEN %(exact)s THEN pg_total_relation_size(l.oid)
+                ELSE current_setting('block_size')::bigint * (
+                    l.pages
+                    + coalesce((SELECT greatest(t.relpages, 0) FROM pg_class AS t
+                                WHERE t.oid = l.toast), 0)
+                    + coalesce((SELECT sum(greatest(i.relpages, 0)) FROM pg_index AS x
+                                JOIN pg_class AS i ON i.oid = x.indexrelid
+                                WHERE x.indrelid = l.oid), 0))::bigint END AS bytes
+    FROM leaves AS l
+),
 oldest AS (
-    SELECT name, from_at, until FROM days ORDER BY from_at, name LIMIT 1
+    -- (of a day both tables have, job_runs' partition is named)
+    SELECT name, from_at, until FROM days ORDER BY from_at, kind = 'runs' DESC, name LIMIT 1
 )
 SELECT
     (SELECT count(*) FROM days WHERE kind = 'runs') AS run_partitions,
@@ -83,12 +100,12 @@ SELECT
     (SELECT name FROM oldest) AS oldest_partition,
     (SELECT from_at FROM oldest) AS oldest_from,
     (SELECT until FROM oldest) AS oldest_until,
-    (SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint
-     FROM leaves WHERE stage = 'queue') AS queue_bytes,
-    (SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint
-     FROM leaves WHERE stage = 'history') AS history_bytes,
-    (SELECT coalesce(sum(pg_total_relation_size(oid)), 0)::bigint
-     FROM leaves WHERE stage = 'kept') AS kept_bytes,
+    (SELECT coalesce(sum(bytes), 0)::bigint FROM sized WHERE stage = 'queue')
+        AS queue_bytes,
+    (SELECT coalesce(sum(bytes), 0)::bigint FROM sized WHERE stage = 'history')
+        AS history_bytes,
+    (SELECT coalesce(sum(bytes), 0)::bigint FROM sized WHERE stage = 'kept')
+        AS kept_bytes,
     (SELECT count(*) FROM (SELECT FROM job_runs_history_default LIMIT %(cap)s) AS r)
         AS default_runs,
     (SELECT count(*) FROM (SELECT FROM job_attempts_history_default LIMIT %(cap)s) AS a)

@@ -20,7 +20,8 @@ class StorageStore(Queries):
         transactions, replication slots), oldest first; never this session."""
         return self._rows("xmin_holders", {"limit": limit}, XminHolder)
 
-    def history_storage(self, *, cap: int) -> HistoryStorage:
+    def history_storage(self, *, cap: int, exact: bool = True) -> HistoryStorage:
         """The history's partitions and sizes; rows in the default partitions counted up to
-        ``cap``."""
-        return self._one("history_storage", {"cap": cap}, HistoryStorage)
+        ``cap``. ``exact``: sizes by pg_total_relation_size, else estimated from the
+        catalog's page counts (cheaper with many partitions)."""
+        return self._one("history_storage", {"cap": cap, "exact": exact}, HistoryStorage)
