@@ -183,3 +183,55 @@ class JobStats:
     latest_dead_id: int | None
     runs_by_status: dict[str, int]
     retries: int
+
+
+@dataclass(frozen=True)
+class HotTable:
+    """A hot table (job_runs_queue, job_attempts_queue) as the statistics views see it
+    (``hot_tables``)."""
+
+    name: str
+    live: int
+    dead: int
+    last_autovacuum: dt.datetime | None
+    last_vacuum: dt.datetime | None
+    autovacuum_count: int
+
+
+@dataclass(frozen=True)
+class XminHolder:
+    """Something that holds back vacuum (``xmin_holders``). ``kind``: 'session',
+    'prepared' (a prepared transaction: ``name`` is its gid), 'replication_slot' or
+    'replication_slot_catalog' (``name`` is the slot's; the latter holds back the system
+    catalogs only). ``query``: the first 80 characters of a session's query. ``since``:
+    when its transaction began (None when PostgreSQL does not say: slots, WAL senders)."""
+
+    kind: str
+    pid: int | None
+    name: str | None
+    usename: str | None
+    application_name: str | None
+    client_addr: str | None
+    state: str | None
+    query: str | None
+    xid_age: int
+    since: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class HistoryStorage:
+    """The partitions of job_runs and job_attempts (``history_storage``): the history's days,
+    the oldest of them, the bytes of each stage, and the rows in the default partitions
+    (counted up to a cap)."""
+
+    run_partitions: int
+    attempt_partitions: int
+    oldest_partition: str | None
+    oldest_from: dt.datetime | None
+    oldest_until: dt.datetime | None
+    queue_bytes: int
+    history_bytes: int
+    kept_bytes: int
+    default_runs: int
+    default_attempts: int
+    default_oldest_finished_at: dt.datetime | None

@@ -15,7 +15,7 @@ from cronjobs.cli.app import (
     json_option,
     pass_app,
 )
-from cronjobs.cli.options import Command, SubGroup
+from cronjobs.cli.options import Command, SubGroup, threshold_options
 from cronjobs.cli.render import status_json, status_text, table
 from cronjobs.cli.watching import times, utc_option, watch_options
 from cronjobs.cli.watching import watch as watching
@@ -75,44 +75,38 @@ def migrate(app: App, as_json: bool) -> None:
 @click.command(cls=Command)
 @click.option("--check", is_flag=True,
               help="Exit 3 when something is wrong (for monitoring), 0 when all is well.")
-@click.option("--max-tick-age", default="5m", show_default=True, metavar="DURATION",
-              help="A tick older than this is a problem: cron or the CronJob stopped.")
-@click.option("--max-backlog-age", default="5m", show_default=True, metavar="DURATION",
-              help="A due run unclaimed for longer than this is a problem.")
+@threshold_options
 @utc_option
 @watch_options
 @json_option
 @pass_app
-def status(app: App, check: bool, max_tick_age: str, max_backlog_age: str, utc: bool,
-           watch: bool, interval: float, as_json: bool) -> None:
+def status(app: App, check: bool, thresholds: Thresholds, utc: bool, watch: bool,
+           interval: float, as_json: bool) -> None:
     """One screen of health: ticks, backlog, running runs, failures, invalid, paused and
-    overdue jobs. With --check, exit 3 when anything is wrong — above all when no tick has
-    run for longer than --max-tick-age, so a dead crontab or a suspended CronJob is noticed.
+    overdue jobs, and the storage itself (dead rows in the queue, transactions holding back
+    vacuum, the history's partitions). With --check, exit 3 when anything is wrong — above
+    all when no tick has run for longer than --max-tick-age, so a dead crontab or a
+    suspended CronJob is noticed.
 
     \b
     Examples:
       cronjobs status
       cronjobs status --check --max-tick-age 10m   # from cron, for monitoring
+      cronjobs status --check --max-xmin-age 15m   # a stricter limit on open transactions
       cronjobs status --watch                      # a screen that redraws every 2s
     """
-    limits = Thresholds(
-        parse_bounded(max_tick_age, option="--max-tick-age", minimum=dt.timedelta(minutes=1),
-                      maximum=dt.timedelta(days=30)),
-        parse_bounded(max_backlog_age, option="--max-backlog-age",
-                      minimum=dt.timedelta(minutes=1), maximum=dt.timedelta(days=30)))
-
     if watch and check:
         raise UsageError("--watch and --check cannot be used together: --check is for "
                          "monitoring, which looks once")
     store = app.store()
     if watch:
         def frame() -> tuple[dt.datetime, Any, str]:
-            shown = run_status(store, limits)
+            shown = run_status(store, thresholds)
             return shown.now, status_json(shown), status_text(shown, times(shown.now, utc))
 
         watching(frame, as_json=as_json, interval=interval)
         return
-    result = run_status(store, limits)
+    result = run_status(store, thresholds)
     emit(status_json(result), status_text(result, times(result.now, utc)), as_json)
     if check and not result.healthy:
         for problem in result.problems:

@@ -5,16 +5,20 @@ shown by its --help."""
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
 from cronjobs.cli.app import App, split_apps
+from cronjobs.core.health import Thresholds
 from cronjobs.db.config import resolve_database, scrub
-from cronjobs.durations import parse_duration
+from cronjobs.durations import parse_bounded, parse_duration
 
 
 class _EnvDocumented(click.Option):
@@ -164,3 +168,61 @@ class _ScrubbingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return scrub(super().format(record))
+
+
+# -- health thresholds (`status --check` and `serve`'s /healthz) ------------------------------
+
+_THRESHOLDS = "cronjobs.thresholds"  # the parameters threshold_options adds
+
+
+def threshold_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The thresholds of what is a problem, as options; the command receives them as one
+    :class:`Thresholds` in ``thresholds`` (the same options for `status` and `serve`)."""
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) for name in _THRESHOLD_NAMES}
+        return command(*args, thresholds=parse_thresholds(**values), **kwargs)
+
+    for option in reversed(_threshold_options()):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+_THRESHOLD_NAMES = ("max_tick_age", "max_backlog_age", "max_dead_tuples", "max_xmin_age",
+                    "max_retention_lag")
+
+
+def _threshold_options() -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
+    return [
+        click.option("--max-tick-age", default="5m", show_default=True, metavar="DURATION",
+                     help="A tick older than this is a problem: cron or the CronJob stopped."),
+        click.option("--max-backlog-age", default="5m", show_default=True, metavar="DURATION",
+                     help="A due run unclaimed for longer than this is a problem."),
+        click.option("--max-dead-tuples", type=click.IntRange(1000, 10**10), default=100000,
+                     show_default=True, metavar="N",
+                     help="A hot table (job_runs_queue, job_attempts_queue) with more dead "
+                          "row versions than this is a problem, and so is one with more than "
+                          "N/10 and more than 4 times its live rows: vacuum is behind."),
+        click.option("--max-xmin-age", default="1h", show_default=True, metavar="DURATION",
+                     help="A transaction (or prepared transaction) open longer than this while "
+                          "it holds back vacuum is a problem."),
+        click.option("--max-retention-lag", default="2d", show_default=True,
+                     help="The oldest history partition still there this long after its day "
+                          "ended is a problem: the tick's retention is not running."),
+    ]
+
+
+def parse_thresholds(*, max_tick_age: str, max_backlog_age: str, max_dead_tuples: int,
+                     max_xmin_age: str, max_retention_lag: str) -> Thresholds:
+    minute, month = dt.timedelta(minutes=1), dt.timedelta(days=30)
+    return Thresholds(
+        max_tick_age=parse_bounded(max_tick_age, option="--max-tick-age", minimum=minute,
+                                   maximum=month),
+        max_backlog_age=parse_bounded(max_backlog_age, option="--max-backlog-age",
+                                      minimum=minute, maximum=month),
+        max_dead_tuples=max_dead_tuples,
+        max_xmin_age=parse_bounded(max_xmin_age, option="--max-xmin-age",
+                                   minimum=dt.timedelta(seconds=1), maximum=month),
+        max_retention_lag=parse_bounded(max_retention_lag, option="--max-retention-lag",
+                                        minimum=dt.timedelta(hours=1),
+                                        maximum=dt.timedelta(days=365)))

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronjobs.core.explain import REASONS, Explanation
-from cronjobs.core.health import Status
+from cronjobs.core.health import DEFAULT_ROWS_CAP, Status, Storage, describe_holder, storage_json
 from cronjobs.core.materialise import BackfillReport, Decided
 from cronjobs.durations import format_duration
 from cronjobs.models import Definition, LostTick, Run, WaitingRuns
@@ -552,7 +552,51 @@ def status_json(st: Status) -> dict[str, Any]:
                   "last_success_at": instant(j.last_success_at),
                   "overdue": st.overdue.get(j.name),
                   "dead_unacknowledged": j.dead_unacknowledged} for j in st.jobs],
+        "warnings": st.warnings,
+        "storage": storage_json(st.storage) if st.storage is not None else None,
     }
+
+
+def storage_lines(st: Storage, at: Any) -> list[str]:
+    """The storage's lines of `cronjobs status` (docs/storage.md, "Storage health")."""
+    lines = []
+    for i, t in enumerate(st.hot):
+        vacuumed = (f"autovacuum {at(t.last_autovacuum)}" if t.last_autovacuum is not None
+                    else "never autovacuumed")
+        label = "hot tables" if i == 0 else ""
+        lines.append(f"{label:<16}{t.name}: {t.live} live, {t.dead} dead ({vacuumed})")
+    holder = st.oldest_holder
+    if holder is None:
+        lines.append("xmin holder     none")
+    else:
+        held = st.held_for(holder)
+        age = (f"for {format_duration(held)}, " if held is not None else "")
+        query = f": {holder.query!r}" if holder.query else ""
+        lines.append(f"xmin holder     {describe_holder(holder)} {age}"
+                     f"{holder.xid_age} transactions{query}")
+    h = st.history
+    oldest = (f", oldest {h.oldest_partition} (retires by {at(h.oldest_until)})"
+              if h.oldest_partition is not None else "")
+    lines.append(f"history         {h.run_partitions} run and {h.attempt_partitions} attempt "
+                 f"day partition(s){oldest}")
+    lines.append(f"storage         history {_bytes(h.history_bytes)}, queue "
+                 f"{_bytes(h.queue_bytes)}, kept {_bytes(h.kept_bytes)}")
+
+    def rows(n: int) -> str:
+        return f"{n}+" if n >= DEFAULT_ROWS_CAP else str(n)
+
+    lines.append(f"default part.   {rows(h.default_runs)} run(s), "
+                 f"{rows(h.default_attempts)} attempt(s) (should be 0)")
+    return lines
+
+
+def _bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
 
 
 def status_text(st: Status, times: Times | None = None) -> str:
@@ -577,6 +621,8 @@ def status_text(st: Status, times: Times | None = None) -> str:
         f"jobs            {n.jobs} ({sum(1 for j in st.jobs if j.paused_at)} paused, "
         f"{sum(1 for j in st.jobs if j.invalid_reason)} invalid)",
     ]
+    if st.storage is not None:
+        lines += storage_lines(st.storage, at)
     if st.running:
         lines += ["", table(["RUN", "JOB", "ATTEMPT", "WORKER", "STARTED", "LEASE UNTIL"],
                             [(r.id, r.job, r.attempt, r.lease_owner,
@@ -592,6 +638,8 @@ def status_text(st: Status, times: Times | None = None) -> str:
     paused = [j for j in st.jobs if j.paused_at]
     if paused:
         lines += ["", "paused: " + ", ".join(j.name for j in paused)]
+    if st.warnings:
+        lines += ["", "warnings:", *(f"  - {w}" for w in st.warnings)]
     lines += ["", "problems:" if st.problems else "all well"]
     lines += [f"  - {p}" for p in st.problems]
     return "\n".join(lines)

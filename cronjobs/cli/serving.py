@@ -7,7 +7,7 @@ import datetime as dt
 import click
 
 from cronjobs.cli.app import App, pass_app
-from cronjobs.cli.options import Command
+from cronjobs.cli.options import Command, threshold_options
 from cronjobs.core.health import Thresholds
 from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
@@ -28,16 +28,14 @@ MIN_TOKEN_CHARS = 16
                    "variable, which `ps` does not show). Without it the server is read-only.")
 @click.option("--refresh", default="10s", show_default=True, metavar="DURATION",
               envvar="CRONJOBS_SERVE_REFRESH", help="How often open pages refresh themselves.")
-@click.option("--max-tick-age", default="5m", show_default=True, metavar="DURATION",
-              help="/healthz: a tick older than this is a problem (as `status --check`).")
-@click.option("--max-backlog-age", default="5m", show_default=True, metavar="DURATION",
-              help="/healthz: a due run unclaimed for longer than this is a problem.")
+@threshold_options
 @click.option("--no-access-log", is_flag=True, help="Do not log each request on stderr.")
 @pass_app
 def serve(app: App, host: str, port: int, admin_token: str | None, refresh: str,
-          max_tick_age: str, max_backlog_age: str, no_access_log: bool) -> None:
+          thresholds: Thresholds, no_access_log: bool) -> None:
     """Serve the dashboard (/), Prometheus metrics (/metrics) and the health verdict of
-    `status --check` (/healthz: 200 or 503) over HTTP. Needs the web extra:
+    `status --check` (/healthz: 200 or 503, with the thresholds of `status`: --max-tick-age
+    and the others) over HTTP. Needs the web extra:
     pip install 'cronjobs[web]'.
 
     Read-only unless started with an admin token (better from the environment, which `ps`
@@ -62,15 +60,10 @@ def serve(app: App, host: str, port: int, admin_token: str | None, refresh: str,
                          "(e.g. `openssl rand -hex 24`)")
     every = parse_bounded(refresh, option="--refresh", minimum=dt.timedelta(seconds=2),
                           maximum=dt.timedelta(hours=1))
-    limits = Thresholds(
-        parse_bounded(max_tick_age, option="--max-tick-age", minimum=dt.timedelta(minutes=1),
-                      maximum=dt.timedelta(days=30)),
-        parse_bounded(max_backlog_age, option="--max-backlog-age",
-                      minimum=dt.timedelta(minutes=1), maximum=dt.timedelta(days=30)))
     conninfo = app.conninfo()  # connected once: the schema is checked, errors are clear
     app.store().close()  # the server's pool opens its own connections
     settings = site.Settings(conninfo=conninfo, admin_token=admin_token or None,
-                             refresh=every, thresholds=limits,
+                             refresh=every, thresholds=thresholds,
                              application_name=app.application_name())
     shown = f"[{host}]" if ":" in host else host
     mode = "actions enabled (admin token set)" if admin_token else "read-only"

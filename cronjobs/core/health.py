@@ -6,13 +6,22 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import Any
 
 from cronjobs import cron as schedules
 from cronjobs.core.groups import waiting_for_groups
 from cronjobs.db.store import Store
 from cronjobs.errors import ScheduleError
 from cronjobs.models import WaitingRuns
-from cronjobs.reports import GroupUsage, Health, JobStats, RunningRun
+from cronjobs.reports import (
+    GroupUsage,
+    Health,
+    HistoryStorage,
+    HotTable,
+    JobStats,
+    RunningRun,
+    XminHolder,
+)
 
 TICK = dt.timedelta(microseconds=1)
 # How far back a job's runs by status and retries count (metrics): a window, so that the
@@ -20,10 +29,58 @@ TICK = dt.timedelta(microseconds=1)
 RECENT = dt.timedelta(days=1)
 
 
+# The storage's health (docs/storage.md, "Storage health"): how many of what holds vacuum
+# back are shown; how many rows of a default partition are counted (one page or a few).
+XMIN_HOLDERS_SHOWN = 5
+DEFAULT_ROWS_CAP = 1000
+# A hot table whose dead rows exceed a tenth of --max-dead-tuples and this many times its
+# live rows is a problem too: vacuum is far behind a small queue.
+DEAD_PER_LIVE = 4
+# Rows in a default partition are a warning; a problem once the oldest finished this long ago
+# (the tick makes each day's partition ahead of need: a row there means it did not).
+DEFAULT_ROWS_GRACE = dt.timedelta(days=1)
+
+
 @dataclass(frozen=True)
 class Thresholds:
     max_tick_age: dt.timedelta = dt.timedelta(minutes=5)
     max_backlog_age: dt.timedelta = dt.timedelta(minutes=5)
+    # dead row versions in a hot table (job_runs_queue, job_attempts_queue)
+    max_dead_tuples: int = 100_000
+    # the age of the oldest transaction holding back vacuum
+    max_xmin_age: dt.timedelta = dt.timedelta(hours=1)
+    # how long after its last retirement instant the oldest history partition may remain
+    max_retention_lag: dt.timedelta = dt.timedelta(days=2)
+
+
+@dataclass(frozen=True)
+class Storage:
+    """The storage's own health at an instant: the hot tables (job_runs_queue first), what
+    holds vacuum back (oldest first, at most XMIN_HOLDERS_SHOWN), the history's partitions
+    and sizes."""
+
+    now: dt.datetime
+    hot: list[HotTable]
+    holders: list[XminHolder]
+    history: HistoryStorage
+    # the history's bytes by pg_total_relation_size (else estimated from pg_class.relpages)
+    exact_sizes: bool = True
+
+    @property
+    def oldest_holder(self) -> XminHolder | None:
+        return self.holders[0] if self.holders else None
+
+    def held_for(self, holder: XminHolder) -> dt.timedelta | None:
+        """How long ``holder`` has held its transaction (None when PostgreSQL does not
+        say)."""
+        return None if holder.since is None else max(dt.timedelta(0), self.now - holder.since)
+
+    @property
+    def retention_lag(self) -> dt.timedelta | None:
+        """How long ago the oldest history partition's last run was due to retire (None: no
+        partition, or it is not due yet)."""
+        until = self.history.oldest_until
+        return self.now - until if until is not None and until < self.now else None
 
 
 @dataclass
@@ -40,6 +97,10 @@ class Status:
     waiting: list[WaitingRuns] = field(default_factory=list)
     # groups whose due runs wait for a free slot (their limit is reached)
     groups: list[GroupUsage] = field(default_factory=list)
+    # the storage's own health (None only for a Status built by hand)
+    storage: Storage | None = None
+    # worth a look, but not a problem: `status --check` stays green
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
@@ -51,9 +112,9 @@ class Status:
 
 
 def status(store: Store, thresholds: Thresholds = Thresholds(), *,
-           now: dt.datetime | None = None) -> Status:
+           now: dt.datetime | None = None, exact_sizes: bool = True) -> Status:
     """Gather the health of the whole installation, and what is wrong with it, at ``now``
-    (default: the database's clock)."""
+    (default: the database's clock). ``exact_sizes``: see :func:`storage`."""
     now = now if now is not None else store.now()
     numbers = store.reports.health(now)
     running = store.reports.running_runs()
@@ -98,7 +159,95 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
             result.problems.append(f"job {job.name!r} is invalid: {job.invalid_reason}")
         if job.name in overdue:
             result.problems.append(f"job {job.name!r}: {overdue[job.name]}")
+    result.storage = storage(store, now, exact_sizes=exact_sizes)
+    problems, warnings = judge_storage(result.storage, thresholds)
+    result.problems += problems
+    result.warnings += warnings
     return result
+
+
+def storage(store: Store, now: dt.datetime, *, exact_sizes: bool = True) -> Storage:
+    """The storage's own health at ``now``: catalogs and statistics views, and an index probe
+    or two; never a scan of the history. ``exact_sizes``: the sizes by
+    pg_total_relation_size (about 0.1 ms a partition), else estimated from the catalog's
+    page counts (/healthz)."""
+    return Storage(now, store.storage.hot_tables(),
+                   store.storage.xmin_holders(limit=XMIN_HOLDERS_SHOWN),
+                   store.storage.history_storage(cap=DEFAULT_ROWS_CAP, exact=exact_sizes),
+                   exact_sizes)
+
+
+def judge_storage(st: Storage, thresholds: Thresholds) -> tuple[list[str], list[str]]:
+    """(problems, warnings) of the storage (the rules of docs/storage.md, "Storage
+    health")."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    oldest = st.oldest_holder
+    held = st.held_for(oldest) if oldest is not None else None
+    for table in st.hot:
+        floor = thresholds.max_dead_tuples // 10
+        if table.dead > thresholds.max_dead_tuples or (
+                table.dead > floor and table.dead > DEAD_PER_LIVE * table.live):
+            vacuumed = max((t for t in (table.last_autovacuum, table.last_vacuum)
+                            if t is not None), default=None)
+            when = (f"last vacuumed {_age(st.now - vacuumed)} ago" if vacuumed is not None
+                    else "never vacuumed")
+            why = (f"vacuum cannot remove them while {describe_holder(oldest)} holds its "
+                   "snapshot" if oldest is not None and held is not None
+                   and held > dt.timedelta(minutes=1)
+                   else "is autovacuum running? (see docs/storage.md)")
+            problems.append(
+                f"{table.name}: {table.dead} dead row versions beside {table.live} live "
+                f"(threshold {thresholds.max_dead_tuples}, or {floor} and {DEAD_PER_LIVE}x "
+                f"the live rows); {when}; {why}")
+    for holder in st.holders:
+        age = st.held_for(holder)
+        if age is not None and age > thresholds.max_xmin_age:
+            problems.append(
+                f"{describe_holder(holder)} has held back vacuum for {_age(age)} "
+                f"({holder.xid_age} transactions; threshold {_age(thresholds.max_xmin_age)})"
+                + (f": {holder.query!r}" if holder.query else ""))
+        elif age is None and holder.kind == "replication_slot" and holder.state == "inactive":
+            warnings.append(f"{describe_holder(holder)} holds back vacuum "
+                            f"({holder.xid_age} transactions) and nothing uses it")
+    lag = st.retention_lag
+    history = st.history
+    if lag is not None and lag > thresholds.max_retention_lag:
+        problems.append(
+            f"the oldest history partition, {history.oldest_partition}, retired "
+            f"{_age(lag)} ago and is still there (threshold "
+            f"{_age(thresholds.max_retention_lag)}): is the tick's retention running?")
+    rows = history.default_runs + history.default_attempts
+    if rows:
+        shown = (f"{history.default_runs}" + ("+" if history.default_runs >= DEFAULT_ROWS_CAP
+                                              else "")
+                 + f" run(s) and {history.default_attempts}"
+                 + ("+" if history.default_attempts >= DEFAULT_ROWS_CAP else "")
+                 + " attempt(s)")
+        first = history.default_oldest_finished_at
+        text = (f"{shown} in the history's default partitions (no partition for their "
+                "retirement day)")
+        if first is not None and st.now - first > DEFAULT_ROWS_GRACE:
+            problems.append(f"{text}, the oldest finished {_age(st.now - first)} ago: does "
+                            "the tick make the history's partitions?")
+        else:
+            warnings.append(text)
+    return problems, warnings
+
+
+def describe_holder(holder: XminHolder) -> str:
+    """Who holds back vacuum, in a few words (never the query)."""
+    if holder.kind == "prepared":
+        return f"prepared transaction {holder.name!r} (owner {holder.usename})"
+    if holder.kind.startswith("replication_slot"):
+        scope = " (system catalogs only)" if holder.kind == "replication_slot_catalog" else ""
+        return f"replication slot {holder.name!r}{scope}"
+    who = ", ".join(part for part in (
+        f"application {holder.application_name!r}" if holder.application_name else None,
+        f"user {holder.usename}" if holder.usename else None,
+        f"from {holder.client_addr}" if holder.client_addr else None,
+        holder.state) if part)
+    return f"session pid {holder.pid}" + (f" ({who})" if who else "")
 
 
 def waiting_for_handlers(store: Store, now: dt.datetime, recent: dt.timedelta,
@@ -138,3 +287,46 @@ def _age(delta: dt.timedelta) -> str:
     if seconds < 172800:
         return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
     return f"{seconds // 86400}d"
+
+
+def storage_json(st: Storage) -> dict[str, Any]:
+    """The storage's figures as `status --json` and /healthz show them (here, in core, as
+    the dashboard cannot import the CLI's rendering). Sizes in bytes, ages in seconds."""
+    history = st.history
+
+    def at(value: dt.datetime | None) -> str | None:
+        return None if value is None else value.astimezone(dt.UTC).isoformat()
+
+    def holder(h: XminHolder) -> dict[str, Any]:
+        held = st.held_for(h)
+        return {"kind": h.kind, "pid": h.pid, "name": h.name, "usename": h.usename,
+                "application_name": h.application_name, "client_addr": h.client_addr,
+                "state": h.state, "query": h.query, "xid_age": h.xid_age,
+                "since": at(h.since),
+                "age_seconds": round(held.total_seconds(), 3) if held is not None else None}
+
+    lag = st.retention_lag
+    return {
+        "hot_tables": [{"table": t.name, "live_tuples": t.live, "dead_tuples": t.dead,
+                        "last_autovacuum": at(t.last_autovacuum),
+                        "last_vacuum": at(t.last_vacuum),
+                        "autovacuum_count": t.autovacuum_count} for t in st.hot],
+        "oldest_xmin_holder": holder(st.holders[0]) if st.holders else None,
+        "xmin_holders": [holder(h) for h in st.holders],
+        "history": {
+            "run_partitions": history.run_partitions,
+            "attempt_partitions": history.attempt_partitions,
+            "oldest_partition": history.oldest_partition,
+            "oldest_day": (history.oldest_from.astimezone(dt.UTC).date().isoformat()
+                           if history.oldest_from is not None else None),
+            "oldest_from": at(history.oldest_from),
+            "oldest_until": at(history.oldest_until),
+            "retention_lag_seconds": int(lag.total_seconds()) if lag is not None else None,
+            "default_partition_rows": {"runs": history.default_runs,
+                                       "attempts": history.default_attempts,
+                                       "capped_at": DEFAULT_ROWS_CAP},
+            "default_oldest_finished_at": at(history.default_oldest_finished_at),
+        },
+        "bytes": {"queue": history.queue_bytes, "history": history.history_bytes,
+                  "kept": history.kept_bytes, "exact": st.exact_sizes},
+    }

@@ -18,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from cronjobs.core.health import Status, status
+from cronjobs.core.health import DEFAULT_ROWS_CAP, Status, Storage, status
 from cronjobs.db.store import Store
 from cronjobs.reports import GroupUsage
 
@@ -103,6 +103,55 @@ class _Snapshot(Collector):
                      "The group's due runs not running (waiting for a free slot when it is "
                      "full).",
                      [({"group": g.name}, g.waiting) for g in self.groups])
+        if st.storage is not None:
+            yield from _storage(st.storage)
+
+
+def _storage(st: Storage) -> Iterator[Metric]:
+    """The storage's own health (docs/storage.md, "Storage health")."""
+    yield _gauge("cronjobs_table_dead_tuples",
+                 "Dead row versions in a hot table (pg_stat_user_tables.n_dead_tup).",
+                 [({"table": t.name}, t.dead) for t in st.hot])
+    yield _gauge("cronjobs_table_live_tuples",
+                 "Live rows in a hot table (pg_stat_user_tables.n_live_tup).",
+                 [({"table": t.name}, t.live) for t in st.hot])
+    yield _gauge("cronjobs_table_last_autovacuum_timestamp_seconds",
+                 "When autovacuum last vacuumed a hot table (0: never).",
+                 [({"table": t.name}, _ts(t.last_autovacuum)) for t in st.hot])
+    oldest = st.oldest_holder
+    held = st.held_for(oldest) if oldest is not None else None
+    yield _gauge("cronjobs_xmin_holder_age_seconds",
+                 "How long the oldest transaction holding back vacuum has been open (0: none, "
+                 "or not known, as for a replication slot).",
+                 [({}, held.total_seconds() if held is not None else 0.0)])
+    yield _gauge("cronjobs_xmin_holder_xid_age",
+                 "Age in transactions of the oldest xmin holding back vacuum (0: none).",
+                 [({}, oldest.xid_age if oldest is not None else 0)])
+    yield _gauge("cronjobs_xmin_holder_info",
+                 "Who holds back vacuum the longest (1; no sample when nothing does).",
+                 [({"kind": oldest.kind, "pid": str(oldest.pid or ""),
+                    "name": oldest.name or "", "usename": oldest.usename or "",
+                    "application_name": oldest.application_name or "",
+                    "client_addr": oldest.client_addr or "", "state": oldest.state or ""}, 1)]
+                 if oldest is not None else [])
+    h = st.history
+    yield _gauge("cronjobs_history_partitions",
+                 "The history's daily partitions (the default partition not counted).",
+                 [({"table": "job_runs"}, h.run_partitions),
+                  ({"table": "job_attempts"}, h.attempt_partitions)])
+    yield _gauge("cronjobs_history_oldest_partition_end_timestamp_seconds",
+                 "The end of the oldest history partition's day: retention drops it after "
+                 "this instant (0: no partition).", [({}, _ts(h.oldest_until))])
+    yield _gauge("cronjobs_history_default_partition_rows",
+                 f"Rows in the history's default partition (counted up to {DEFAULT_ROWS_CAP}; "
+                 "should be 0).",
+                 [({"table": "job_runs"}, h.default_runs),
+                  ({"table": "job_attempts"}, h.default_attempts)])
+    yield _gauge("cronjobs_storage_bytes",
+                 "Bytes on disk of job_runs and job_attempts (tables, indexes, TOAST), by "
+                 "stage: queue, history, kept.",
+                 [({"stage": "queue"}, h.queue_bytes), ({"stage": "history"}, h.history_bytes),
+                  ({"stage": "kept"}, h.kept_bytes)])
 
 
 def _gauge(name: str, documentation: str,

@@ -24,6 +24,7 @@ from cronjobs.db.stores.reports import ReportStore
 from cronjobs.db.stores.retention import RetentionStore
 from cronjobs.db.stores.runs import RunStore
 from cronjobs.db.stores.schema import SchemaStore
+from cronjobs.db.stores.storage import StorageStore
 from cronjobs.db.stores.ticks import TickStore
 
 
@@ -46,6 +47,7 @@ class Store:
         self.retention = RetentionStore(self.session)
         self.groups = GroupStore(self.session)
         self.notifications = NotificationStore(self.session)
+        self.storage = StorageStore(self.session)
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
