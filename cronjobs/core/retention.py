@@ -122,6 +122,7 @@ def _retire(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta, batch
     before = dt.datetime.combine(today, dt.time(), dt.UTC)
     expired = sorted({day for days in store.retention.history_partitions().values()
                       for day in days if day < today})
+    report.released += store.retention.release_kept(before=now)
     if not expired and not store.retention.default_has_expired(before=now):
         return  # nothing retires yet: the usual tick
     # what outlives its day moves to the kept runs first (its own transaction: a day's
@@ -138,4 +139,3 @@ def _retire(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta, batch
         report.retired_rows += gone
         if gone < BATCH:
             break
-    report.released += store.retention.release_kept(before=now)

@@ -269,6 +269,10 @@ DECLARE
     lower timestamptz := day::timestamp AT TIME ZONE 'UTC';
     upper timestamptz := (day + 1)::timestamp AT TIME ZONE 'UTC';
 BEGIN
+    -- No run may be on its way to the default partition meanwhile: a row routed there
+    -- before the new day is attached would then break the default's new bound. Writers
+    -- wait (the caller's lock_timeout bounds it); readers go on.
+    LOCK TABLE job_runs_history, job_attempts_history IN SHARE ROW EXCLUSIVE MODE;
     FOREACH parent IN ARRAY ARRAY['job_runs_history', 'job_attempts_history'] LOOP
         part := parent || '_' || to_char(day, 'YYYYMMDD');
         CONTINUE WHEN to_regclass(part) IS NOT NULL;
