@@ -34,12 +34,12 @@ class Migrated:
     upgrade: UpgradeReport | None  # None: nothing to move
 
 
-def migrate_and_upgrade(store: Store,
+def migrate_and_upgrade(store: Store, *, batch: int = BATCH,
                         progress: Callable[[int], None] | None = None) -> Migrated:
     """`cronjobs migrate`: the missing migrations, then the rows an upgrade from before
     version 11 has still to move."""
     migration = migrate(store)
-    return Migrated(migration, finish_upgrade(store, progress=progress))
+    return Migrated(migration, finish_upgrade(store, batch=batch, progress=progress))
 
 
 @dataclass(frozen=True)

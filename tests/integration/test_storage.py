@@ -245,7 +245,7 @@ CREATE TRIGGER audit_made AFTER INSERT ON job_runs_queue
 """
 
 JOBS = 8
-MINUTES = 40
+MINUTES = 20
 TICKERS = 4
 
 
