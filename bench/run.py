@@ -40,6 +40,7 @@ from materialise import bench_idle_definitions, bench_materialise
 from memory import bench_memory
 from pgbench import bench_pgbench
 from throughput import bench_throughput
+from upgrade import bench_upgrade
 
 # -- the run ---------------------------------------------------------------------------------
 
@@ -53,11 +54,12 @@ BENCHMARKS: dict[str, Callable[[Context], Section]] = {
     "pgbench": bench_pgbench,
     **engine.BENCHMARKS,
     "engine_compare": bench_engine_compare,
+    "upgrade": bench_upgrade,
 }
 # names that stand for several benchmarks in --only
 GROUPS: dict[str, tuple[str, ...]] = {**engine.GROUPS}
 # run only when named in --only (it installs two versions of cronjobs with pip)
-OPT_IN = ("engine_compare",)
+OPT_IN = ("engine_compare", "upgrade")
 
 
 def machine(server: Server) -> dict[str, Any]:

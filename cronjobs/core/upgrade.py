@@ -49,6 +49,7 @@ class UpgradeReport:
     seconds: float
     longest_batch: float  # seconds: the longest any batch held its rows' locks
     dropped: bool  # the old tables are gone
+    drop_seconds: float  # how long dropping them held its lock on job_runs, job_attempts
 
 
 def finish_upgrade(store: Store, *, batch: int = BATCH,
@@ -73,12 +74,16 @@ def finish_upgrade(store: Store, *, batch: int = BATCH,
         if progress is not None:
             progress(moved)
     dropped = False
+    drop_seconds = 0.0
     for _ in range(DROP_TRIES):
         try:
+            began = time.monotonic()
             store.schema.drop_legacy(lock_timeout=DROP_LOCK_TIMEOUT)
+            drop_seconds = time.monotonic() - began
             dropped = True
             break
         except LockBusy:
             log.info("the old tables are busy: trying again", extra={"action": "migrate"})
             time.sleep(1)
-    return UpgradeReport(moved, batches, time.monotonic() - started, longest, dropped)
+    return UpgradeReport(moved, batches, time.monotonic() - started, longest, dropped,
+                         drop_seconds)
