@@ -165,8 +165,10 @@ class RunningRun:
 
 
 @dataclass(frozen=True)
-class JobStats:
-    """One job's numbers for ``status`` and ``metrics``."""
+class JobHealth:
+    """One job's health for ``status`` and ``/healthz`` (``job_health``): what the
+    definition knows, and its dead runs nobody acknowledged. ``last_success_at`` is
+    job_definitions.last_succeeded_at: to within LAST_SUCCESS_PRECISION of the truth."""
 
     id: int
     name: str
@@ -177,10 +179,22 @@ class JobStats:
     paused_at: dt.datetime | None
     invalid_reason: str | None
     last_success_at: dt.datetime | None
-    last_duration: dt.timedelta | None
-    last_lateness: dt.timedelta | None
     dead_unacknowledged: int
     latest_dead_id: int | None
+
+
+# A finish writes a job's last_succeeded_at at most once a minute (finish_runs): its latest
+# success finished no earlier than it, and less than this after it.
+LAST_SUCCESS_PRECISION = dt.timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class JobStats(JobHealth):
+    """One job's numbers for ``metrics`` in detail (``job_stats``): its last success exact,
+    its last run's duration and lateness, its recent runs by status."""
+
+    last_duration: dt.timedelta | None
+    last_lateness: dt.timedelta | None
     runs_by_status: dict[str, int]
     retries: int
 

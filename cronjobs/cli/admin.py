@@ -15,7 +15,7 @@ from cronjobs.cli.app import (
     json_option,
     pass_app,
 )
-from cronjobs.cli.options import Command, SubGroup, threshold_options
+from cronjobs.cli.options import PER_JOB, Command, SubGroup, per_job_option, threshold_options
 from cronjobs.cli.render import status_json, status_text, table
 from cronjobs.cli.watching import times, utc_option, watch_options
 from cronjobs.cli.watching import watch as watching
@@ -143,8 +143,9 @@ def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: boo
 
 
 @click.command(cls=Command)
+@per_job_option("--per-job", "CRONJOBS_METRICS_PER_JOB")
 @pass_app
-def metrics(app: App) -> None:
+def metrics(app: App, per_job: str) -> None:
     """Print metrics in the Prometheus text format (for the node exporter's textfile
     collector or a push gateway); `cronjobs serve` answers the same on /metrics.
 
@@ -154,7 +155,7 @@ def metrics(app: App) -> None:
       cronjobs metrics > /var/lib/node_exporter/cronjobs.prom.$$ &&
         mv /var/lib/node_exporter/cronjobs.prom.$$ /var/lib/node_exporter/cronjobs.prom
     """
-    click.echo(run_metrics(app.store()), nl=False)
+    click.echo(run_metrics(app.store(), per_job=PER_JOB[per_job]), nl=False)
 
 
 # -- embedded server ------------------------------------------------------------------------------

@@ -174,6 +174,21 @@ class _ScrubbingFormatter(logging.Formatter):
 
 _THRESHOLDS = "cronjobs.thresholds"  # the parameters threshold_options adds
 
+# --per-job's words, as metrics(per_job=...) takes them
+PER_JOB = {"auto": None, "on": True, "off": False}
+
+
+def per_job_option(name: str, envvar: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The option that says whether /metrics writes every job's series in detail."""
+    return click.option(
+        name, "per_job", type=click.Choice(list(PER_JOB)), default="auto", show_default=True,
+        envvar=envvar,
+        help="Every job's series in detail (last duration, lateness, runs by status, "
+             "retries): `auto` for up to 1,000 jobs. Off, or beyond that, per-job series "
+             "are written only for the jobs with a problem (overdue, dead runs nobody "
+             "acknowledged), beside the totals: a scrape then costs the same with 100,000 "
+             "jobs.")
+
 
 def threshold_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The thresholds of what is a problem, as options; the command receives them as one

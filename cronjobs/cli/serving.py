@@ -7,7 +7,7 @@ import datetime as dt
 import click
 
 from cronjobs.cli.app import App, pass_app
-from cronjobs.cli.options import Command, threshold_options
+from cronjobs.cli.options import PER_JOB, Command, per_job_option, threshold_options
 from cronjobs.core.health import Thresholds
 from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
@@ -29,10 +29,11 @@ MIN_TOKEN_CHARS = 16
 @click.option("--refresh", default="10s", show_default=True, metavar="DURATION",
               envvar="CRONJOBS_SERVE_REFRESH", help="How often open pages refresh themselves.")
 @threshold_options
+@per_job_option("--metrics-per-job", "CRONJOBS_SERVE_METRICS_PER_JOB")
 @click.option("--no-access-log", is_flag=True, help="Do not log each request on stderr.")
 @pass_app
 def serve(app: App, host: str, port: int, admin_token: str | None, refresh: str,
-          thresholds: Thresholds, no_access_log: bool) -> None:
+          thresholds: Thresholds, per_job: str, no_access_log: bool) -> None:
     """Serve the dashboard (/), Prometheus metrics (/metrics) and the health verdict of
     `status --check` (/healthz: 200 or 503, with the thresholds of `status`: --max-tick-age
     and the others) over HTTP. Needs the web extra:
@@ -64,6 +65,7 @@ def serve(app: App, host: str, port: int, admin_token: str | None, refresh: str,
     app.store().close()  # the server's pool opens its own connections
     settings = site.Settings(conninfo=conninfo, admin_token=admin_token or None,
                              refresh=every, thresholds=thresholds,
+                             metrics_per_job=PER_JOB[per_job],
                              application_name=app.application_name())
     shown = f"[{host}]" if ":" in host else host
     mode = "actions enabled (admin token set)" if admin_token else "read-only"

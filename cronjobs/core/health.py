@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,19 +15,17 @@ from cronjobs.db.store import Store
 from cronjobs.errors import ScheduleError
 from cronjobs.models import WaitingRuns
 from cronjobs.reports import (
+    LAST_SUCCESS_PRECISION,
     GroupUsage,
     Health,
     HistoryStorage,
     HotTable,
-    JobStats,
+    JobHealth,
     RunningRun,
     XminHolder,
 )
 
 TICK = dt.timedelta(microseconds=1)
-# How far back a job's runs by status and retries count (metrics): a window, so that the
-# cost of a status or a scrape does not grow with the history kept.
-RECENT = dt.timedelta(days=1)
 
 
 # The storage's health (docs/storage.md, "Storage health"): how many of what holds vacuum
@@ -89,7 +88,7 @@ class Status:
     numbers: Health
     running: list[RunningRun]
     # every job's numbers (invalid_reason also set when its schedule cannot be evaluated)
-    jobs: list[JobStats]
+    jobs: list[JobHealth]
     # why a job is overdue (its last success is older than its schedule allows), by name
     overdue: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
@@ -118,7 +117,7 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     now = now if now is not None else store.now()
     numbers = store.reports.health(now)
     running = store.reports.running_runs()
-    judged = [_job(row, now) for row in store.reports.job_stats(since=now - RECENT)]
+    judged = [_job(row, now, store.reports.last_success) for row in store.reports.job_health()]
     jobs = [job for job, _ in judged]
     overdue = {job.name: why for job, why in judged if why is not None}
     result = Status(now, numbers, running, jobs, overdue)
@@ -258,9 +257,12 @@ def waiting_for_handlers(store: Store, now: dt.datetime, recent: dt.timedelta,
                                       definition_id=definition_id)
 
 
-def _job(row: JobStats, now: dt.datetime) -> tuple[JobStats, str | None]:
-    """A job's numbers (with ``invalid_reason`` set when its schedule cannot be evaluated),
-    and why it is overdue: its last success is older than its schedule allows (or None)."""
+def _job(row: JobHealth, now: dt.datetime,
+         exact: Callable[[int], dt.datetime | None]) -> tuple[JobHealth, str | None]:
+    """A job's health (with ``invalid_reason`` set when its schedule cannot be evaluated),
+    and why it is overdue: its last success is older than its schedule allows (or None).
+    The job's last success is known to within LAST_SUCCESS_PRECISION; when that leaves the
+    answer open, ``exact`` reads it (a probe per partition, for that job alone)."""
     if row.invalid_reason or row.paused_at is not None:
         return row, None
     try:
@@ -271,6 +273,10 @@ def _job(row: JobStats, now: dt.datetime) -> tuple[JobStats, str | None]:
         return dataclasses.replace(row, invalid_reason=exc.message), None
     since = max(row.created_at, row.schedule_since)
     last = row.last_success_at
+    if (before is not None and last is not None and last < before
+            and last + LAST_SUCCESS_PRECISION >= before):
+        last = exact(row.id)
+        row = dataclasses.replace(row, last_success_at=last)
     # The slot before the latest has had a whole period to succeed; the latest may still run.
     if before is not None and before > since and (last is None or last < before):
         shown = "never succeeded" if last is None else f"last success {_age(now - last)} ago"

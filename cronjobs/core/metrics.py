@@ -5,6 +5,12 @@ Every number comes from indexed queries whose cost does not grow with the histor
 runs by status and its retries count the runs that finished in the last 24 hours and those
 not finished yet, never the whole history (see ``job_stats`` in db/queries/reports.sql).
 
+Per-job series in detail (last duration, lateness, runs by status, retries) cost a few
+index probes per job and per day of history: by default (``auto``) they are written for up
+to PER_JOB_AUTO jobs. Beyond that, or with ``per_job=False``, the per-job series are
+written only for the jobs that have a problem (overdue, or dead runs nobody acknowledged),
+beside the totals.
+
 Only this module imports ``prometheus_client``: `cronjobs tick` never loads it.
 """
 
@@ -20,27 +26,40 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from cronjobs.core.health import DEFAULT_ROWS_CAP, Status, Storage, status
 from cronjobs.db.store import Store
-from cronjobs.reports import GroupUsage
+from cronjobs.reports import GroupUsage, JobStats
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
-def metrics(store: Store, *, now: dt.datetime | None = None) -> str:
+# `auto`: per-job series in detail up to this many jobs
+PER_JOB_AUTO = 1_000
+# How far back a job's runs by status and retries count: a window, so that the cost of a
+# scrape does not grow with the history kept.
+RECENT = dt.timedelta(days=1)
+
+
+def metrics(store: Store, *, now: dt.datetime | None = None,
+            per_job: bool | None = None) -> str:
     """The exposition text for the state of the installation at ``now`` (default: the
-    database's clock)."""
+    database's clock). ``per_job``: the per-job series in detail (None: for up to
+    PER_JOB_AUTO jobs)."""
     registry = CollectorRegistry(auto_describe=False)
     st = status(store, now=now)
     groups = [g for g in store.groups.group_usage(now=st.now) if g.max_running is not None]
-    registry.register(_Snapshot(st, groups))
+    detailed = per_job if per_job is not None else len(st.jobs) <= PER_JOB_AUTO
+    stats = store.reports.job_stats(since=st.now - RECENT) if detailed else None
+    registry.register(_Snapshot(st, groups, stats))
     return generate_latest(registry).decode("utf-8")
 
 
 class _Snapshot(Collector):
     """One status, as gauges (each scrape builds a new one: nothing is kept between)."""
 
-    def __init__(self, st: Status, groups: list[GroupUsage]) -> None:
+    def __init__(self, st: Status, groups: list[GroupUsage],
+                 stats: list[JobStats] | None) -> None:
         self.st = st
         self.groups = groups  # the groups that have a limit
+        self.stats = stats  # the per-job figures in detail, when asked for
 
     def collect(self) -> Iterator[Metric]:
         st = self.st
@@ -66,34 +85,50 @@ class _Snapshot(Collector):
         yield _gauge("cronjobs_healthy",
                      "1 when `cronjobs status --check` finds nothing wrong, else 0.",
                      [({}, 1.0 if st.healthy else 0.0)])
+        yield _gauge("cronjobs_jobs", "Jobs defined (not removed).", [({}, len(jobs))])
+        yield _gauge("cronjobs_jobs_overdue",
+                     "Jobs whose last success is older than their schedule allows.",
+                     [({}, len(st.overdue))])
+        yield _gauge("cronjobs_dead_unacknowledged_runs",
+                     "Dead runs nobody acknowledged yet (`cronjobs ack`), of all jobs.",
+                     [({}, st.dead_unacknowledged)])
+        yield _gauge("cronjobs_job_series_detailed",
+                     "1 when every job has its series in detail; 0 when only the jobs with a "
+                     "problem do (more than the per-job limit: see --per-job).",
+                     [({}, 1.0 if self.stats is not None else 0.0)])
+        # every job in detail, or only those with a problem
+        shown = jobs if self.stats is not None else [
+            j for j in jobs if j.name in st.overdue or j.dead_unacknowledged]
+        stats = self.stats or []
         yield _gauge("cronjobs_job_last_success_timestamp_seconds",
                      "When the job's last successful run finished (0: never).",
-                     [({"job": j.name}, _ts(j.last_success_at)) for j in jobs])
+                     [({"job": j.name}, _ts(j.last_success_at))
+                      for j in (stats if self.stats is not None else shown)])
         yield _gauge("cronjobs_job_last_duration_seconds", "Duration of the job's last run.",
-                     [({"job": j.name}, j.last_duration.total_seconds()) for j in jobs
+                     [({"job": j.name}, j.last_duration.total_seconds()) for j in stats
                       if j.last_duration is not None])
         yield _gauge("cronjobs_job_lateness_seconds",
                      "Start of the first attempt of the job's last finished scheduled run "
                      "minus its slot (backfilled, manual and retried runs do not count).",
                      [({"job": j.name}, max(0.0, j.last_lateness.total_seconds()))
-                      for j in jobs if j.last_lateness is not None])
+                      for j in stats if j.last_lateness is not None])
         yield _gauge("cronjobs_job_runs",
                      "The job's runs not finished yet, and those that finished in the last "
                      "24 hours, by status.",
                      [({"job": j.name, "status": s}, count)
-                      for j in jobs for s, count in sorted(j.runs_by_status.items())])
+                      for j in stats for s, count in sorted(j.runs_by_status.items())])
         yield _gauge("cronjobs_job_retries",
                      "Attempts beyond the first, of the job's runs counted by cronjobs_job_runs.",
-                     [({"job": j.name}, j.retries) for j in jobs])
+                     [({"job": j.name}, j.retries) for j in stats])
         yield _gauge("cronjobs_job_dead_runs",
                      "The job's runs that died in the last 24 hours.",
-                     [({"job": j.name}, j.runs_by_status.get("dead", 0)) for j in jobs])
+                     [({"job": j.name}, j.runs_by_status.get("dead", 0)) for j in stats])
         yield _gauge("cronjobs_job_dead_unacknowledged_runs",
                      "The job's dead runs nobody acknowledged yet (`cronjobs ack`).",
-                     [({"job": j.name}, j.dead_unacknowledged) for j in jobs])
+                     [({"job": j.name}, j.dead_unacknowledged) for j in shown])
         yield _gauge("cronjobs_job_overdue",
                      "1 when the job's last success is older than its schedule allows.",
-                     [({"job": j.name}, 1.0 if j.name in st.overdue else 0.0) for j in jobs])
+                     [({"job": j.name}, 1.0 if j.name in st.overdue else 0.0) for j in shown])
         yield _gauge("cronjobs_group_max_running",
                      "The group's limit: at most this many of its runs at once.",
                      [({"group": g.name}, g.max_running or 0) for g in self.groups])

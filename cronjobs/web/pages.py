@@ -93,5 +93,5 @@ async def healthz(request: Request) -> Response:
 def metrics(request: Request) -> Response:
     site = site_of(request)
     with site.store() as store:
-        text = exposition(store)
+        text = exposition(store, per_job=site.settings.metrics_per_job)
     return Response(text, media_type=CONTENT_TYPE, headers={"cache-control": "no-store"})

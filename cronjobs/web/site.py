@@ -32,6 +32,7 @@ class Settings:
     admin_token: str | None = field(default=None, repr=False)
     refresh: dt.timedelta = dt.timedelta(seconds=10)
     thresholds: Thresholds = field(default_factory=Thresholds)
+    metrics_per_job: bool | None = None  # None: auto (see core/metrics.py)
     pool_size: int = 4
     pool_timeout: float = 10.0  # seconds a request waits for a connection, then 503
     application_name: str = "cronjobs serve"

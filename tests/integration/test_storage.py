@@ -287,12 +287,13 @@ def test_concurrent_ticks_race_the_move_and_the_retirement_and_each_slot_runs_on
         "    report = upkeep(store, now=store.now())\n"
         "    total += report.dropped + report.retired_rows\n"
         "    done = store.conn.execute('SELECT count(*) FROM audit_made').fetchone()[0] >= "
-        f"{JOBS * MINUTES} and store.conn.execute('SELECT count(*) FROM job_runs_queue')"
+        "int(sys.argv[2]) and store.conn.execute('SELECT count(*) FROM job_runs_queue')"
         ".fetchone()[0] == 0\n"
         "    time.sleep(0.05)\n"
         "report = upkeep(store, now=store.now())\n"
         "print(total + report.dropped + report.retired_rows)\n")
-    retiring = subprocess.Popen([sys.executable, "-c", upkeep_loop, database_url],
+    retiring = subprocess.Popen([sys.executable, "-c", upkeep_loop, database_url,
+                                 str(JOBS * MINUTES)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     tickers = []
     for _ in range(TICKERS):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from typing import Any
 
 import psycopg
 
@@ -20,7 +19,7 @@ HISTORY = 12_000  # finished runs of the old tables (3 batches of 5,000 at most)
 WAITING = 30  # runs due when the upgrade starts
 BATCH = 4_000
 
-SEED = f"""
+SEED = """
 INSERT INTO job_definitions (name, schedule, kind, command, cursor_at, next_due_at,
                              overlap)
 SELECT 'job-' || g, '0 0 1 1 *', 'command', 'true', now(), now() + interval '1 year', 'allow'
@@ -31,14 +30,14 @@ SELECT 1 + g % 3, now() - g * interval '1 minute', 'schedule',
        CASE WHEN g % 100 = 0 THEN 'dead' ELSE 'succeeded' END, 1,
        now() - g * interval '1 minute', 1, now() - g * interval '1 minute',
        now() - g * interval '1 minute' + interval '1 second'
-FROM generate_series(1, {HISTORY}) AS g;
+FROM generate_series(1, %(history)s) AS g;
 INSERT INTO job_attempts (run_id, attempt, worker, lease_token, started_at, finished_at,
                           outcome)
 SELECT id, 1, 'old', gen_random_uuid(), started_at, finished_at,
        CASE WHEN status = 'dead' THEN 'failed' ELSE 'succeeded' END FROM job_runs;
 INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts, eligible_at)
 SELECT 1 + g % 3, now() + g * interval '1 minute', 'manual', 3, now() - interval '1 second'
-FROM generate_series(1, {WAITING}) AS g;
+FROM generate_series(1, %(waiting)s) AS g;
 """
 
 UPGRADE = (
@@ -62,7 +61,8 @@ def _version_10(url: str) -> None:
                 if migration.version != 1:
                     store.schema.record_migration(migration.version, migration.name)
             store.schema.record_migration(1, "initial")
-        conn.execute(SEED.encode())
+        conn.execute(SEED.replace('%(history)s', str(HISTORY))
+                     .replace('%(waiting)s', str(WAITING)).encode())
 
 
 def test_an_online_upgrade_loses_nothing_and_runs_nothing_twice(

@@ -55,6 +55,32 @@ FROM job_runs_queue AS r JOIN job_definitions AS d ON d.id = r.definition_id
 WHERE r.status = 'running'
 ORDER BY r.started_at;
 
+-- name: job_health
+-- Per job, what status and /healthz judge: the definition's own columns (its last success
+-- to within a minute: last_succeeded_at) and its dead runs nobody acknowledged, counted
+-- from the partial index of each partition that holds them (they are few). Never a probe
+-- per job into the history: cheap with 100,000 jobs.
+WITH dead AS (
+    SELECT definition_id, count(*) AS n, max(id) AS latest
+    FROM job_runs
+    WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
+    GROUP BY definition_id
+)
+SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.paused_at,
+       d.invalid_reason, d.last_succeeded_at AS last_success_at,
+       coalesce(dead.n, 0) AS dead_unacknowledged, dead.latest AS latest_dead_id
+FROM job_definitions AS d
+LEFT JOIN dead ON dead.definition_id = d.id
+WHERE d.removed_at IS NULL
+ORDER BY d.name;
+
+-- name: last_success
+-- A job's latest success, exactly: the newest entries of its index in each partition.
+SELECT r.finished_at FROM job_runs AS r
+WHERE r.definition_id = %(definition_id)s AND r.status = 'succeeded' AND r.stage <> 'queue'
+ORDER BY r.id DESC
+LIMIT 1;
+
 -- name: job_stats
 -- Per job: last success, last run's duration, the lateness of its last scheduled run (its
 -- first attempt's start minus its slot: backfilled, manual and retried runs are not late),

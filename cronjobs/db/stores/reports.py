@@ -13,6 +13,7 @@ from cronjobs.models import (
 from cronjobs.reports import (
     DashboardJob,
     Health,
+    JobHealth,
     JobStats,
     RunningRun,
 )
@@ -37,6 +38,15 @@ class ReportStore(Queries):
 
     def running_runs(self) -> list[RunningRun]:
         return self._rows("running_runs", None, RunningRun)
+
+    def job_health(self) -> list[JobHealth]:
+        """Every job's health, cheap whatever the number of jobs and the history."""
+        return self._rows("job_health", None, JobHealth)
+
+    def last_success(self, definition_id: int) -> dt.datetime | None:
+        """When the job's latest success finished, exactly (a probe of each partition)."""
+        values = self._values("last_success", {"definition_id": definition_id})
+        return values[0] if values else None
 
     def job_stats(self, *, since: dt.datetime) -> list[JobStats]:
         """Per job numbers; runs by status and retries count the runs not finished yet and
