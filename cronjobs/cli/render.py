@@ -92,6 +92,9 @@ def definition_json(d: Definition) -> dict[str, Any]:
         "group": d.group_name,
         "notify": [mask_url(url) for url in d.notify_urls],  # secrets: masked
         "notify_on": list(d.notify_on),
+        # its own retention of finished runs; null: the global one (`cronjobs retention`)
+        "keep_succeeded_seconds": seconds(d.keep_succeeded),
+        "keep_failed_seconds": seconds(d.keep_failed),
         "consecutive_failures": d.consecutive_failures,
         "paused_at": instant(d.paused_at),
         "paused_until": instant(d.paused_until),
@@ -149,6 +152,8 @@ def settings_text(d: Definition, description: str | None = None) -> str:
         ("pause after", f"{d.pause_after_failures} failures in a row"
          if d.pause_after_failures else "-"),
         ("group", d.group_name or "-"),
+        ("keep succeeded", _keep_text(d.keep_succeeded)),
+        ("keep failed", _keep_text(d.keep_failed)),
         ("source", d.source or "made by hand (define)"),
         ("notify", ", ".join(mask_url(url) for url in d.notify_urls)
          + f" (on {', '.join(d.notify_on)})" if d.notify_urls else "-"),
@@ -157,6 +162,11 @@ def settings_text(d: Definition, description: str | None = None) -> str:
     ]
     width = max(len(k) for k, _ in pairs)
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in pairs)
+
+
+def _keep_text(keep: dt.timedelta | None) -> str:
+    """A job's own retention, or that it keeps the global one."""
+    return "default (see `cronjobs retention`)" if keep is None else format_duration(keep)
 
 
 def _state_text(d: Definition) -> str:

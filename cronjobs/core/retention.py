@@ -20,6 +20,7 @@ import logging
 from dataclasses import dataclass
 
 from cronjobs.db.store import Store
+from cronjobs.durations import parse_bounded
 from cronjobs.errors import LockBusy
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 AHEAD_DAYS = 3
 LOCK_TIMEOUT = dt.timedelta(milliseconds=200)
 BATCH = 1000
+# how long history may be kept, globally and by a job (the schema's CHECKs say the same)
+KEEP_LEAST = dt.timedelta(days=1)
+KEEP_MOST = dt.timedelta(days=3650)
 
 
 @dataclass
@@ -139,3 +143,10 @@ def _retire(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta, batch
         if gone < BATCH:
             break
     report.released += store.retention.release_kept(before=now)
+
+
+# -- how long history is kept --------------------------------------------------------
+
+def parse_keep(text: str, *, option: str) -> dt.timedelta:
+    """A retention as users write it (``30d``, ``12w``): from 1 day to 3650 days."""
+    return parse_bounded(text, option=option, minimum=KEEP_LEAST, maximum=KEEP_MOST)
