@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from cronjobs.core.explain import REASONS, Explanation
 from cronjobs.core.health import Status
 from cronjobs.core.materialise import BackfillReport, Decided
+from cronjobs.core.retention import Retention
 from cronjobs.durations import format_duration
 from cronjobs.models import Definition, LostTick, Run, WaitingRuns
 from cronjobs.reports import Attempt, Delivery, GroupUsage
@@ -528,6 +529,43 @@ def show_text(detail: RunDetail, times: Times | None = None) -> str:
             lines.append("  output (tail):")
             lines += [f"    {line}" for line in a.output_tail.rstrip("\n").splitlines()[-20:]]
     lines += deliveries_text(detail.deliveries, times)
+    return "\n".join(lines)
+
+
+# -- retention ----------------------------------------------------------------------------------
+
+RETAINED = {"succeeded": "succeeded and cancelled runs (a job's --keep-succeeded wins)",
+            "failed": "dead runs (a job's --keep-failed wins), webhook notification records",
+            "skips": "records of slots not run (`explain` reads them)",
+            "ticks": "records of ticks"}
+
+
+def retention_json(r: Retention) -> dict[str, Any]:
+    kept = r.settings
+    return {
+        **{f"{name}_seconds": seconds(getattr(kept, name)) for name in RETAINED},
+        "retired_before": instant(kept.retired_before),
+        "updated_at": instant(kept.updated_at),
+        "changed": {name: {"old_seconds": seconds(old), "new_seconds": seconds(new)}
+                    for name, (old, new) in r.changed.items()},
+    }
+
+
+def retention_text(r: Retention) -> str:
+    kept = r.settings
+    lines = []
+    if r.changed:
+        lines.append("set retention: " + ", ".join(
+            f"{name} {format_duration(old)} -> {format_duration(new)}"
+            for name, (old, new) in r.changed.items()))
+    lines.append(table(["KEEP", "FOR", "WHAT"],
+                       [(name, format_duration(getattr(kept, name)), what)
+                        for name, what in RETAINED.items()]))
+    lines.append("")
+    lines.append("retired   " + (f"history retiring before {short(kept.retired_before)}"
+                                  " may be gone" if kept.retired_before is not None
+                                  else "nothing yet"))
+    lines.append(f"updated   {short(kept.updated_at)}")
     return "\n".join(lines)
 
 
