@@ -117,7 +117,9 @@ class Client:
                lease: str | None = None, alert_command: str | None = None,
                alert_on_failure: bool | None = None, pause_after_failures: int | None = None,
                group: str | None = None, notify: str | Sequence[str] | None = None,
-               notify_on: str | Sequence[str] | None = None) -> definitions.DefineResult:
+               notify_on: str | Sequence[str] | None = None,
+               keep_succeeded: str | None = None,
+               keep_failed: str | None = None) -> definitions.DefineResult:
         """``cronjobs define``: create or update a job (the whole job: options left out
         take their defaults). ``notify`` is one webhook URL or several; ``notify_on`` a
         list of events (dead, failure, recovery) or a comma-separated string."""
@@ -129,7 +131,8 @@ class Client:
                  "alert_on_failure": alert_on_failure,
                  "pause_after_failures": pause_after_failures, "group": group,
                  "notify": notify,
-                 "notify_on": notify_on}
+                 "notify_on": notify_on, "keep_succeeded": keep_succeeded,
+                 "keep_failed": keep_failed}
         spec = to_spec(Declaration(name, {k: v for k, v in given.items() if v is not None},
                                    "Client.define"))
         with self._using() as store:

@@ -114,6 +114,10 @@ class DefinitionSpec:
     group_name: str | None = None  # the group whose limit applies to its runs
     notify_urls: tuple[str, ...] = ()  # webhook receivers (secrets)
     notify_on: tuple[NotifyEvent, ...] = (NotifyEvent.DEAD, NotifyEvent.RECOVERY)
+    # how long its finished runs are kept: succeeded and cancelled ones, dead ones
+    # (None: the global retention, `cronjobs retention`)
+    keep_succeeded: dt.timedelta | None = None
+    keep_failed: dt.timedelta | None = None
 
 
 @dataclass(frozen=True)

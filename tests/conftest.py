@@ -337,7 +337,7 @@ def count(conn: psycopg.Connection[Any], table: str) -> int:
 def snapshot(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every cronjobs table, to assert that a failed command wrote nothing."""
     tables = ["job_definitions", "job_runs", "job_attempts", "job_skips", "job_ticks",
-              "job_notifications", "cronjobs_migrations"]
+              "job_notifications", "cronjobs_migrations", "cronjobs_retention"]
     return {t: conn.execute(pgsql.SQL("SELECT * FROM {} ORDER BY 1").format(
         pgsql.Identifier(t))).fetchall() for t in tables}
 

@@ -51,7 +51,8 @@ COMMANDS = {
     "ack": ("runs", "ack"), "runs": ("runs", "runs"), "show": ("runs", "show"),
     "logs": ("runs", "logs"),
     "migrate": ("admin", "migrate"), "status": ("admin", "status"),
-    "prune": ("admin", "prune"), "metrics": ("admin", "metrics"),
+    "prune": ("admin", "prune"), "retention": ("admin", "retention"),
+    "metrics": ("admin", "metrics"),
     "embedded": ("admin", "embedded"),
     "serve": ("serving", "serve"),
 }

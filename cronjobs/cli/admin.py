@@ -1,5 +1,5 @@
-"""The commands that look after cronjobs itself: migrate, status, prune, metrics and the
-embedded server."""
+"""The commands that look after cronjobs itself: migrate, status, retention, prune, metrics
+and the embedded server."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from cronjobs.cli.app import (
     pass_app,
 )
 from cronjobs.cli.options import PER_JOB, Command, SubGroup, per_job_option, threshold_options
-from cronjobs.cli.render import status_json, status_text, table
+from cronjobs.cli.render import retention_json, retention_text, status_json, status_text, table
 from cronjobs.cli.watching import times, utc_option, watch_options
 from cronjobs.cli.watching import watch as watching
 from cronjobs.core.health import Thresholds
 from cronjobs.core.health import status as run_status
 from cronjobs.core.metrics import metrics as run_metrics
 from cronjobs.core.prune import prune as run_prune
+from cronjobs.core.retention import retention as run_retention
 from cronjobs.core.upgrade import migrate_and_upgrade
 from cronjobs.db import embedded as embedded_server
 from cronjobs.db.connect import MIGRATE_OPTIONS, open_store
@@ -140,6 +141,44 @@ def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: boo
             if dry_run else f"deleted {report.runs} run(s), {report.skips} skip record(s) and "
             f"{report.ticks} tick record(s) from before {report.cutoff.isoformat()}")
     emit(data, text, as_json)
+
+
+@click.command(cls=Command)
+@click.option("--succeeded", metavar="DURATION",
+              help="Keep succeeded and cancelled runs (with their attempts) this long.")
+@click.option("--failed", metavar="DURATION",
+              help="Keep dead runs (with their attempts) and webhook notification records "
+                   "this long.")
+@click.option("--skips", metavar="DURATION",
+              help="Keep the records of slots not run (what `explain` reads) this long.")
+@click.option("--ticks", metavar="DURATION", help="Keep the records of ticks this long.")
+@json_option
+@pass_app
+def retention(app: App, succeeded: str | None, failed: str | None, skips: str | None,
+              ticks: str | None, as_json: bool) -> None:
+    """Show how long history is kept, or set it: only the options given change (each
+    1d to 3650d, e.g. 30d or 12w). The tick retires history a little at a time; nothing
+    to schedule.
+
+    A finished run gets its retirement day when it finishes (its end plus its retention,
+    by the day in UTC); once that day is over, the tick drops the day's partition whole, no
+    row-by-row deletes. So a run is kept at least its retention and at most a day longer,
+    and a change of --succeeded or --failed applies to runs finishing after it (those
+    finished already keep their day). Skip and tick records are deleted in small batches
+    by age, so their changes apply at once. Each job's latest success and latest failure,
+    and dead runs nobody acknowledged (`cronjobs ack`), are always kept, however old. A job
+    can keep its own runs longer or shorter: `define --keep-succeeded D --keep-failed D`
+    (keep_succeeded and keep_failed in a jobs file; `default` returns to these).
+
+    \b
+    Examples:
+      cronjobs retention
+      cronjobs retention --succeeded 30d --failed 180d
+      cronjobs retention --ticks 7d --json
+    """
+    result = run_retention(app.store(), succeeded=succeeded, failed=failed, skips=skips,
+                           ticks=ticks)
+    emit(retention_json(result), retention_text(result), as_json)
 
 
 @click.command(cls=Command)

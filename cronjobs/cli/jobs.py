@@ -98,6 +98,13 @@ from cronjobs.instants import parse_instant
               help="When to notify: dead (a run exhausted its attempts), failure (any failed "
                    "attempt), recovery (a success after a failure); repeatable or "
                    "comma-separated. Default: dead,recovery.")
+@click.option("--keep-succeeded", default="default", show_default=True, metavar="DURATION",
+              help="Keep its succeeded and cancelled runs this long after they finish "
+                   "(1d to 3650d, e.g. 30d or 12w), or default: the global retention "
+                   "(`cronjobs retention`).")
+@click.option("--keep-failed", default="default", show_default=True, metavar="DURATION",
+              help="Keep its dead runs this long after they died (1d to 3650d), or default: "
+                   "the global retention.")
 @json_option
 @pass_app
 def define(app: App, name: str, schedule: str, tz: str, command: str | None,
@@ -105,7 +112,8 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
            starting_deadline: str, overlap: str, max_attempts: int, backoff: str, timeout: str,
            lease: str, alert_command: str | None, alert_on_failure: bool,
            pause_after_failures: int | None, group: str | None, notify: tuple[str, ...],
-           notify_on: tuple[str, ...], as_json: bool) -> None:
+           notify_on: tuple[str, ...], keep_succeeded: str, keep_failed: str,
+           as_json: bool) -> None:
     """Create or update job NAME to run on cron SCHEDULE (idempotent).
 
     SCHEDULE has 5 fields (minute hour day-of-month month day-of-week), or a macro
@@ -122,6 +130,8 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
       cronjobs define backup "0 2 * * *" --command "pg_dump mydb > /backups/db.sql"
       cronjobs define report "@daily" --handler build_report --payload '{"days": 7}'
       cronjobs define sales_report "0 6 * * *" --group reports
+      cronjobs define audit "@daily" --command "audit.sh" --keep-succeeded 12w \
+          --keep-failed 365d
       cronjobs define backup "0 2 * * *" --command "backup.sh" \
           --notify https://hooks.slack.com/services/T000/B000/XXXX --notify-on dead,recovery
     """
@@ -131,7 +141,7 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
         overlap=overlap, max_attempts=max_attempts, backoff=backoff, timeout=timeout,
         lease=lease, alert_command=alert_command, alert_on_failure=alert_on_failure,
         pause_after_failures=pause_after_failures, group=group, notify=notify,
-        notify_on=notify_on,
+        notify_on=notify_on, keep_succeeded=keep_succeeded, keep_failed=keep_failed,
     )
     known = app.handlers() if spec.handler is not None else None
     result = run_define(app.store(), spec, known_handlers=known)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from cronjobs.core.explain import REASONS, Explanation
 from cronjobs.core.health import DEFAULT_ROWS_CAP, Status, Storage, describe_holder, storage_json
 from cronjobs.core.materialise import BackfillReport, Decided
+from cronjobs.core.retention import Retention
 from cronjobs.durations import format_duration
 from cronjobs.models import Definition, LostTick, Run, WaitingRuns
 from cronjobs.reports import Attempt, Delivery, GroupUsage
@@ -92,6 +93,9 @@ def definition_json(d: Definition) -> dict[str, Any]:
         "group": d.group_name,
         "notify": [mask_url(url) for url in d.notify_urls],  # secrets: masked
         "notify_on": list(d.notify_on),
+        # its own retention of finished runs; null: the global one (`cronjobs retention`)
+        "keep_succeeded_seconds": seconds(d.keep_succeeded),
+        "keep_failed_seconds": seconds(d.keep_failed),
         "consecutive_failures": d.consecutive_failures,
         "paused_at": instant(d.paused_at),
         "paused_until": instant(d.paused_until),
@@ -149,6 +153,8 @@ def settings_text(d: Definition, description: str | None = None) -> str:
         ("pause after", f"{d.pause_after_failures} failures in a row"
          if d.pause_after_failures else "-"),
         ("group", d.group_name or "-"),
+        ("keep succeeded", _keep_text(d.keep_succeeded)),
+        ("keep failed", _keep_text(d.keep_failed)),
         ("source", d.source or "made by hand (define)"),
         ("notify", ", ".join(mask_url(url) for url in d.notify_urls)
          + f" (on {', '.join(d.notify_on)})" if d.notify_urls else "-"),
@@ -157,6 +163,11 @@ def settings_text(d: Definition, description: str | None = None) -> str:
     ]
     width = max(len(k) for k, _ in pairs)
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in pairs)
+
+
+def _keep_text(keep: dt.timedelta | None) -> str:
+    """A job's own retention, or that it keeps the global one."""
+    return "default (see `cronjobs retention`)" if keep is None else format_duration(keep)
 
 
 def _state_text(d: Definition) -> str:
@@ -518,6 +529,43 @@ def show_text(detail: RunDetail, times: Times | None = None) -> str:
             lines.append("  output (tail):")
             lines += [f"    {line}" for line in a.output_tail.rstrip("\n").splitlines()[-20:]]
     lines += deliveries_text(detail.deliveries, times)
+    return "\n".join(lines)
+
+
+# -- retention ----------------------------------------------------------------------------------
+
+RETAINED = {"succeeded": "succeeded and cancelled runs (a job's --keep-succeeded wins)",
+            "failed": "dead runs (a job's --keep-failed wins), webhook notification records",
+            "skips": "records of slots not run (`explain` reads them)",
+            "ticks": "records of ticks"}
+
+
+def retention_json(r: Retention) -> dict[str, Any]:
+    kept = r.settings
+    return {
+        **{f"{name}_seconds": seconds(getattr(kept, name)) for name in RETAINED},
+        "retired_before": instant(kept.retired_before),
+        "updated_at": instant(kept.updated_at),
+        "changed": {name: {"old_seconds": seconds(old), "new_seconds": seconds(new)}
+                    for name, (old, new) in r.changed.items()},
+    }
+
+
+def retention_text(r: Retention) -> str:
+    kept = r.settings
+    lines = []
+    if r.changed:
+        lines.append("set retention: " + ", ".join(
+            f"{name} {format_duration(old)} -> {format_duration(new)}"
+            for name, (old, new) in r.changed.items()))
+    lines.append(table(["KEEP", "FOR", "WHAT"],
+                       [(name, format_duration(getattr(kept, name)), what)
+                        for name, what in RETAINED.items()]))
+    lines.append("")
+    lines.append("retired   " + (f"history retiring before {short(kept.retired_before)}"
+                                  " may be gone" if kept.retired_before is not None
+                                  else "nothing yet"))
+    lines.append(f"updated   {short(kept.updated_at)}")
     return "\n".join(lines)
 
 

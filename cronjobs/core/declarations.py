@@ -10,6 +10,7 @@ names the file and line, or the decorated function, the job and the field.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import tomllib
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cronjobs.core.definitions import validate_spec
-from cronjobs.core.spec import build_spec
+from cronjobs.core.spec import GLOBAL_KEEP, build_spec
 from cronjobs.durations import format_duration
 from cronjobs.errors import InvalidDefinition, UsageError
 from cronjobs.models import Definition, DefinitionSpec
@@ -35,6 +36,7 @@ FIELDS: dict[str, str] = {
     "backoff": "duration", "timeout": "duration", "lease": "duration",
     "alert_command": "text", "alert_on_failure": "boolean", "pause_after_failures": "integer",
     "group": "text", "notify": "urls", "notify_on": "events",
+    "keep_succeeded": "duration", "keep_failed": "duration",
 }
 DURATION_FIELDS = {name for name, kind in FIELDS.items() if kind == "duration"}
 _OPTION = re.compile(r"--([a-z]+(?:-[a-z]+)*)")
@@ -276,7 +278,14 @@ def fields_of(job: DefinitionSpec | Definition) -> dict[str, Any]:
         "group": job.group_name,
         "notify": list(job.notify_urls),
         "notify_on": [str(event) for event in job.notify_on],
+        "keep_succeeded": _keep(job.keep_succeeded),
+        "keep_failed": _keep(job.keep_failed),
     }
+
+
+def _keep(value: dt.timedelta | None) -> str:
+    """A job's own retention as written (``30d``), or ``default``: the global one."""
+    return GLOBAL_KEEP if value is None else format_duration(value)
 
 
 def masked(fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from cronjobs import cron as schedules
+from cronjobs.core.retention import KEEP_LEAST, KEEP_MOST
 from cronjobs.cron.describe import describe_schedule
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
@@ -96,6 +97,10 @@ def validate_spec(spec: DefinitionSpec) -> None:
         check_notify_url(url)
     if len(spec.notify_urls) > MAX_NOTIFY_URLS:
         raise UsageError(f"invalid --notify: at most {MAX_NOTIFY_URLS} URLs per job")
+    for keep, option in ((spec.keep_succeeded, "--keep-succeeded"),
+                         (spec.keep_failed, "--keep-failed")):
+        if keep is not None and not KEEP_LEAST <= keep <= KEEP_MOST:
+            raise UsageError(f"invalid {option}: must be between 1d and 3650d")
 
 
 def define(

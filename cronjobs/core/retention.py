@@ -20,6 +20,8 @@ import logging
 from dataclasses import dataclass
 
 from cronjobs.db.store import Store
+from cronjobs.db.stores.retention import RetentionSettings
+from cronjobs.durations import parse_bounded
 from cronjobs.errors import LockBusy
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,9 @@ log = logging.getLogger(__name__)
 AHEAD_DAYS = 3
 LOCK_TIMEOUT = dt.timedelta(milliseconds=200)
 BATCH = 1000
+# how long history may be kept, globally and by a job (the schema's CHECKs say the same)
+KEEP_LEAST = dt.timedelta(days=1)
+KEEP_MOST = dt.timedelta(days=3650)
 
 
 @dataclass
@@ -139,3 +144,41 @@ def _retire(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta, batch
         report.retired_rows += gone
         if gone < BATCH:
             break
+
+
+# -- the settings (`cronjobs retention`) --------------------------------------------------------
+
+@dataclass(frozen=True)
+class Retention:
+    """The global retention, and what a call changed: setting -> (old, new)."""
+
+    settings: RetentionSettings
+    changed: dict[str, tuple[dt.timedelta, dt.timedelta]]
+
+
+def parse_keep(text: str, *, option: str) -> dt.timedelta:
+    """A retention as users write it (``30d``, ``12w``): from 1 day to 3650 days."""
+    return parse_bounded(text, option=option, minimum=KEEP_LEAST, maximum=KEEP_MOST)
+
+
+def retention(store: Store, *, succeeded: str | None = None, failed: str | None = None,
+              skips: str | None = None, ticks: str | None = None) -> Retention:
+    """The global retention, after setting the ones given (the others stay). Every value is
+    checked first (a bad one is a UsageError naming its option, and nothing is written);
+    values equal to the stored ones write nothing."""
+    texts = {"succeeded": succeeded, "failed": failed, "skips": skips, "ticks": ticks}
+    given = {name: parse_keep(text, option=f"--{name}")
+             for name, text in texts.items() if text is not None}
+    if not given:
+        return Retention(store.retention.settings(), {})
+    with store.transaction():
+        current = store.retention.settings()
+        changed = {name: (getattr(current, name), value) for name, value in given.items()
+                   if getattr(current, name) != value}
+        if not changed:
+            return Retention(current, {})
+        new = {name: changed[name][1] for name in changed}
+        stored = store.retention.set_retention(
+            succeeded=new.get("succeeded"), failed=new.get("failed"), skips=new.get("skips"),
+            ticks=new.get("ticks"), now=store.now())
+    return Retention(stored, changed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from cronjobs.core.retention import parse_keep
 from cronjobs.cron import check_timezone
 from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
@@ -21,6 +22,7 @@ SECOND = dt.timedelta(seconds=1)
 DAY = dt.timedelta(days=1)
 BACKOFF_CAP = dt.timedelta(hours=1)
 NO_VALUE = ("none", "never", "off")
+GLOBAL_KEEP = "default"  # a job's --keep-succeeded/--keep-failed: the global retention's
 
 
 def build_spec(
@@ -45,6 +47,8 @@ def build_spec(
     group: str | None = None,
     notify: tuple[str, ...] = (),
     notify_on: tuple[str, ...] = (),
+    keep_succeeded: str = GLOBAL_KEEP,
+    keep_failed: str = GLOBAL_KEEP,
 ) -> DefinitionSpec:
     """Validate every option; the first problem raises a UsageError naming the option.
 
@@ -89,6 +93,8 @@ def build_spec(
         group_name=group,
         notify_urls=notify_urls(notify),
         notify_on=notify_events(notify_on),
+        keep_succeeded=keep(keep_succeeded, "--keep-succeeded"),
+        keep_failed=keep(keep_failed, "--keep-failed"),
     )
 
 
@@ -141,3 +147,13 @@ def _optional(text: str, option: str, *, maximum: dt.timedelta) -> dt.timedelta 
     if text.strip().lower() in NO_VALUE:
         return None
     return parse_bounded(text, option=option, minimum=SECOND, maximum=maximum)
+
+
+def keep(text: str, option: str) -> dt.timedelta | None:
+    """A job's own retention (1d to 3650d), or ``default``: the global one (None)."""
+    if text.strip().lower() == GLOBAL_KEEP:
+        return None
+    try:
+        return parse_keep(text, option=option)
+    except UsageError as exc:
+        raise UsageError(f"{exc.message} (or {GLOBAL_KEEP}: the global retention)") from None

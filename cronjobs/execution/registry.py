@@ -57,6 +57,8 @@ def job(
     group: str | None = None,
     notify: str | Sequence[str] | None = None,
     notify_on: str | Sequence[str] | None = None,
+    keep_succeeded: str | None = None,
+    keep_failed: str | None = None,
 ) -> Callable[[F], F]:
     """Register the decorated function as the handler called ``name``::
 
@@ -75,7 +77,9 @@ def job(
         def nightly_cleanup(ctx): ...
 
     ``notify`` is one URL or a list of them; ``notify_on`` a list of events or a
-    comma-separated string (``"dead,recovery"``).
+    comma-separated string (``"dead,recovery"``). ``keep_succeeded`` and ``keep_failed``
+    keep the job's finished runs longer or shorter than the global retention (``"30d"``;
+    ``"default"``, or left out: the global one).
     """
     check_name(name, what="handler name")
     given = {key: value for key, value in (
@@ -84,7 +88,8 @@ def job(
         ("overlap", overlap), ("max_attempts", max_attempts), ("backoff", backoff),
         ("timeout", timeout), ("lease", lease), ("alert_command", alert_command),
         ("alert_on_failure", alert_on_failure), ("pause_after_failures", pause_after_failures),
-        ("group", group), ("notify", _listed(notify)), ("notify_on", _listed(notify_on)))
+        ("group", group), ("notify", _listed(notify)), ("notify_on", _listed(notify_on)),
+        ("keep_succeeded", keep_succeeded), ("keep_failed", keep_failed))
         if value is not None}
     if schedule is None and given:
         raise UsageError(f"job {name!r}: {', '.join(sorted(given))} given without a schedule "

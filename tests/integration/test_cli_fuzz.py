@@ -66,6 +66,9 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("apply", ["TEXT", "--source", "TEXT", "--prune"]),
     ("export", ["NAME", "--format", "TEXT"]),
     ("define", ["NAME", "@daily", "--group", "TEXT"]),
+    ("define", ["NAME", "@daily", "--keep-succeeded", "TEXT", "--keep-failed", "TEXT"]),
+    ("retention", ["--succeeded", "TEXT", "--ticks", "TEXT"]),
+    ("retention", ["--failed", "TEXT", "--skips", "TEXT"]),
     ("group", ["set", "TEXT", "--max-running", "TEXT"]),
     ("group", ["show", "NAME"]),
 ]
@@ -211,7 +214,11 @@ SHAPES: dict[str, list[list[str]]] = {
                ["job", "@daily", "--group", "NAME"],
                ["job", "@daily", "--notify", "URL"],
                ["job", "@daily", "--notify", "https://example.com/hook", "--notify", "URL"],
-               ["job", "@daily", "--notify-on", "EVENTS"]],
+               ["job", "@daily", "--notify-on", "EVENTS"],
+               ["job", "@daily", "--keep-succeeded", "KEEP"],
+               ["job", "@daily", "--keep-succeeded", "30d", "--keep-failed", "KEEP"]],
+    "retention": [["--succeeded", "KEEP"], ["--failed", "KEEP"], ["--skips", "KEEP"],
+                  ["--ticks", "KEEP"], ["--succeeded", "30d", "--ticks", "KEEP"]],
     "group": [["set", "NAME", "--max-running", "2"], ["show", "NAME"], ["remove", "NAME"]],
     "pause": [["existing", "--until", "TIME"], ["NAME"]],
     "next": [["@daily", "--from", "TIME"], ["existing", "--from", "TIME"],
@@ -252,6 +259,15 @@ bad_events = st.one_of(
                                                                   "recovery"}
         and not t.startswith("-")),
 )
+# retentions: not a duration, or outside 1 day to 3650 days
+bad_keeps = st.one_of(
+    bad_durations.filter(lambda t: t.strip().lower() != "default"),
+    st.integers(min_value=1, max_value=86399).map(lambda n: f"{n}s"),
+    st.integers(min_value=1, max_value=23).map(lambda n: f"{n}h"),
+    st.integers(min_value=3651, max_value=36500).map(lambda n: f"{n}d"),
+    st.integers(min_value=522, max_value=5214).map(lambda n: f"{n}w"),
+    st.sampled_from(["0d", "3650d1s", "86399", "never", "none", "global"]),
+)
 bad_run_ids = st.one_of(st.sampled_from(["0", "-1", "x", "", "1.5", str(2**63), "1e3"]),
                         st.integers(max_value=0).map(str))
 BAD = {"URL": bad_urls,
@@ -259,7 +275,7 @@ BAD = {"URL": bad_urls,
        "DASHBOARD": bad_urls.filter(lambda u: u != ""), "EVENTS": bad_events,
        "RUNID": bad_run_ids, "NAME": bad_names, "SCHEDULE": bad_schedules, "ZONE": bad_zones,
        "JSON": bad_payloads,
-       "DUR": bad_durations, "TIME": bad_instants}
+       "DUR": bad_durations, "KEEP": bad_keeps, "TIME": bad_instants}
 
 
 @st.composite
@@ -322,7 +338,7 @@ _toml_keys = st.sampled_from(["schedule", "tz", "command", "handler", "payload",
                               "catchup_limit", "starting_deadline", "overlap", "max_attempts",
                               "backoff", "timeout", "lease", "alert_command",
                               "alert_on_failure", "pause_after_failures", "notify",
-                              "notify_on"])
+                              "notify_on", "keep_succeeded", "keep_failed"])
 
 
 def _toml_string(text: str) -> str:
@@ -375,7 +391,7 @@ def bad_job_files(draw: st.DrawFn) -> str:
                                 "catchup_limit", "starting_deadline", "overlap", "max_attempts",
                                 "backoff", "timeout", "lease", "alert_command",
                                 "alert_on_failure", "pause_after_failures", "group",
-                                "notify", "notify_on")))
+                                "notify", "notify_on", "keep_succeeded", "keep_failed")))
         return GOOD_JOB + f'[jobs.bad]\nschedule = "@daily"\n{key} = 1\n'
     if kind == "type":
         key = draw(_toml_keys)
@@ -391,6 +407,8 @@ def bad_job_files(draw: st.DrawFn) -> str:
         ("max_attempts", st.integers().filter(lambda n: not 1 <= n <= 100)),
         ("catchup_limit", st.integers().filter(lambda n: not 1 <= n <= 10000)),
         ("pause_after_failures", st.integers().filter(lambda n: not 1 <= n <= 1000)),
+        ("keep_succeeded", bad_keeps), ("keep_failed", bad_keeps),
+        ("keep_failed", st.integers().filter(lambda n: not 86400 <= n <= 3650 * 86400)),
     ]))
     value = draw(strategy)
     written = str(value) if isinstance(value, int) else _toml_string(value)

@@ -4,6 +4,7 @@ field."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import sys
 import textwrap
@@ -44,6 +45,9 @@ def test_the_example_file_declares_its_jobs() -> None:
     assert specs[0].pause_after_failures == 5
     assert specs[0].notify_urls == ("https://hooks.example.com/services/T000/B000/XXXX",)
     assert specs[0].notify_on == (NotifyEvent.DEAD, NotifyEvent.RECOVERY)
+    assert (specs[0].keep_succeeded, specs[0].keep_failed) == (dt.timedelta(days=30),
+                                                               dt.timedelta(days=180))
+    assert (specs[1].keep_succeeded, specs[1].keep_failed) == (None, None)
     assert specs[1].command == "pg_dump mydb > /backups/db.sql"
     assert specs[1].handler is None
     assert specs[1].notify_urls == ()
@@ -60,7 +64,7 @@ def test_the_decorator_and_the_file_give_identical_definitions(
                       max_attempts=5, backoff="1m", lease="2m", alert_command="echo dead",
                       alert_on_failure=True, pause_after_failures=3,
                       notify=["https://hooks.example.com/T1/s3cret", "http://10.0.0.5:8080/h"],
-                      notify_on="failure,dead")
+                      notify_on="failure,dead", keep_succeeded="12w", keep_failed="default")
         def cleanup(ctx):
             pass
     '''))
@@ -86,6 +90,8 @@ def test_the_decorator_and_the_file_give_identical_definitions(
         pause_after_failures = 3
         notify = ["https://hooks.example.com/T1/s3cret", "http://10.0.0.5:8080/h"]
         notify_on = ["dead", "failure"]
+        keep_succeeded = "84d"
+        keep_failed = "default"
     ''')
     from_file = read_jobs_file(path).declarations
     code_spec = to_specs([Declaration(from_code.name, from_code.options, from_code.where)])
@@ -96,7 +102,9 @@ def test_the_decorator_and_the_file_give_identical_definitions(
         starting_deadline="10m", max_attempts=5, backoff="1m", lease="2m",
         alert_command="echo dead", alert_on_failure=True, pause_after_failures=3,
         notify=("https://hooks.example.com/T1/s3cret", "http://10.0.0.5:8080/h"),
-        notify_on=("dead", "failure"))
+        notify_on=("dead", "failure"), keep_succeeded="2016h")
+    assert (code_spec[0].keep_succeeded, code_spec[0].keep_failed) == (dt.timedelta(weeks=12),
+                                                                       None)
     assert code_spec[0].notify_on == (NotifyEvent.DEAD, NotifyEvent.FAILURE)
     # one URL as a string, the events as an array: the same job again
     one = job("decl_one", schedule="@daily", notify="https://hooks.example.com/x",
@@ -179,6 +187,14 @@ def test_a_bad_decorator_argument_names_the_function_the_job_and_the_field() -> 
     ('[jobs.a]\nschedule = "@daily"\nnotify_on = { dead = true }\n',
      "jobs.toml:1: job 'a': field 'notify_on' must be an array of events or comma-separated "
      "text, got a table"),
+    ('[jobs.a]\nschedule = "@daily"\nkeep_succeeded = "12h"\n',
+     "jobs.toml:1: job 'a': invalid keep_succeeded '12h': must be between 1d and 3650d (or "
+     "default: the global retention)"),
+    ('[jobs.a]\nschedule = "@daily"\nkeep_failed = "forever"\n',
+     "jobs.toml:1: job 'a': invalid keep_failed 'forever': use a number with a unit"),
+    ('[jobs.a]\nschedule = "@daily"\nkeep_failed = true\n',
+     "jobs.toml:1: job 'a': field 'keep_failed' must be a duration such as \"1h\", got a "
+     "boolean"),
     ('sources = "x"\n', "jobs.toml: unknown top-level key 'sources'"),
     ('jobs = 1\n', "jobs.toml: 'jobs' must be a table"),
 ])
@@ -254,6 +270,9 @@ _BAD_VALUES = {
     "max_attempts": st.one_of(st.integers(max_value=0), st.integers(min_value=101)),
     "catchup_limit": st.one_of(st.integers(max_value=0), st.integers(min_value=10001)),
     "pause_after_failures": st.one_of(st.integers(max_value=0), st.integers(min_value=1001)),
+    "keep_succeeded": st.sampled_from(["0d", "23h", "3651d", "522w", "none", "global", ""]),
+    "keep_failed": st.one_of(st.sampled_from(["1s", "forever", "-1d", [30]]),
+                             st.integers(min_value=3650 * 86400 + 1).map(lambda n: f"{n}s")),
     "payload": st.sampled_from(["[]", "{", '{"a": NaN}', "null"]),
     "alert_command": st.sampled_from(["", "   ", "a\x00b"]),
     "group": st.sampled_from(["", "bad name", "_x", "x" * 129]),

@@ -320,7 +320,7 @@ WITH moved AS (
     RETURNING id
 )
 UPDATE job_attempts SET stage = 'queue'
-WHERE stage = 'legacy' AND run_id IN (SELECT id FROM moved);
+WHERE stage = 'legacy' AND run_id = ANY(ARRAY(SELECT id FROM moved));
 
 -- retention of notifications and skipped slots: the oldest first
 CREATE INDEX job_notifications_sent_idx ON job_notifications (sent_at);

@@ -52,6 +52,8 @@ class DefinitionStore(Queries):
             "group_name": spec.group_name,
             "notify_urls": list(spec.notify_urls),
             "notify_on": [event.value for event in spec.notify_on],
+            "keep_succeeded": spec.keep_succeeded,
+            "keep_failed": spec.keep_failed,
             "now": now,
             "next_due_at": next_due_at,
         }
