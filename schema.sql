@@ -118,6 +118,11 @@ CREATE INDEX job_definitions_group_idx
 -- the jobs in a run of failures, which a success resets (finish_runs): usually none
 CREATE INDEX job_definitions_failing_idx
     ON job_definitions (id) WHERE consecutive_failures <> 0;
+-- the jobs with a retention of their own (the tick makes the days their runs retire on)
+CREATE INDEX job_definitions_keep_succeeded_idx
+    ON job_definitions (keep_succeeded) WHERE keep_succeeded IS NOT NULL;
+CREATE INDEX job_definitions_keep_failed_idx
+    ON job_definitions (keep_failed) WHERE keep_failed IS NOT NULL;
 
 -- Fleet-wide limits: at most max_running runs of a group's jobs hold a lease at once,
 -- across every tick (the claim locks the group's row: claims of one group take turns). A
@@ -152,6 +157,8 @@ CREATE TABLE cronjobs_retention (
     -- runs whose retention ended before this instant may have been dropped: `backfill`
     -- refuses the slots they may have run (NULL: nothing retired yet)
     retired_before timestamptz,
+    -- when a tick last looked after the storage (one a minute does: claim_upkeep)
+    upkept_at      timestamptz,
     updated_at     timestamptz NOT NULL DEFAULT now()
 );
 INSERT INTO cronjobs_retention DEFAULT VALUES;

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from cronjobs.clock import Clock
 from cronjobs.core.materialise import MaterialiseReport, materialise
 from cronjobs.core.prune import prune
-from cronjobs.core.retention import Upkeep, make_days_ahead, upkeep
+from cronjobs.core.retention import Upkeep, tick_upkeep
 from cronjobs.db.store import Store
 from cronjobs.durations import format_duration
 from cronjobs.errors import UsageError
@@ -96,7 +96,6 @@ def tick(store: Store, options: TickOptions, *,
     observer = RunObserver.for_tick(store, clock.now, tick_id=tick_id, worker=options.worker,
                                     dashboard_url=options.dashboard_url)
     try:
-        make_days_ahead(store, now=now)  # before any run can finish
         if options.run_ids is None:
             report.materialise = materialise(store, now, tick_id=tick_id)
         executor = Executor(store, options, clock=clock, tick_id=tick_id, due_at=now,
@@ -105,8 +104,9 @@ def tick(store: Store, options: TickOptions, *,
         report.execute = executor.run()
         report.waiting = store.reports.waiting_for_handlers(now=now, handlers=handlers)
         if not should_stop():
-            # retention, on by default: a little of the storage's upkeep every tick
-            report.upkeep = upkeep(store, now=clock.now())
+            # retention, on by default: the storage's upkeep, by one tick a minute (a run
+            # that finished before its day was made waits in the default partition)
+            report.upkeep = tick_upkeep(store, now=clock.now()) or Upkeep(busy=True)
         if options.retention is not None and not should_stop():
             # A little at a time, so the history never grows without bound.
             report.pruned = prune(store, older_than=options.retention,

@@ -49,7 +49,7 @@ GRANT USAGE ON SEQUENCE job_runs_id_seq, job_attempts_id_seq TO cronjobs_tick;
 GRANT SELECT, INSERT, DELETE ON job_skips TO cronjobs_tick;
 GRANT SELECT, INSERT, DELETE ON job_notifications TO cronjobs_tick;
 -- retention: the tick reads the settings and records what it retired
-GRANT SELECT, UPDATE (retired_before) ON cronjobs_retention TO cronjobs_tick;
+GRANT SELECT, UPDATE (retired_before, upkept_at) ON cronjobs_retention TO cronjobs_tick;
 GRANT EXECUTE ON FUNCTION cronjobs_add_history_day(date), cronjobs_drop_history_day(date)
     TO cronjobs_tick;
 -- Group limits: the tick reads them and locks a group's row while it claims (FOR UPDATE

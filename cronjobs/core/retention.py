@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 # still finds its days made (a run whose day is missing goes to the default partition)
 AHEAD_DAYS = 3
 LOCK_TIMEOUT = dt.timedelta(milliseconds=200)
+# one tick in this long does the upkeep (the others ask with one statement, and go)
+UPKEEP_EVERY = dt.timedelta(seconds=55)
 BATCH = 1000
 # how long history may be kept, globally and by a job (the schema's CHECKs say the same)
 KEEP_LEAST = dt.timedelta(days=1)
@@ -78,13 +80,12 @@ def ensure_partitions(store: Store, *, now: dt.datetime,
     return len(missing)
 
 
-def make_days_ahead(store: Store, *, now: dt.datetime) -> None:
-    """At a tick's start: the days its finishes need, if another tick is not making
-    them and no lock is busy (else the default partition catches the runs until then)."""
-    try:
-        ensure_partitions(store, now=now)
-    except LockBusy:
-        log.info("partitions postponed: a lock was busy", extra={"action": "retention"})
+def tick_upkeep(store: Store, *, now: dt.datetime) -> Upkeep | None:
+    """At the end of a tick: the upkeep, if no tick did it in the last UPKEEP_EVERY (one
+    statement decides, whichever ticks ask at once; None when another tick has it)."""
+    if not store.retention.claim_upkeep(now=now, every=UPKEEP_EVERY):
+        return None
+    return upkeep(store, now=now)
 
 
 def upkeep(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta = LOCK_TIMEOUT,
@@ -127,9 +128,9 @@ def _retire(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta, batch
     before = dt.datetime.combine(today, dt.time(), dt.UTC)
     expired = sorted({day for days in store.retention.history_partitions().values()
                       for day in days if day < today})
-    report.released += store.retention.release_kept(before=now)
     if not expired and not store.retention.default_has_expired(before=now):
-        return  # nothing retires yet: the usual tick
+        return  # nothing retires yet: the usual minute
+    report.released += store.retention.release_kept(before=now)
     # what outlives its day moves to the kept runs first (its own transaction: a day's
     # rows only change by moving out, so nothing needing it arrives before the drop)
     report.kept += store.retention.keep_before_retiring(before=now)

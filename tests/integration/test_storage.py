@@ -162,11 +162,12 @@ def test_retirement_drops_whole_days_and_keeps_what_must_outlive_them(
     assert str(runs["stopped"]) in cli("runs", "stopped").stdout
 
     # acknowledged, a dead run no longer needs keeping once a later one died; a kept
-    # success goes once its job succeeds again
+    # success goes once its job succeeds again (the upkeep looks at the kept runs when a
+    # day retires: once a day)
     assert cli("ack", str(runs["broken"])).exit_code == 0
     db.execute("UPDATE job_definitions SET last_failed_at = now() WHERE name = 'broken'")
     db.execute("UPDATE job_definitions SET last_succeeded_at = now() WHERE name = 'stopped'")
-    assert upkeep(store, now=now).released == 2
+    assert store.retention.release_kept(before=now) == 2
     assert dict(db.execute("SELECT id, stage FROM job_runs").fetchall()) == {
         runs["steady-new"]: "history", runs["fixed-latest"]: "history"}
     # a second upkeep finds nothing to do

@@ -17,6 +17,12 @@ ALTER TABLE job_definitions
     ADD COLUMN last_succeeded_at timestamptz,
     ADD COLUMN last_failed_at timestamptz;
 
+-- the jobs with a retention of their own (the tick makes the days their runs retire on)
+CREATE INDEX job_definitions_keep_succeeded_idx
+    ON job_definitions (keep_succeeded) WHERE keep_succeeded IS NOT NULL;
+CREATE INDEX job_definitions_keep_failed_idx
+    ON job_definitions (keep_failed) WHERE keep_failed IS NOT NULL;
+
 -- each job's last success and death, from the old latest-run index (one probe per job)
 UPDATE job_definitions AS d
 SET last_succeeded_at = (SELECT max(finished_at) FROM job_runs
@@ -47,6 +53,8 @@ CREATE TABLE cronjobs_retention (
     -- runs whose retention ended before this instant may have been dropped: `backfill`
     -- refuses the slots they may have run (NULL: nothing retired yet)
     retired_before timestamptz,
+    -- when a tick last looked after the storage (one a minute does: claim_upkeep)
+    upkept_at      timestamptz,
     updated_at     timestamptz NOT NULL DEFAULT now()
 );
 INSERT INTO cronjobs_retention DEFAULT VALUES;

@@ -70,6 +70,14 @@ DELETE FROM job_ticks WHERE id IN (
     ORDER BY started_at LIMIT %(batch)s)
 RETURNING id;
 
+-- name: claim_upkeep
+-- Whether this tick does the storage's upkeep now: the first to ask once the last upkeep
+-- is %(every)s old (or in the future: a clock moved back) takes it, in one statement;
+-- concurrent ticks queue on the row and find it taken.
+UPDATE cronjobs_retention SET upkept_at = %(now)s
+WHERE upkept_at IS NULL OR upkept_at <= %(now)s - %(every)s OR upkept_at > %(now)s
+RETURNING true AS claimed;
+
 -- name: maintenance_lock
 -- One tick at a time looks after the storage (the others skip it: it is never urgent).
 -- Held until the transaction ends.

@@ -50,6 +50,9 @@ class RetentionStore(Queries):
         self._send("lock_timeout", {"timeout": f"{int(lock_timeout.total_seconds() * 1000)}ms"})
         return bool(self._values("maintenance_lock")[0])
 
+    def claim_upkeep(self, *, now: dt.datetime, every: dt.timedelta) -> bool:
+        return bool(self._values("claim_upkeep", {"now": now, "every": every}))
+
     def retentions_in_use(self) -> list[dt.timedelta]:
         return list(self._values("retentions_in_use"))
 
