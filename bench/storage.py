@@ -989,3 +989,52 @@ def _costed_drain(server: Server, inspect_db: str, system: System, count: int,
 BENCHMARKS = {"storage_scale": bench_storage_scale, "storage_snapshot": bench_storage_snapshot,
               "storage_retire": bench_storage_retire, "storage_write": bench_storage_write}
 GROUPS = {"storage": tuple(BENCHMARKS)}
+
+
+# -- the Markdown tables ------------------------------------------------------------------------
+
+
+def _num(value: float, unit: str) -> str:
+    if unit == "s":
+        return f"{value * 1000:,.0f} ms" if value < 10 else f"{value:,.1f} s"
+    if unit == "x":
+        return f"{value:.2f}\u00d7"
+    if unit in ("runs/s", "rows", "B", "MB", "ms"):
+        return f"{value:,.0f} {unit}" if unit != "ms" or value >= 10 else f"{value:.1f} ms"
+    return f"{value:,.1f}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The storage sections of a run's JSON as Markdown tables (figures min / median,
+    targets met or not)."""
+    out: list[str] = []
+    for name in BENCHMARKS:
+        section = results["sections"].get(name)
+        if section is None:
+            continue
+        out.append(f"### {section.get('title', name)}\n")
+        if "error" in section:
+            out.append(f"ERROR: {section['error']}\n")
+            continue
+        out.append(f"{section['method']}\n")
+        out.append("| figure | min | median |\n|---|---|---|")
+        for fig, v in section["figures"].items():
+            if fig.startswith("page ") and ": p95" not in fig:
+                continue  # every request's time: the p95 rows below say it
+            out.append(f"| {fig} | {_num(v['min'], v['unit'])} | "
+                       f"{_num(v['median'], v['unit'])} |")
+        for r in section["ratios"]:
+            out.append(f"| {r['name']} | {r['min']:.2f}\u00d7 | {r['median']:.2f}\u00d7 |")
+        out.append("")
+        if section["targets"]:
+            out.append("| target | measured (min / median) | verdict |\n|---|---|---|")
+            for t in section["targets"]:
+                word = t["verdict"] if t["verdict"] == "met" else f"**{t['verdict']}**"
+                out.append(f"| {t['text']} | {_num(t['measured_min'], t['unit'])} / "
+                           f"{_num(t['measured'], t['unit'])} | {word} |")
+            out.append("")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(json.loads(Path(sys.argv[1]).read_text())), end="")
