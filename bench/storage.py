@@ -353,11 +353,11 @@ def _scale_dashboard(ctx: Context, s: Section, dbs: dict[str, str]) -> None:
                 timeouts.append(f"{name} {path}")
                 sql(server, db, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                     "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-                label = _label(path)
-                s.figure(f"page {label} ({name})", "ms", times)
-                p95 = benchlib.percentile(times, 95)
-                p95s.setdefault(label, {})[name] = p95
-                log(f"  {name} {path}: p95 {p95:.0f} ms")
+            label = _label(path)
+            s.figure(f"page {label} ({name})", "ms", times)
+            p95 = benchlib.percentile(times, 95)
+            p95s.setdefault(label, {})[name] = p95
+            log(f"  {name} {path}: p95 {p95:.0f} ms")
     traced: dict[str, Any] = {}
     paths = _pages(server, dbs["full history"])
     for path in paths:
