@@ -29,7 +29,8 @@ def noop(ctx):
 REPEATS = {"empty_tick": (15, 3), "idle_definitions": (7, 2), "materialise": (5, 1),
            "throughput": (3, 1), "lateness": (3, 1), "memory": (3, 1), "pgbench": (2, 1),
            "engine": (3, 1), "claim_rows": (1, 1), "due_at_once": (3, 1),
-           "engine_compare": (3, 1)}
+           "engine_compare": (3, 1), "storage_scale": (3, 1), "storage_snapshot": (1, 1),
+           "storage_retire": (1, 1), "storage_write": (3, 1)}
 
 
 
@@ -99,6 +100,8 @@ class Context:
     baseline_ref: str = "dab99c0"
     compare_processes: tuple[int, ...] = (1, 4)
     history: int = 0  # finished runs already in the database of every drain
+    # the storage benchmarks (issue 26): their sizes and options (storage.py)
+    storage: dict[str, Any] = field(default_factory=dict)
 
     def repeats(self, section: str) -> int:
         if self.repeat is not None:

@@ -31,6 +31,7 @@ from typing import Any
 
 import benchlib
 import engine
+import storage
 from benchlib import Server, log
 from common import Context, Section
 from compare import bench_engine_compare
@@ -55,11 +56,14 @@ BENCHMARKS: dict[str, Callable[[Context], Section]] = {
     **engine.BENCHMARKS,
     "engine_compare": bench_engine_compare,
     "upgrade": bench_upgrade,
+    **storage.BENCHMARKS,
 }
 # names that stand for several benchmarks in --only
-GROUPS: dict[str, tuple[str, ...]] = {**engine.GROUPS}
+GROUPS: dict[str, tuple[str, ...]] = {**engine.GROUPS, **storage.GROUPS}
 # run only when named in --only (it installs two versions of cronjobs with pip)
-OPT_IN = ("engine_compare", "upgrade")
+# (and the upgrade and storage benchmarks: at full size they load millions of runs and run
+# for long)
+OPT_IN = ("engine_compare", "upgrade", *storage.BENCHMARKS)
 
 
 def machine(server: Server) -> dict[str, Any]:
@@ -143,7 +147,16 @@ def make_context(server: Server, args: argparse.Namespace) -> Context:
                    due_ticks=args.due_ticks or 4,
                    baseline_ref=args.baseline_ref,
                    compare_processes=args.processes or (1, 4),
-                   history=args.history)
+                   history=args.history,
+                   storage={"jobs": args.storage_jobs, "history": args.storage_history,
+                            "queued": args.storage_queued,
+                            "requests": args.storage_requests,
+                            "snapshot_minutes": args.snapshot_minutes,
+                            "snapshot_window": args.snapshot_window,
+                            "retire_sizes": args.retire_sizes,
+                            "month_days": args.month_days, "month_jobs": args.month_jobs,
+                            "before_ref": args.storage_before_ref,
+                            "plot": args.storage_plot})
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -155,6 +168,38 @@ def _ints(text: str) -> tuple[int, ...]:
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected positive integers: {text!r}")
     return values
+
+
+def storage_options(parser: argparse.ArgumentParser) -> None:
+    """The storage benchmarks' sizes (storage.py); the defaults are the issue's full size."""
+    group = parser.add_argument_group("storage (issue 26: --only storage)")
+    group.add_argument("--storage-jobs", type=int, default=100_000, metavar="N",
+                       help="storage_scale: definitions (default 100000)")
+    group.add_argument("--storage-history", type=int, default=10_000_000, metavar="N",
+                       help="storage_scale: finished runs in the history (default 10000000)")
+    group.add_argument("--storage-queued", type=int, default=10_000, metavar="N",
+                       help="storage_scale, storage_write: runs per drain (default 10000)")
+    group.add_argument("--storage-requests", type=int, default=50, metavar="N",
+                       help="storage_scale: timed requests per dashboard page (default 50; "
+                            "/metrics a fifth)")
+    group.add_argument("--snapshot-minutes", type=float, default=10.0, metavar="M",
+                       help="storage_snapshot: how long the snapshot is held (default 10)")
+    group.add_argument("--snapshot-window", type=float, default=120.0, metavar="S",
+                       help="storage_snapshot: seconds of the windows before and after "
+                            "(default 120)")
+    group.add_argument("--retire-sizes", type=_ints, default=(10_000, 100_000, 1_000_000),
+                       metavar="N,N,…",
+                       help="storage_retire: runs in the day dropped (default "
+                            "10000,100000,1000000)")
+    group.add_argument("--month-days", type=int, default=30, metavar="N",
+                       help="storage_retire: simulated days (default 30; 0: none)")
+    group.add_argument("--month-jobs", type=int, default=200, metavar="N",
+                       help="storage_retire: every-minute jobs of the month (default 200)")
+    group.add_argument("--storage-before-ref", default="4a9ef3f", metavar="REF",
+                       help="storage_write: the code before the storage work (default "
+                            "4a9ef3f)")
+    group.add_argument("--storage-plot", metavar="PNG",
+                       help="storage_retire: plot the month's database size to PNG")
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -197,6 +242,7 @@ def make_parser() -> argparse.ArgumentParser:
                              "50000 with --due-ticks 16)")
     parser.add_argument("--due-ticks", type=int, default=None, metavar="K",
                         help="due_at_once: ticks started together (default 4)")
+    storage_options(parser)
     parser.add_argument("--plot", metavar="PNG",
                         help="write the engine benchmark's plot (matplotlib) to PNG")
     parser.add_argument("--markdown", metavar="FILE",
@@ -229,6 +275,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 queued=ctx.queued, isolated_queued=ctx.isolated_queued,
                 processes=list(ctx.processes), backlogs=list(ctx.backlogs), due=ctx.due,
                 due_ticks=ctx.due_ticks)
+        if any(name in storage.BENCHMARKS for name in selected):
+            results["settings"]["storage"] = {
+                k: list(v) if isinstance(v, tuple) else v for k, v in ctx.storage.items()}
+            results["settings"]["compare_processes"] = list(ctx.compare_processes)
         if "engine_compare" in selected:
             results["settings"].update(queued=ctx.queued, baseline_ref=ctx.baseline_ref,
                                        compare_processes=list(ctx.compare_processes),
