@@ -309,18 +309,15 @@ CREATE INDEX job_runs_queue_finished_idx
 CREATE TABLE job_runs_history PARTITION OF job_runs FOR VALUES IN ('history')
     PARTITION BY RANGE (retire_at);
 CREATE TABLE job_runs_history_default PARTITION OF job_runs_history DEFAULT;
--- a range of a job's slots (explain, backfill), its runs newest first
+-- a run by id; a range of a job's slots (explain, backfill), its runs newest first; the
+-- runs finished since an instant (status, metrics, prune's batches). (A BRIN index in
+-- place of the one by id or by finish, which a finish would write nothing to, was tried:
+-- the planner then read a job's whole index to find a run by id, and prune read the
+-- history whole, so these stay B-trees, about 65 bytes of WAL each per run.)
+CREATE INDEX job_runs_history_id_idx ON job_runs_history (id);
 CREATE INDEX job_runs_history_slot_idx ON job_runs_history (definition_id, scheduled_for);
 CREATE INDEX job_runs_history_job_idx ON job_runs_history (definition_id, id);
--- a run by id, the runs finished since an instant: BRIN, a summary of each range of pages.
--- A day's partition is written in the order runs finish, so ids and finish times climb
--- with the pages, and a summary finds them in a few ranges; the range being written is
--- not summarised yet (autovacuum does it), so a finish writes nothing to these indexes,
--- where a B-tree entry each costs a run about 65 bytes of WAL.
-CREATE INDEX job_runs_history_id_idx ON job_runs_history USING brin (id)
-    WITH (autosummarize = on);
-CREATE INDEX job_runs_history_finished_idx ON job_runs_history USING brin (finished_at)
-    WITH (autosummarize = on);
+CREATE INDEX job_runs_history_finished_idx ON job_runs_history (finished_at);
 
 CREATE TABLE job_runs_kept PARTITION OF job_runs FOR VALUES IN ('kept');
 CREATE INDEX job_runs_kept_id_idx ON job_runs_kept (id);
