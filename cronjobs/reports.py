@@ -181,6 +181,8 @@ class JobHealth:
     last_success_at: dt.datetime | None
     dead_unacknowledged: int
     latest_dead_id: int | None
+    cursor_at: dt.datetime  # every slot up to it is decided (materialisation)
+    next_due_at: dt.datetime | None  # its first slot after the cursor
 
 
 # A finish writes a job's last_succeeded_at at most once a minute (finish_runs): its latest

@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from cronjobs.core.health import DEFAULT_ROWS_CAP, Status, Storage, status
 from cronjobs.db.store import Store
-from cronjobs.reports import GroupUsage, JobStats
+from cronjobs.reports import GroupUsage, JobHealth, JobStats
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -44,9 +44,9 @@ def metrics(store: Store, *, now: dt.datetime | None = None,
     database's clock). ``per_job``: the per-job series in detail (None: for up to
     PER_JOB_AUTO jobs)."""
     registry = CollectorRegistry(auto_describe=False)
-    st = status(store, now=now)
+    st = status(store, now=now, every_job=False)  # the jobs with a problem, if any
     groups = [g for g in store.groups.group_usage(now=st.now) if g.max_running is not None]
-    detailed = per_job if per_job is not None else len(st.jobs) <= PER_JOB_AUTO
+    detailed = per_job if per_job is not None else st.numbers.jobs <= PER_JOB_AUTO
     stats = store.reports.job_stats(since=st.now - RECENT) if detailed else None
     registry.register(_Snapshot(st, groups, stats))
     return generate_latest(registry).decode("utf-8")
@@ -85,7 +85,7 @@ class _Snapshot(Collector):
         yield _gauge("cronjobs_healthy",
                      "1 when `cronjobs status --check` finds nothing wrong, else 0.",
                      [({}, 1.0 if st.healthy else 0.0)])
-        yield _gauge("cronjobs_jobs", "Jobs defined (not removed).", [({}, len(jobs))])
+        yield _gauge("cronjobs_jobs", "Jobs defined (not removed).", [({}, n.jobs)])
         yield _gauge("cronjobs_jobs_overdue",
                      "Jobs whose last success is older than their schedule allows.",
                      [({}, len(st.overdue))])
@@ -97,9 +97,9 @@ class _Snapshot(Collector):
                      "problem do (more than the per-job limit: see --per-job).",
                      [({}, 1.0 if self.stats is not None else 0.0)])
         # every job in detail, or only those with a problem
-        shown = jobs if self.stats is not None else [
-            j for j in jobs if j.name in st.overdue or j.dead_unacknowledged]
         stats = self.stats or []
+        shown: list[JobHealth] = list(stats) if self.stats is not None else [
+            j for j in jobs if j.name in st.overdue or j.dead_unacknowledged]
         yield _gauge("cronjobs_job_last_success_timestamp_seconds",
                      "When the job's last successful run finished (0: never).",
                      [({"job": j.name}, _ts(j.last_success_at))

@@ -71,7 +71,7 @@ def test_logs_follow_a_running_run_to_its_end(cli: Invoke, database_url: str,
 
 def test_logs_of_a_finished_run_and_while_it_runs(cli: Invoke, database_url: str,
                                                   db: psycopg.Connection[Any]) -> None:
-    one_run(cli, "printer", "--command", "echo first; sleep 3; echo second",
+    one_run(cli, "printer", "--command", "echo first; sleep 8; echo second",
             "--max-attempts", "1")
     run_id = _run_id(db)
     tick = subprocess.Popen(

@@ -31,13 +31,16 @@ INSERT INTO job_definitions (name, schedule, kind, command, cursor_at, next_due_
 SELECT 'job-' || g, '* * * * *', 'command', 'true', now(),
        now() + CASE WHEN g <= 20 THEN interval '-1 minute' ELSE interval '1 day' END
 FROM generate_series(1, 2000) AS g;
--- 50,000 runs over the first 100 jobs: 47,000 finished (every 50th dead) over the last
--- 100 days, 2,000 queued (half not due yet), 500 failed waiting for a retry, 500 running
--- (every 5th lease expired; not exclusive, so that they can run together)
+-- 50,000 runs: 47,000 finished over the first 100 jobs (every 50th dead) over the last
+-- 100 days; 2,000 queued (half not due yet), 500 failed waiting for a retry, 500 running
+-- (every 5th lease expired; not exclusive, so that they can run together) over all 2,000
+-- jobs, so that a few jobs' unfinished runs are a small part of the queue (which holds
+-- the unfinished runs alone)
 INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, max_attempts,
                       exclusive, eligible_at, attempt, started_at, finished_at, lease_owner,
                       lease_token, lease_expires_at, heartbeat_at, stage, retire_at)
-SELECT 1 + g % 100, timestamptz '2026-01-01' + g * interval '1 minute', 'schedule',
+SELECT 1 + g % CASE WHEN g <= 47000 THEN 100 ELSE 2000 END,
+       timestamptz '2026-01-01' + g * interval '1 minute', 'schedule',
        s.status, 3, s.status <> 'running',
        now() + CASE WHEN g % 2 = 0 THEN interval '1 hour' ELSE '-1 hour' END,
        1, now() - interval '1 minute',

@@ -22,6 +22,15 @@ CREATE INDEX job_definitions_keep_succeeded_idx
     ON job_definitions (keep_succeeded) WHERE keep_succeeded IS NOT NULL;
 CREATE INDEX job_definitions_keep_failed_idx
     ON job_definitions (keep_failed) WHERE keep_failed IS NOT NULL;
+-- the jobs /healthz must look at (job_health): invalid ones, and those with a slot come
+-- since their last success (as the definition knows it), not paused
+CREATE INDEX job_definitions_invalid_idx
+    ON job_definitions (id) WHERE invalid_reason IS NOT NULL AND removed_at IS NULL;
+CREATE INDEX job_definitions_unsucceeded_idx
+    ON job_definitions (id)
+    WHERE removed_at IS NULL AND paused_at IS NULL
+      AND (last_succeeded_at IS NULL OR last_succeeded_at < cursor_at)
+      AND cursor_at > greatest(created_at, schedule_since);
 
 -- each job's last success and death, from the old latest-run index (one probe per job)
 UPDATE job_definitions AS d

@@ -59,17 +59,37 @@ ORDER BY r.started_at;
 -- Per job, what status and /healthz judge: the definition's own columns (its last success
 -- to within a minute: last_succeeded_at) and its dead runs nobody acknowledged, counted
 -- from the partial index of each partition that holds them (they are few). Never a probe
--- per job into the history: cheap with 100,000 jobs.
+-- per job into the history. Unless %(every)s, only the jobs that may have a problem, each
+-- kind found through its own index (cheap with 100,000 jobs): invalid ones, those with dead
+-- runs, those with a slot due, and those with a slot come since their last success (the
+-- test of health.py's _surely_on_time, written out: job_definitions_unsucceeded_idx).
 WITH dead AS (
     SELECT definition_id, count(*) AS n, max(id) AS latest
     FROM job_runs
     WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
     GROUP BY definition_id
+), candidates AS (
+    SELECT id FROM job_definitions WHERE %(every)s AND removed_at IS NULL
+    UNION
+    SELECT id FROM job_definitions
+    WHERE NOT %(every)s AND invalid_reason IS NOT NULL AND removed_at IS NULL
+    UNION
+    SELECT definition_id FROM dead WHERE NOT %(every)s
+    UNION
+    SELECT id FROM job_definitions
+    WHERE NOT %(every)s AND removed_at IS NULL AND next_due_at <= %(now)s
+    UNION
+    SELECT id FROM job_definitions
+    WHERE NOT %(every)s AND removed_at IS NULL AND paused_at IS NULL
+      AND (last_succeeded_at IS NULL OR last_succeeded_at < cursor_at)
+      AND cursor_at > greatest(created_at, schedule_since)
 )
 SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.paused_at,
        d.invalid_reason, d.last_succeeded_at AS last_success_at,
-       coalesce(dead.n, 0) AS dead_unacknowledged, dead.latest AS latest_dead_id
+       coalesce(dead.n, 0) AS dead_unacknowledged, dead.latest AS latest_dead_id,
+       d.cursor_at, d.next_due_at
 FROM job_definitions AS d
+JOIN candidates AS c ON c.id = d.id
 LEFT JOIN dead ON dead.definition_id = d.id
 WHERE d.removed_at IS NULL
 ORDER BY d.name;
@@ -104,7 +124,7 @@ WITH recent AS (
     GROUP BY definition_id
 )
 SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.paused_at,
-       d.invalid_reason,
+       d.invalid_reason, d.cursor_at, d.next_due_at,
        (SELECT r.finished_at FROM job_runs AS r WHERE r.definition_id = d.id
             AND r.status = 'succeeded' AND r.stage <> 'queue'
         ORDER BY r.id DESC LIMIT 1) AS last_success_at,

@@ -39,9 +39,10 @@ class ReportStore(Queries):
     def running_runs(self) -> list[RunningRun]:
         return self._rows("running_runs", None, RunningRun)
 
-    def job_health(self) -> list[JobHealth]:
-        """Every job's health, cheap whatever the number of jobs and the history."""
-        return self._rows("job_health", None, JobHealth)
+    def job_health(self, *, now: dt.datetime, every: bool = True) -> list[JobHealth]:
+        """Every job's health (``every``), or only the jobs that may have a problem at
+        ``now``; cheap whatever the history."""
+        return self._rows("job_health", {"now": now, "every": every}, JobHealth)
 
     def last_success(self, definition_id: int) -> dt.datetime | None:
         """When the job's latest success finished, exactly (a probe of each partition)."""
