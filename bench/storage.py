@@ -956,6 +956,15 @@ def _costed_drain(server: Server, inspect_db: str, system: System, count: int,
     db = server.create_database(f"st_w_{system.key}", template=system.template())
     try:
         system.enqueue(db, count)
+        if scalar(server, db, "SELECT to_regprocedure('cronjobs_add_history_day(date)') "
+                  "IS NOT NULL") in (True, "t"):
+            # a history whose days are made, as a tick of the day before made them: in a
+            # fresh database, a drain's runs would all go to the default partition first
+            # and move when the day is made (writing them twice)
+            scalar(server, db, "SELECT count(cronjobs_add_history_day(d::date)) FROM ("
+                   "SELECT generate_series(now() + interval '13 days', now() + interval "
+                   "'18 days', interval '1 day') AS d UNION ALL SELECT generate_series(now() "
+                   "+ interval '89 days', now() + interval '94 days', interval '1 day')) AS x")
         oid = scalar(server, db, "SELECT oid FROM pg_database WHERE datname = "
                      "current_database()")
         benchlib.counters(server, db)  # the set-up's backends gone
