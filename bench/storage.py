@@ -62,14 +62,16 @@ WITH r AS (
     INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, attempt,
                           max_attempts, exclusive, eligible_at, started_at, finished_at,
                           exit_code, error, output_tail, created_at, updated_at, stage,
-                          retire_at)
+                          retire_at, acknowledged_at)
     SELECT x.def, x.fin - interval '2 seconds', 'schedule', x.status, 1, 1, true,
            x.fin - interval '2 seconds', x.fin - interval '1 second', x.fin,
            CASE WHEN x.status = 'dead' THEN 1 ELSE 0 END,
            CASE WHEN x.status = 'dead' THEN 'exit code 1' END, E'ok\\n',
            x.fin - interval '2 seconds', x.fin, 'history',
            x.fin + CASE WHEN x.status = 'dead' THEN %(keep_failed)s::interval
-                        ELSE %(keep_ok)s::interval END
+                        ELSE %(keep_ok)s::interval END,
+           -- (an installation whose dead runs were seen to: acknowledged)
+           CASE WHEN x.status = 'dead' THEN x.fin END
     FROM (SELECT CASE WHEN %(busy_every)s > 0 AND g %% greatest(%(busy_every)s, 1) = 0
                       THEN %(busy)s::bigint
                       ELSE %(offset)s + 1 + g %% %(defs)s END AS def,
@@ -83,6 +85,15 @@ SELECT id, 1, 'bench:1', %(uuid)s::uuid, started_at, finished_at,
        CASE WHEN status = 'dead' THEN 'failed' ELSE 'succeeded' END,
        CASE WHEN status = 'dead' THEN 1 ELSE 0 END, 'history', retire_at
 FROM r
+"""
+
+
+LAST_OUTCOMES = """
+UPDATE job_definitions AS d SET last_succeeded_at = x.ok, last_failed_at = x.died
+FROM (SELECT definition_id, max(finished_at) FILTER (WHERE status = 'succeeded') AS ok,
+             max(finished_at) FILTER (WHERE status = 'dead') AS died
+      FROM job_runs WHERE stage = 'history' GROUP BY definition_id) AS x
+WHERE d.id = x.definition_id
 """
 
 
@@ -105,6 +116,8 @@ def insert_history(server: Server, db: str, *, count: int, start: dt.datetime,
                 "uuid": UUID0})
             if count > chunk:
                 log(f"    {hi:,} / {count:,} runs")
+        # what the finishes would have left on the definitions (health reads it)
+        conn.execute(LAST_OUTCOMES)
 
 
 def add_days(server: Server, db: str, days: Sequence[dt.date]) -> None:
