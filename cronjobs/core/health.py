@@ -120,7 +120,8 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     now = now if now is not None else store.now()
     numbers = store.reports.health(now)
     running = store.reports.running_runs()
-    judged = [_job(row, now, store.reports.last_success)
+    slots: dict[tuple[str, str, str | None], dt.datetime | ScheduleError | None] = {}
+    judged = [_job(row, now, store.reports.last_success, slots)
               for row in store.reports.job_health(now=now, every=every_job)]
     jobs = [job for job, _ in judged]
     overdue = {job.name: why for job, why in judged if why is not None}
@@ -261,22 +262,25 @@ def waiting_for_handlers(store: Store, now: dt.datetime, recent: dt.timedelta,
                                       definition_id=definition_id)
 
 
-def _job(row: JobHealth, now: dt.datetime,
-         exact: Callable[[int], dt.datetime | None]) -> tuple[JobHealth, str | None]:
+def _job(row: JobHealth, now: dt.datetime, exact: Callable[[int], dt.datetime | None],
+         slots: dict[tuple[str, str, str | None], dt.datetime | ScheduleError | None]
+         ) -> tuple[JobHealth, str | None]:
     """A job's health (with ``invalid_reason`` set when its schedule cannot be evaluated),
     and why it is overdue: its last success is older than its schedule allows (or None).
     The job's last success is known to within LAST_SUCCESS_PRECISION; when that leaves the
-    answer open, ``exact`` reads it (a probe per partition, for that job alone)."""
+    answer open, ``exact`` reads it (a probe per partition, for that job alone). ``slots``:
+    the slot before the latest, by schedule, zone (and name, which only an H field reads),
+    for the jobs of one status: many jobs share a schedule."""
     if row.invalid_reason or row.paused_at is not None:
         return row, None
     if _surely_on_time(row, now):
         return row, None
-    try:
-        sched = schedules.parse(row.schedule, row.timezone, hash_key=row.name)
-        latest = sched.latest_at_or_before(now)
-        before = sched.latest_at_or_before(latest - TICK) if latest is not None else None
-    except ScheduleError as exc:
-        return dataclasses.replace(row, invalid_reason=exc.message), None
+    key = (row.schedule, row.timezone, row.name if "H" in row.schedule else None)
+    if key not in slots:
+        slots[key] = _slot_before_latest(row, now)
+    before = slots[key]
+    if isinstance(before, ScheduleError):
+        return dataclasses.replace(row, invalid_reason=before.message), None
     since = max(row.created_at, row.schedule_since)
     last = row.last_success_at
     if (before is not None and last is not None and last < before
@@ -288,6 +292,17 @@ def _job(row: JobHealth, now: dt.datetime,
         shown = "never succeeded" if last is None else f"last success {_age(now - last)} ago"
         return row, f"{shown}; expected a success since the slot of {before.isoformat()}"
     return row, None
+
+
+def _slot_before_latest(row: JobHealth, now: dt.datetime) -> dt.datetime | ScheduleError | None:
+    """The job's slot before its latest at or before ``now`` (None: it has none), or why its
+    schedule cannot be evaluated."""
+    try:
+        sched = schedules.parse(row.schedule, row.timezone, hash_key=row.name)
+        latest = sched.latest_at_or_before(now)
+        return sched.latest_at_or_before(latest - TICK) if latest is not None else None
+    except ScheduleError as exc:
+        return exc
 
 
 def _surely_on_time(row: JobHealth, now: dt.datetime) -> bool:
