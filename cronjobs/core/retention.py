@@ -136,9 +136,7 @@ def _retire(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta, batch
     report.kept += store.retention.keep_before_retiring(before=now)
     store.retention.record_retired(before=now)
     for day in expired:
-        with store.transaction():  # short: it locks the history's parent tables
-            store.retention.try_maintenance_lock(lock_timeout=lock_timeout)
-            store.retention.drop_history_day(day)
+        store.retention.drop_history_day(day, lock_timeout=lock_timeout)
         report.dropped += 1
     for _ in range(batches):
         gone = store.retention.retire_default_runs(before=before, batch=BATCH)

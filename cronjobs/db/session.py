@@ -173,6 +173,11 @@ class Session:
 
     # -- the clock ----------------------------------------------------------------------
 
+    def lock_timeout(self, timeout: dt.timedelta) -> None:
+        """In a transaction: its statements wait ``timeout`` at most for a lock, then fail
+        (LockBusy)."""
+        self.send("lock_timeout", {"timeout": f"{int(timeout.total_seconds() * 1000)}ms"})
+
     def now(self) -> dt.datetime:
         """The database's clock: the truth every decision is made against."""
         value: dt.datetime = self.values("now")[0]

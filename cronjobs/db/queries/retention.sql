@@ -83,12 +83,6 @@ RETURNING true AS claimed;
 -- Held until the transaction ends.
 SELECT pg_try_advisory_xact_lock(7161124402215412276) AS locked;
 
--- name: lock_timeout
--- The storage's DDL waits this long at most for its locks (SET LOCAL: until the
--- transaction ends), then gives up until the next tick: a partition made or dropped a
--- minute later costs nothing, a claim queued behind a DDL lock would.
-SELECT set_config('lock_timeout', %(timeout)s, true);
-
 -- name: retentions_in_use
 -- Every retention a run finishing now may get: the global ones and the jobs' own.
 SELECT DISTINCT k FROM (

@@ -58,6 +58,3 @@ WHERE NOT EXISTS (SELECT 1 FROM job_runs AS r WHERE r.id = a.run_id);
 -- name: drop_legacy
 -- The emptied old tables go (a short lock on job_runs and job_attempts: lock_timeout).
 DROP TABLE job_runs_legacy, job_attempts_legacy;
-
--- name: upgrade_lock_timeout
-SELECT set_config('lock_timeout', %(timeout)s, true);

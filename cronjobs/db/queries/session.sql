@@ -14,6 +14,12 @@
 -- The instant of this transaction, from the database clock (the truth in production).
 SELECT now() AS now;
 
+-- name: lock_timeout
+-- How long the statements of this transaction wait for a lock at most (SET LOCAL: until it
+-- ends): the storage's DDL, which gives up and leaves its work to later rather than make
+-- claims queue behind it.
+SELECT set_config('lock_timeout', %(timeout)s, true);
+
 -- name: begin
 -- (Session.transaction_at_once: a transaction sent in one pipeline with its statements)
 BEGIN;

@@ -30,10 +30,6 @@ class RetentionSettings:
     updated_at: dt.datetime
 
 
-def partition_name(parent: str, day: dt.date) -> str:
-    return f"{parent}_{day:%Y%m%d}"
-
-
 def partition_day(name: str) -> dt.date:
     return dt.datetime.strptime(name[-8:], "%Y%m%d").replace(tzinfo=dt.UTC).date()
 
@@ -47,7 +43,7 @@ class RetentionStore(Queries):
     def try_maintenance_lock(self, *, lock_timeout: dt.timedelta) -> bool:
         """In a transaction: whether this session now looks after the storage (until the
         transaction ends); DDL in it waits ``lock_timeout`` at most for its locks."""
-        self._send("lock_timeout", {"timeout": f"{int(lock_timeout.total_seconds() * 1000)}ms"})
+        self.session.lock_timeout(lock_timeout)
         return bool(self._values("maintenance_lock")[0])
 
     def claim_upkeep(self, *, now: dt.datetime, every: dt.timedelta) -> bool:
@@ -68,8 +64,12 @@ class RetentionStore(Queries):
         default partitions caught for that day."""
         self._send("add_history_day", {"day": day})
 
-    def drop_history_day(self, day: dt.date) -> None:
-        self._send("drop_history_day", {"day": day})
+    def drop_history_day(self, day: dt.date, *, lock_timeout: dt.timedelta) -> None:
+        """Drop the day's partitions, in a short transaction of its own (it locks the
+        history's parents) waiting ``lock_timeout`` at most for its locks."""
+        with self.session.transaction():
+            self.session.lock_timeout(lock_timeout)
+            self._send("drop_history_day", {"day": day})
 
     # -- moving and keeping -----------------------------------------------------------------
 

@@ -51,7 +51,6 @@ class SchemaStore(Queries):
 
     def drop_legacy(self, *, lock_timeout: dt.timedelta) -> None:
         with self.session.transaction():
-            self._send("upgrade_lock_timeout",
-                       {"timeout": f"{int(lock_timeout.total_seconds() * 1000)}ms"})
+            self.session.lock_timeout(lock_timeout)
             self._send("legacy_orphans")
             self._send("drop_legacy")
