@@ -20,6 +20,20 @@ class PruneReport:
     dry_run: bool
 
 
+def in_batches(step: Callable[[], int], *, batch: int, max_batches: int | None) -> int:
+    """Run ``step`` (one batch, its own short transaction: it returns how many rows it
+    did) until a batch does fewer than ``batch`` rows, at most ``max_batches`` times (None:
+    no bound). Returns the rows done in all."""
+    total = done = 0
+    while max_batches is None or done < max_batches:
+        rows = step()
+        total += rows
+        done += 1
+        if rows < batch:
+            break
+    return total
+
+
 def prune(store: Store, *, older_than: dt.timedelta, keep_last: int = 0,
           dry_run: bool = False, batch: int = BATCH, max_batches: int | None = None,
           now: dt.datetime | None = None) -> PruneReport:
@@ -49,11 +63,5 @@ def prune(store: Store, *, older_than: dt.timedelta, keep_last: int = 0,
         "ticks": lambda: store.retention.prune_ticks(cutoff=cutoff, batch=batch),
     }
     for kind, step in steps.items():
-        done = 0
-        while max_batches is None or done < max_batches:
-            deleted = step()  # autocommit: every batch is its own short transaction
-            totals[kind] += deleted
-            done += 1
-            if deleted < batch:
-                break
+        totals[kind] = in_batches(step, batch=batch, max_batches=max_batches)
     return PruneReport(cutoff, totals["runs"], totals["skips"], totals["ticks"], False)

@@ -19,6 +19,7 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 
+from cronjobs.core.prune import in_batches
 from cronjobs.db.store import Store
 from cronjobs.db.stores.retention import RetentionSettings
 from cronjobs.durations import parse_bounded
@@ -92,11 +93,8 @@ def upkeep(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta = LOCK_
            batches: int = 1) -> Upkeep:
     """One tick's share of the upkeep (``batches`` bounds each batched step)."""
     report = Upkeep()
-    for _ in range(batches):
-        moved = store.retention.archive_finished(now=now, limit=BATCH)
-        report.archived += moved
-        if moved < BATCH:
-            break
+    report.archived = in_batches(lambda: store.retention.archive_finished(now=now, limit=BATCH),
+                                 batch=BATCH, max_batches=batches)
     try:
         made = ensure_partitions(store, now=now, lock_timeout=lock_timeout)
         if made is None:
@@ -109,15 +107,15 @@ def upkeep(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta = LOCK_
                  extra={"action": "retention", "error": str(exc)})
         report.busy = True
     settings = store.retention.settings()
-    for kind, keep, step in (
-            ("skips", settings.skips, store.retention.prune_skips),
-            ("ticks", settings.ticks, store.retention.prune_ticks),
-            ("notifications", settings.failed, store.retention.prune_notifications)):
-        for _ in range(batches):
-            deleted = step(cutoff=now - keep, batch=BATCH)
-            setattr(report, kind, getattr(report, kind) + deleted)
-            if deleted < BATCH:
-                break
+    report.skips = in_batches(
+        lambda: store.retention.prune_skips(cutoff=now - settings.skips, batch=BATCH),
+        batch=BATCH, max_batches=batches)
+    report.ticks = in_batches(
+        lambda: store.retention.prune_ticks(cutoff=now - settings.ticks, batch=BATCH),
+        batch=BATCH, max_batches=batches)
+    report.notifications = in_batches(
+        lambda: store.retention.prune_notifications(cutoff=now - settings.failed, batch=BATCH),
+        batch=BATCH, max_batches=batches)
     return report
 
 
@@ -138,11 +136,9 @@ def _retire(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta, batch
     for day in expired:
         store.retention.drop_history_day(day, lock_timeout=lock_timeout)
         report.dropped += 1
-    for _ in range(batches):
-        gone = store.retention.retire_default_runs(before=before, batch=BATCH)
-        report.retired_rows += gone
-        if gone < BATCH:
-            break
+    report.retired_rows = in_batches(
+        lambda: store.retention.retire_default_runs(before=before, batch=BATCH),
+        batch=BATCH, max_batches=batches)
 
 
 # -- the settings (`cronjobs retention`) --------------------------------------------------------
