@@ -37,6 +37,7 @@ from cronjobs.db.store import Store
 from cronjobs.errors import ScheduleError
 from cronjobs.models import AttemptOutcome, Definition, Run, RunStatus, Trigger
 from cronjobs.reports import Attempt
+from cronjobs.validation import mask_url
 
 LATE = dt.timedelta(minutes=1)  # a scheduled run whose first attempt started later is late
 WAITING = (RunStatus.SCHEDULED, RunStatus.QUEUED, RunStatus.FAILED)
@@ -122,6 +123,8 @@ class JobInfo:
     max_attempts: int
     timeout: dt.timedelta | None
     group: str | None
+    notify: tuple[str, ...]  # its webhook receivers, masked (secrets)
+    notify_on: tuple[str, ...]  # dead, failure, recovery
     source: str | None  # the `apply` source that owns it (None: made by hand)
     consecutive_failures: int
     last_run_state: str | None
@@ -263,6 +266,8 @@ def job_info(definition: Definition, now: dt.datetime, *, last_run_state: str | 
         paused_at=d.paused_at, paused_until=d.paused_until, pause_note=d.pause_note,
         problem=why, next_fire_at=upcoming[0] if upcoming else None,
         catchup=d.catchup, overlap=d.overlap, max_attempts=d.max_attempts,
-        timeout=d.timeout, group=d.group_name, source=d.source,
+        timeout=d.timeout, group=d.group_name,
+        notify=tuple(mask_url(url) for url in d.notify_urls), notify_on=d.notify_on,
+        source=d.source,
         consecutive_failures=d.consecutive_failures, last_run_state=last_run_state,
         last_run_at=last_run_at, created_at=d.created_at, updated_at=d.updated_at)
