@@ -15,7 +15,7 @@ from cronjobs.core.health import DEFAULT_ROWS_CAP, Status, Storage, describe_hol
 from cronjobs.core.materialise import BackfillReport, Decided
 from cronjobs.core.retention import Retention
 from cronjobs.durations import format_duration
-from cronjobs.models import Definition, LostTick, Run, WaitingRuns
+from cronjobs.models import Definition, LostTick, WaitingRuns
 from cronjobs.reports import Delivery, GroupUsage
 from cronjobs.tick import TickReport
 from cronjobs.validation import mask_url
@@ -307,22 +307,14 @@ def runs_table(runs: Sequence[RunInfo], times: Times | None = None) -> str:
     )
 
 
-def row_json(r: Run) -> dict[str, Any]:
-    """A run's row as explain shows a slot's run (its row alone, without its attempts)."""
-    return {"id": r.id, "scheduled_for": instant(r.scheduled_for), "trigger": r.trigger,
-            "status": r.status, "started_at": instant(r.started_at),
-            "finished_at": instant(r.finished_at), "exit_code": r.exit_code,
-            "error": r.error}
-
-
 def preview_json(p: Preview) -> dict[str, Any]:
     return {"schedule": p.expression, "timezone": p.timezone, "job": p.job,
             "description": p.description, "from": instant(p.start),
-            "next": slots_json(p.slots)}
+            "next": slots_json(p.slots), "note": p.note}
 
 
 def preview_text(p: Preview) -> str:
-    return p.description + "\n\n" + slots_table(p.slots)
+    return p.description + "\n\n" + (p.note if p.note is not None else slots_table(p.slots))
 
 
 # -- tick, explain, backfill ---------------------------------------------------------------
@@ -399,10 +391,10 @@ def explain_json(e: Explanation) -> dict[str, Any]:
         "slots": [{
             "first_slot": instant(r.first_slot), "last_slot": instant(r.last_slot),
             "slot_count": r.slot_count, "outcome": r.outcome, "reason": r.reason,
-            "detail": r.detail, "run": row_json(r.run) if r.run is not None else None,
+            "detail": r.detail, "run": run_json(r.info) if r.info is not None else None,
         } for r in e.rows],
         "waiting_for_handler": waiting_json(e.waiting) if e.waiting is not None else None,
-        "one_off_runs": [row_json(r) for r in e.one_offs],
+        "one_off_runs": [run_json(r) for r in e.one_offs],
         "group": group_json(e.group) if e.group is not None else None,
     }
 
@@ -434,7 +426,7 @@ def _explain_one_offs(e: Explanation) -> str:
 
 
 def _explain_one_offs_only(e: Explanation) -> str:
-    return "".join(f"\none-off run {r.id} scheduled manually for {short(r.eligible_at)} (the "
+    return "".join(f"\none-off run {r.id} scheduled manually for {short(r.next_attempt_at)} (the "
                    "overlap policy applies then)" for r in e.one_offs)
 
 

@@ -85,6 +85,7 @@ class Preview:
     start: dt.datetime
     slots: tuple[Slot, ...]
     description: str = ""  # the schedule in words, with its zone
+    note: str | None = None  # why there are no slots (a job paused without an end)
 
 
 def validate_spec(spec: DefinitionSpec) -> None:
@@ -319,13 +320,22 @@ def preview_job(
     store: Store, name: str, *, timezone: str | None = None, start: dt.datetime | None = None,
     count: int = 5,
 ) -> Preview:
-    """The next fire times of a defined job, after ``start`` (default: the database's now,
-    as `list` and `describe` show them), computed exactly as the tick computes them."""
+    """The next fire times of a defined job, after ``start``, computed exactly as the tick
+    computes them. Without ``start``: the slots the tick will run, as `list` and
+    `describe` show them (after a pause's end; none while paused without an end)."""
     definition = get(store, name)
     problem = facts.problem(definition)
     if problem is not None:
         raise ScheduleError(f"job {name!r} cannot be evaluated: {problem}")
-    begin = start if start is not None else max(store.now(), definition.cursor_at)
+    now = store.now()
+    begin = start if start is not None else facts.upcoming_from(definition, now)
+    if begin is None:
+        schedule = preview(definition.schedule, timezone=definition.timezone, start=now,
+                           count=1, job=name)
+        return Preview(schedule.expression, timezone or definition.timezone, name, now, (),
+                       schedule.description,
+                       note=f"job {name!r} is paused: no slot runs until it is resumed "
+                            "(its schedule's times: --from now)")
     result = preview(definition.schedule, timezone=definition.timezone, start=begin,
                      count=count, job=name)
     if timezone is None:

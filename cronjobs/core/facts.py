@@ -199,6 +199,40 @@ def load_run(store: Store, run: Run, job: str) -> RunInfo:
     return run_info(run, job, store.runs.attempts_of_run(run.id))
 
 
+def run_words(r: RunInfo, now: dt.datetime) -> str:
+    """What a run's state means for its slot, in words (explain, the dashboard's timeline):
+    never "ran" for one that did not."""
+    of = f"{r.attempts_used} of {r.attempts_allowed}"
+    error = f": {r.error}" if r.error else ""
+    started = r.attempts_used > 0 or r.interrupted_attempts > 0
+    due = r.next_attempt_at
+    if r.state == RunStatus.SCHEDULED:
+        return (f"scheduled manually for {due.isoformat() if due else '-'} (a one-off run: "
+                "the overlap policy applies then; `cronjobs cancel` drops it)")
+    if r.state == RunStatus.QUEUED:
+        when = ("due now" if due is None or due <= now else f"eligible at {due.isoformat()}")
+        if not started:
+            head = "queued, not started yet"
+        elif r.attempts_used == 0:
+            head = f"queued again after an interrupted attempt ({of} used)"
+        else:
+            head = f"queued again after attempt {of}"
+        return f"{head} ({when})"
+    if r.state == RunStatus.RUNNING:
+        stop = "; asked to stop" if r.cancel_requested_at is not None else ""
+        return f"running attempt {of} on {r.held_by}{stop}"
+    if r.state == RunStatus.FAILED:
+        return (f"attempt {of} failed; the next attempt is due at "
+                f"{due.isoformat() if due else '-'}" + error)
+    if r.state == RunStatus.SUCCEEDED:
+        return f"succeeded (attempt {of})"
+    if r.state == RunStatus.DEAD:
+        return f"dead after attempt {of}{error}" + ("; acknowledged" if r.acknowledged else "")
+    if not started:
+        return "cancelled before it started" + error
+    return f"cancelled after attempt {of}" + error
+
+
 # -- jobs ---------------------------------------------------------------------------------------
 
 def problem(definition: Definition) -> str | None:

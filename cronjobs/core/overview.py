@@ -6,7 +6,7 @@ query whatever the size of the history) and a job's page (`describe`, `explain` 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from cronjobs.core import facts
 from cronjobs.core.definitions import Description, describe
@@ -121,10 +121,6 @@ def job_page(store: Store, name: str, *, runs: int = STRIP, upcoming: int = 8) -
     explanation = explain(store, name)
     moments = _moments(explanation.rows)
     shown = tuple(reversed(moments[-TIMELINE_ROWS:]))
-    infos = facts.load_runs(store, ((m.run, name) for m in shown if m.run is not None))
-    late = {info.id: info.lateness for info in infos if info.late}
-    shown = tuple(replace(m, late=late.get(m.run.id)) if m.run is not None else m
-                  for m in shown)
     found: dict[int, list[Attempt]] = {}
     for attempt in store.runs.attempts_of_runs([r.id for r in description.recent_runs]):
         found.setdefault(attempt.run_id, []).append(attempt)
@@ -146,6 +142,7 @@ def _moments(rows: tuple[Explained, ...]) -> list[Moment]:
             moments[-1] = Moment(previous.first_slot, row.last_slot, count, row.outcome, why,
                                  row.detail, None, None)
             continue
+        late = row.info.lateness if row.info is not None and row.info.late else None
         moments.append(Moment(row.first_slot, row.last_slot, row.slot_count, row.outcome, why,
-                              row.detail, row.run, None))
+                              row.detail, row.run, late))
     return moments

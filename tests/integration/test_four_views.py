@@ -115,6 +115,12 @@ def _check_run(run_id: int, want: Expected, *, cli: Invoke, client: Client,
     by_client = [r for r in client.runs(limit=1000) if r.id == run_id]
     assert [(r.state, r.attempts_used, r.acknowledged) for r in by_client] == [
         (info.state, info.attempts_used, info.acknowledged)], where
+    explained = json.loads(_ok(cli, "explain", info.job, "--json"))
+    there = [s["run"] for s in explained["slots"] if s["run"] and s["run"]["id"] == run_id]
+    there += [r for r in explained["one_off_runs"] if r["id"] == run_id]
+    assert there and all(
+        (r["status"], r["attempts_used"], r["attempts_allowed"], r["acknowledged"])
+        == (want.state, want.used, want.allowed, want.acknowledged) for r in there), where
     # 3. the CLI's text
     text = _ok(cli, "show", str(run_id), "--utc")
     assert text.startswith(f"run {run_id} of '{info.job}': {want.state}\n"), where
@@ -170,6 +176,9 @@ def _check_job(name: str, *, state: str, paused: bool, next_at: dt.datetime | No
     assert (described["job"]["state"], described["job"]["next_fire_at"]) == (state, iso)
     assert (described["next"][0]["utc"] if described["next"] else None) == iso, name
     assert client.next_fire_times(name, count=1) == ([next_at] if next_at else [])
+    upcoming = json.loads(_ok(cli, "next", name, "--count", "1", "--json"))
+    assert (upcoming["next"][0]["utc"] if upcoming["next"] else None) == iso, name
+    assert (upcoming["note"] is not None) == (next_at is None), name
     line = [ln for ln in _ok(cli, "list", "--utc").splitlines() if ln.startswith(name + " ")]
     assert len(line) == 1, name
     assert re.search(rf"\s{state}(\s|$)", line[0]) or (
