@@ -238,7 +238,7 @@ def pause(
     (or until ``until``)."""
     check_name(name)
     if note is not None:
-        check_text(note, what="--note", limit=MAX_NOTE_CHARS)
+        check_text(note, what="--note", limit=MAX_NOTE_CHARS, python_what="note")
     with store.transaction():
         definition = get(store, name, for_update=True)
         now = store.now()
