@@ -158,6 +158,8 @@ def test_sigterm_interrupts_and_requeues(cli: Invoke, database_url: str,
     listed = [line for line in cli("runs").stdout.splitlines()
               if line.startswith(f"{run_id} ")]
     assert len(listed) == 1 and " queued " in listed[0] and " 0/3 " in listed[0], listed
+    end = json.loads(cli("logs", str(run_id), "--json").stdout.splitlines()[-1])["end"]
+    assert (end["status"], end["attempt"], end["max_attempts"]) == ("queued", 0, 3)
 
 
 def test_failures_are_retried_with_backoff_then_dead(cli: Invoke, database_url: str,
