@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronjobs.core import apply as applying
-from cronjobs.core import definitions, explain, facts, operations
+from cronjobs.core import definitions, explain, operations
 from cronjobs.core.declarations import Declaration, check_source, read_jobs_file, to_spec, to_specs
 from cronjobs.core.facts import AttemptInfo, JobInfo, RunInfo
 from cronjobs.db.config import resolve_database
@@ -162,7 +162,7 @@ class Client:
                                    "Client.define"))
         with self._using() as store:
             done = definitions.define(store, spec)
-            return Defined(done.outcome, facts.job_info(done.definition, store.now()),
+            return Defined(done.outcome, definitions.job_info(done.definition, store.now()),
                            done.warning)
 
     def apply(self, file: str | None = None, *, modules: Sequence[str] = (),
@@ -198,20 +198,20 @@ class Client:
         """Pause job ``name`` (until ``until``, an aware instant, if given): its slots are
         recorded as paused, not run. ``note`` says why (shown by ``describe``)."""
         with self._using() as store:
-            return facts.job_info(definitions.pause(store, name, until=until, note=note),
+            return definitions.job_info(definitions.pause(store, name, until=until, note=note),
                                   store.now())
 
     def resume(self, name: str) -> JobInfo:
         """Resume job ``name`` from now; the slots it missed while paused are not run."""
         with self._using() as store:
-            return facts.job_info(definitions.resume(store, name), store.now())
+            return definitions.job_info(definitions.resume(store, name), store.now())
 
     def remove(self, name: str) -> Removed:
         """Remove job ``name``: its waiting runs are cancelled, its running runs asked to
         stop; its history stays readable (``runs(name)``)."""
         with self._using() as store:
             definition, cancelled = definitions.remove(store, name)
-            return Removed(facts.job_info(definition, store.now()), cancelled)
+            return Removed(definitions.job_info(definition, store.now()), cancelled)
 
     def next_fire_times(self, name: str, *, count: int = 5,
                         start: dt.datetime | None = None) -> list[dt.datetime]:

@@ -36,12 +36,11 @@ from cronjobs.cli.watching import times, utc_option
 from cronjobs.core import definitions
 from cronjobs.core.definitions import define as run_define
 from cronjobs.core.definitions import describe as run_describe
-from cronjobs.core.definitions import get, list_jobs
+from cronjobs.core.definitions import get, job_info, list_jobs
 from cronjobs.core.definitions import pause as run_pause
 from cronjobs.core.definitions import remove as run_remove
 from cronjobs.core.definitions import resume as run_resume
 from cronjobs.core.explain import explain as run_explain
-from cronjobs.core.facts import job_info
 from cronjobs.core.materialise import backfill as run_backfill
 from cronjobs.core.spec import build_spec
 from cronjobs.cron import check_timezone

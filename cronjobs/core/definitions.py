@@ -191,10 +191,26 @@ def list_jobs(store: Store) -> list[Listing]:
     run: none while paused, or after the pause's end); one whose stored schedule cannot be
     evaluated is reported, not fatal."""
     now = store.now()
-    return [Listing(s.definition, facts.job_info(s.definition, now,
-                                                 last_run_state=s.last_run_status,
-                                                 last_run_at=s.last_run_at))
+    return [Listing(s.definition, job_info(s.definition, now,
+                                           last_run_state=s.last_run_status,
+                                           last_run_at=s.last_run_at))
             for s in store.definitions.list_definitions()]
+
+
+def job_info(definition: Definition, now: dt.datetime, *, last_run_state: str | None = None,
+             last_run_at: dt.datetime | None = None) -> JobInfo:
+    """The facts of a job at ``now`` (:func:`cronjobs.core.facts.job_info`), with its
+    schedule in words."""
+    return facts.job_info(definition, now, description=schedule_words(definition),
+                          last_run_state=last_run_state, last_run_at=last_run_at)
+
+
+def schedule_words(definition: Definition) -> str | None:
+    """A job's schedule in words, with its zone (None when it cannot be evaluated)."""
+    if facts.problem(definition) is not None:
+        return None
+    return describe_schedule(schedules.parse(definition.schedule, definition.timezone,
+                                             hash_key=definition.name))
 
 
 def describe(store: Store, name: str, *, count: int = 5, runs: int = 10) -> Description:
@@ -203,7 +219,7 @@ def describe(store: Store, name: str, *, count: int = 5, runs: int = 10) -> Desc
     now = store.now()
     recent = store.runs.recent_runs(definition.id, runs)
     last = recent[0] if recent else None
-    info = facts.job_info(definition, now,
+    info = job_info(definition, now,
                           last_run_state=last.status if last is not None else None,
                           last_run_at=_run_time(last) if last is not None else None)
     slots: tuple[Slot, ...] = ()

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronjobs import cron as schedules
-from cronjobs.cron.describe import describe_schedule
 from cronjobs.db.store import Store
 from cronjobs.errors import ScheduleError
 from cronjobs.models import AttemptOutcome, Definition, Run, RunStatus, Trigger
@@ -283,21 +282,21 @@ def job_state(definition: Definition, why_invalid: str | None) -> str:
     return "active"
 
 
-def job_info(definition: Definition, now: dt.datetime, *, last_run_state: str | None = None,
+def job_info(definition: Definition, now: dt.datetime, *, description: str | None,
+             last_run_state: str | None = None,
              last_run_at: dt.datetime | None = None) -> JobInfo:
-    """The facts of a job at ``now``."""
+    """The facts of a job at ``now``. ``description`` is its schedule in words
+    (:func:`cronjobs.core.definitions.job_info` passes it: the words are off the tick's
+    start-up path, which reads run facts through explain)."""
     why = problem(definition)
-    description = None
-    if why is None:
-        description = describe_schedule(schedules.parse(
-            definition.schedule, definition.timezone, hash_key=definition.name))
     upcoming = next_fire_times(definition, now, 1)
     d = definition
     return JobInfo(
-        name=d.name, schedule=d.schedule, timezone=d.timezone, description=description,
+        name=d.name, schedule=d.schedule, timezone=d.timezone,
         kind=d.kind, handler=d.handler, command=d.command, target=d.target,
         payload=d.payload, state=job_state(d, why), paused=d.paused_at is not None,
         paused_at=d.paused_at, paused_until=d.paused_until, pause_note=d.pause_note,
+        description=description if why is None else None,
         problem=why, next_fire_at=upcoming[0] if upcoming else None,
         catchup=d.catchup, overlap=d.overlap, max_attempts=d.max_attempts,
         timeout=d.timeout, group=d.group_name,

@@ -8,8 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from cronjobs.core import facts
-from cronjobs.core.definitions import Description, describe
+from cronjobs.core.definitions import Description, describe, job_info
 from cronjobs.core.explain import REASONS, Explained, explain
 from cronjobs.core.facts import JobInfo
 from cronjobs.db.store import Store
@@ -85,7 +84,7 @@ def _line(row: DashboardJob, now: dt.datetime) -> JobLine:
         row.run_ids or (), row.run_statuses or (), row.run_slots or (),
         row.run_times or (), strict=True))
     last = marks[-1] if marks else None
-    info = facts.job_info(row, now, last_run_state=last.status if last is not None else None,
+    info = job_info(row, now, last_run_state=last.status if last is not None else None,
                           last_run_at=last.at if last is not None else None)
     return JobLine(row, info, marks)
 
