@@ -146,6 +146,16 @@ def lateness(run: Run, first_started_at: dt.datetime | None) -> dt.timedelta | N
     return max(first_started_at - run.scheduled_for, dt.timedelta(0))
 
 
+def interrupted(attempts: Iterable[Attempt]) -> int:
+    """How many of a run's attempts a stopped tick interrupted (they use no attempt)."""
+    return sum(1 for a in attempts if a.outcome == AttemptOutcome.INTERRUPTED)
+
+
+def attempts_used(attempt: int, run_id: int, attempts: Iterable[Attempt]) -> int:
+    """The attempts run ``run_id`` used, whose latest attempt is number ``attempt``."""
+    return attempt - interrupted(a for a in attempts if a.run_id == run_id)
+
+
 def attempt_info(a: Attempt) -> AttemptInfo:
     return AttemptInfo(
         number=a.attempt, outcome=a.outcome, counted=a.outcome != AttemptOutcome.INTERRUPTED,
@@ -156,16 +166,16 @@ def attempt_info(a: Attempt) -> AttemptInfo:
 
 def run_info(run: Run, job: str, attempts: Sequence[Attempt]) -> RunInfo:
     """The facts of ``run`` of job ``job``, whose attempts are ``attempts``."""
-    interrupted = sum(1 for a in attempts if a.outcome == AttemptOutcome.INTERRUPTED)
+    stopped = interrupted(attempts)
     first = min((a.started_at for a in attempts), default=run.started_at)
     late_by = lateness(run, first)
     acked = acknowledged(run)
     return RunInfo(
         id=run.id, job=job, state=run.status, trigger=run.trigger,
         scheduled_for=run.scheduled_for, payload=run.payload,
-        attempts_used=run.attempt - interrupted,
-        attempts_allowed=run.max_attempts - interrupted,
-        interrupted_attempts=interrupted,
+        attempts_used=run.attempt - stopped,
+        attempts_allowed=run.max_attempts - stopped,
+        interrupted_attempts=stopped,
         next_attempt_at=run.eligible_at if run.status in WAITING else None,
         started_at=run.started_at, finished_at=run.finished_at,
         lateness=late_by, late=late_by is not None and late_by > LATE,

@@ -265,6 +265,23 @@ def test_the_four_views_agree(cli: Invoke, client: Client, web: TestClient,
     ]:
         _check_run(run_id, want, cli=cli, client=client, web=web)
 
+    # the interrupted run runs again: its first counted attempt, in `status` too
+    stop = threading.Event()
+    ticking = threading.Thread(target=_tick, args=(database_url, stop))
+    ticking.start()
+    try:
+        wait_for(lambda: client.run(interrupted).state == "running", "the run to restart")
+        _check_run(interrupted, Expected("running", 1, 3, interrupted=1), cli=cli,
+                   client=client, web=web)
+        running = json.loads(_ok(cli, "status", "--json"))["running"]
+        assert [(r["run_id"], r["attempt"]) for r in running] == [(interrupted, 1)]
+    finally:
+        stop.set()
+        ticking.join(60)
+    assert not ticking.is_alive()
+    _check_run(interrupted, Expected("queued", 0, 3, interrupted=2), cli=cli, client=client,
+               web=web)
+
     # skipped slots have no run: explain (text, --json, the client) and the job's timeline
     explained = json.loads(_ok(cli, "explain", "resting", "--json"))
     skipped = [s for s in explained["slots"] if s["outcome"] == "skipped"]
