@@ -251,3 +251,49 @@ class HistoryStorage:
     default_runs: int
     default_attempts: int
     default_oldest_finished_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class ForecastJob:
+    """A job as the forecast expands it (``forecast_jobs``)."""
+
+    id: int
+    name: str
+    schedule: str
+    timezone: str
+    kind: str
+    paused_at: dt.datetime | None
+    paused_until: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class OneOffRun:
+    """A one-off run (`trigger --at`) waiting for its time (``forecast_one_off_runs``)."""
+
+    definition_id: int
+    name: str
+    kind: str
+    at: dt.datetime
+
+
+@dataclass(frozen=True)
+class BurstRate:
+    """How fast one run mode (a job kind) drained the slots many runs shared
+    (``run_capacity``): ``bursts`` such slots, ``runs`` runs in them (``largest`` in the
+    biggest), started over ``seconds`` in all (from each slot's first start to its last)."""
+
+    kind: str
+    bursts: int
+    runs: int
+    largest: int
+    seconds: float | None
+
+
+@dataclass(frozen=True)
+class TypicalRunTime:
+    """A job's median run time over its last succeeded runs (``typical_run_times``)."""
+
+    definition_id: int
+    name: str
+    runs: int
+    seconds: float

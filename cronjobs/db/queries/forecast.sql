@@ -1,0 +1,57 @@
+-- The forecast of the fleet's load and the capacity it has shown (cronjobs/db/stores/forecast.py).
+
+-- name: forecast_jobs
+-- Every job the forecast expands: not removed, not marked invalid. Its pause (paused_at and
+-- paused_until) is read by the forecast: a paused job fires only after its pause's end.
+SELECT id, name, schedule, timezone, kind, paused_at, paused_until
+FROM job_definitions
+WHERE removed_at IS NULL AND invalid_reason IS NULL
+ORDER BY name;
+
+-- name: forecast_one_off_runs
+-- One-off runs (`trigger --at`) waiting for a time in [start, end), with their job.
+SELECT r.definition_id, d.name, d.kind, r.eligible_at AS at
+FROM job_runs_queue AS r JOIN job_definitions AS d ON d.id = r.definition_id
+WHERE r.status = 'scheduled' AND r.eligible_at >= %(start)s AND r.eligible_at < %(end)s
+  AND d.removed_at IS NULL
+ORDER BY r.eligible_at, r.id;
+
+-- name: run_capacity
+-- The rate at which this deployment has started runs when many were due at once, per run
+-- mode (the job's kind: a shell command or a handler), from the first attempts of the
+-- scheduled runs finished since %(since)s: every slot that 2 or more runs of one kind
+-- shared is a burst, drained from its first start to its last; the rate is the runs after
+-- the first over the seconds it took, summed over the bursts. Reads the finished runs of
+-- the period through job_runs_*_finished_idx.
+WITH bursts AS (
+    SELECT d.kind, count(*) AS runs,
+           extract(epoch FROM max(r.started_at) - min(r.started_at))::float8 AS seconds
+    FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+    WHERE r.finished_at >= %(since)s AND r.stage <> 'queue' AND r.trigger = 'schedule'
+      AND r.attempt = 1 AND r.started_at IS NOT NULL
+    GROUP BY d.kind, r.scheduled_for
+    HAVING count(*) >= 2
+)
+SELECT kind, count(*)::bigint AS bursts, sum(runs)::bigint AS runs,
+       max(runs)::bigint AS largest, sum(seconds)::float8 AS seconds
+FROM bursts
+GROUP BY kind
+ORDER BY kind;
+
+-- name: typical_run_times
+-- The median run time of each job of %(ids)s over its last 20 succeeded first attempts
+-- (its index of runs newest first, in each partition): jobs without one are left out.
+SELECT d.id AS definition_id, d.name, t.runs, t.seconds
+FROM job_definitions AS d
+CROSS JOIN LATERAL (
+    SELECT count(*)::integer AS runs,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY last.seconds)::float8 AS seconds
+    FROM (SELECT extract(epoch FROM r.finished_at - r.started_at)::float8 AS seconds
+          FROM job_runs AS r
+          WHERE r.definition_id = d.id AND r.stage <> 'queue' AND r.status = 'succeeded'
+            AND r.attempt = 1 AND r.started_at IS NOT NULL
+          ORDER BY r.id DESC
+          LIMIT 20) AS last
+) AS t
+WHERE d.id = ANY(%(ids)s::bigint[]) AND t.runs > 0
+ORDER BY d.name;
