@@ -210,34 +210,36 @@ class Load:
     # reading
 
     def jobs_in(self, index: int, limit: int = PEAK_JOBS) -> tuple[list[tuple[Member, int]], int]:
-        """Up to ``limit`` jobs firing in bucket ``index``, each with its fires there (by
-        name), and how many jobs fire there in all."""
-        named: list[tuple[Member, int]] = []
+        """Up to ``limit`` jobs firing in bucket ``index``, each with its fires there (its
+        one-off runs included), and how many jobs fire there in all."""
+        extra = Counter(run.name for at, run in self.one_offs if at == index)
+        named: dict[str, tuple[Member, int]] = {}
         total = 0
         for group in self.groups.values():
             fires = group.per_bucket.get(index, 0)
             if not fires:
                 continue
-            whole = sum(group.whole.values())
-            total += whole
             for member in group.members:
-                if member.after is None:
-                    if len(named) < limit:
-                        named.append((member, fires))
-                    continue
-                own = sum(1 for at, b in zip(group.fires, group.buckets, strict=True)
-                          if b == index and at > member.after)
-                if own:
-                    total += 1
-                    if len(named) < limit:
-                        named.append((member, own))
-        for at_index, run in self.one_offs:
-            if at_index == index:
+                own = fires
+                if member.after is not None:
+                    own = sum(1 for at, b in zip(group.fires, group.buckets, strict=True)
+                              if b == index and at > member.after)
+                    if not own:
+                        continue
+                total += 1
+                if extra:
+                    own += extra.pop(member.name, 0)
+                if len(named) < limit:
+                    named[member.name] = (member, own)
+        for at, run in self.one_offs:
+            if at == index and run.name in extra:
                 total += 1
                 if len(named) < limit:
-                    named.append((Member(run.name, run.definition_id, run.kind), 1))
-        named.sort(key=lambda pair: (-pair[1], pair[0].name))
-        return named, total
+                    named[run.name] = (Member(run.name, run.definition_id, run.kind),
+                                       extra[run.name])
+                del extra[run.name]
+        listed = sorted(named.values(), key=lambda pair: (-pair[1], pair[0].name))
+        return listed, total
 
     def instants(self) -> list[tuple[dt.datetime, Counter[str]]]:
         """Every fire instant of the window with its fires by kind, in order."""

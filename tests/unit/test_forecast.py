@@ -235,7 +235,7 @@ def test_the_threshold_option(text: str, value: int | None) -> None:
     assert fc.parse_threshold(text) == value
 
 
-@pytest.mark.parametrize("text", ["-1", "many", "", "1e3", "１"])
+@pytest.mark.parametrize("text", ["-1", "many", "", "1e3", "\uff11"])
 def test_a_bad_threshold_is_refused(text: str) -> None:
     with pytest.raises(fc.UsageError, match="invalid --crowded-threshold"):
         fc.parse_threshold(text)
