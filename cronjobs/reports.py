@@ -254,16 +254,18 @@ class HistoryStorage:
 
 
 @dataclass(frozen=True)
-class ForecastJob:
-    """A job as the forecast expands it (``forecast_jobs``)."""
+class ForecastGroup:
+    """Jobs the forecast expands together (``forecast_jobs``): those sharing a schedule as
+    written, a zone, a kind and a pause (one job alone when its schedule has H, which its
+    name decides). ``paused_at``: the latest pause among them (None: none is paused)."""
 
-    id: int
-    name: str
     schedule: str
     timezone: str
     kind: str
     paused_at: dt.datetime | None
     paused_until: dt.datetime | None
+    names: list[str]
+    ids: list[int]
 
 
 @dataclass(frozen=True)

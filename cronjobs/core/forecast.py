@@ -35,7 +35,7 @@ from cronjobs.db.store import Store
 from cronjobs.durations import format_duration, parse_bounded, shown
 from cronjobs.errors import ScheduleError, UsageError
 from cronjobs.models import DefinitionSpec
-from cronjobs.reports import ForecastJob, OneOffRun, TypicalRunTime
+from cronjobs.reports import ForecastGroup, OneOffRun, TypicalRunTime
 
 DEFAULT_WINDOW = dt.timedelta(hours=24)
 DEFAULT_BUCKET = dt.timedelta(minutes=1)
@@ -115,19 +115,32 @@ class Member:
 
 @dataclass
 class _Group:
-    """One distinct schedule in one zone: its fires in the window, once, and its jobs."""
+    """One distinct schedule in one zone: its fires in the window, once, and its jobs: those
+    firing all window (by name, id and kind, in three parallel lists) and those whose pause
+    ends inside it."""
 
     expression: str  # as the first of its jobs wrote it
     timezone: str
     fires: list[dt.datetime]
     buckets: list[int]
     per_bucket: Counter[int]
-    members: list[Member] = field(default_factory=list)
-    whole: Counter[str] = field(default_factory=Counter)  # jobs firing all window, by kind
+    names: list[str] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    whole: Counter[str] = field(default_factory=Counter)  # the jobs firing all window, by kind
+    partial: list[Member] = field(default_factory=list)
 
     def fires_after(self, after: dt.datetime | None) -> int:
         """The index of the first fire after ``after``."""
         return 0 if after is None else bisect.bisect_right(self.fires, after)
+
+    def fires_in(self, index: int, after: dt.datetime) -> int:
+        """Its fires in bucket ``index`` after ``after``."""
+        first = self.fires_after(after)
+        return sum(1 for b in self.buckets[first:] if b == index)
+
+    def member(self, position: int) -> Member:
+        return Member(self.names[position], self.ids[position], self.kinds[position])
 
 
 @dataclass(frozen=True)
@@ -136,6 +149,11 @@ class Unreadable:
 
     name: str
     problem: str
+
+
+def _hashed(schedule: str) -> bool:
+    """Whether the schedule has an H field, which makes it each job's own (its name)."""
+    return "h" in schedule.lower() and not schedule.lstrip().startswith("@")
 
 
 class Load:
@@ -152,29 +170,41 @@ class Load:
 
     # building
 
-    def add(self, name: str, schedule: str, timezone: str, *, job_id: int = 0,
-            kind: str = "command", after: dt.datetime | None = None) -> None:
-        """Count a job in (its fires after ``after``, when given)."""
+    def add(self, names: Sequence[str], schedule: str, timezone: str, *,
+            ids: Sequence[int] = (), kind: str = "command",
+            after: dt.datetime | None = None) -> None:
+        """Count jobs in that share a schedule, a zone, a kind and a pause's end (``after``:
+        they fire only after it). ``ids``: theirs (none: not stored yet)."""
+        ids = list(ids) or [0] * len(names)
+        if _hashed(schedule) and len(names) > 1:  # H: each job's schedule is its own
+            for name, job_id in zip(names, ids, strict=True):
+                self.add([name], schedule, timezone, ids=[job_id], kind=kind, after=after)
+            return
         window = self.window
         if after is not None and after >= window.end:
-            self.paused += 1
+            self.paused += len(names)
+            return
+        if not names:
             return
         # (jobs sharing an expression without H share a group: parsed once)
-        text = (schedule, timezone, name if "h" in schedule.lower() else "")
+        text = (schedule, timezone, names[0] if _hashed(schedule) else "")
         group = self._by_text.get(text)
         if group is None:
             try:
-                sched = schedules.parse(schedule, timezone, hash_key=name)
+                sched = schedules.parse(schedule, timezone, hash_key=names[0])
             except ScheduleError as exc:
-                self.unreadable.append(Unreadable(name, exc.message))
+                self.unreadable += [Unreadable(name, exc.message) for name in names]
                 return
             group = self._by_text[text] = self._group(sched)
-        member = Member(name, job_id, kind, after if after is not None and after >= window.start
-                        else None)
-        group.members.append(member)
-        self.jobs += 1
-        if member.after is None:
-            group.whole[kind] += 1
+        self.jobs += len(names)
+        if after is not None and after >= window.start:
+            group.partial += [Member(name, job_id, kind, after)
+                              for name, job_id in zip(names, ids, strict=True)]
+        else:
+            group.names += names
+            group.ids += ids
+            group.kinds += [kind] * len(names)
+            group.whole[kind] += len(names)
 
     def add_one_off(self, run: OneOffRun) -> None:
         if self.window.start <= run.at < self.window.end:
@@ -185,14 +215,13 @@ class Load:
         those firing after a pause's end, then the one-off runs."""
         counts = [0] * self.window.buckets
         for group in self.groups.values():
-            whole = sum(group.whole.values())
+            whole = len(group.names)
             if whole:
                 for index, fires in group.per_bucket.items():
                     counts[index] += fires * whole
-            for member in group.members:
-                if member.after is not None:
-                    for index in group.buckets[group.fires_after(member.after):]:
-                        counts[index] += 1
+            for member in group.partial:
+                for index in group.buckets[group.fires_after(member.after):]:
+                    counts[index] += 1
         for index, _ in self.one_offs:
             counts[index] += 1
         return counts
@@ -219,18 +248,19 @@ class Load:
             fires = group.per_bucket.get(index, 0)
             if not fires:
                 continue
-            for member in group.members:
-                own = fires
-                if member.after is not None:
-                    own = sum(1 for at, b in zip(group.fires, group.buckets, strict=True)
-                              if b == index and at > member.after)
-                    if not own:
-                        continue
-                total += 1
-                if extra:
-                    own += extra.pop(member.name, 0)
-                if len(named) < limit:
-                    named[member.name] = (member, own)
+            total += len(group.names)
+            for position in range(min(len(group.names), max(0, limit - len(named)))):
+                named[group.names[position]] = (group.member(position), fires)
+            for name in [n for n in extra if n in named or n in group.names]:
+                member = named[name][0] if name in named else group.member(
+                    group.names.index(name))
+                named[name] = (member, fires + extra.pop(name))
+            for member in group.partial:
+                own = group.fires_in(index, member.after or self.window.start)
+                if own:
+                    total += 1
+                    if len(named) < limit or member.name in extra:
+                        named[member.name] = (member, own + extra.pop(member.name, 0))
         for at, run in self.one_offs:
             if at == index and run.name in extra:
                 total += 1
@@ -239,16 +269,15 @@ class Load:
                                        extra[run.name])
                 del extra[run.name]
         listed = sorted(named.values(), key=lambda pair: (-pair[1], pair[0].name))
-        return listed, total
+        return listed[:limit], total
 
     def instants(self) -> list[tuple[dt.datetime, Counter[str]]]:
         """Every fire instant of the window with its fires by kind, in order."""
         by_instant: dict[dt.datetime, Counter[str]] = {}
         for group in self.groups.values():
-            for member in group.members:
-                if member.after is not None:
-                    for at in group.fires[group.fires_after(member.after):]:
-                        by_instant.setdefault(at, Counter())[member.kind] += 1
+            for member in group.partial:
+                for at in group.fires[group.fires_after(member.after):]:
+                    by_instant.setdefault(at, Counter())[member.kind] += 1
             if group.whole:
                 for at in group.fires:
                     by_instant.setdefault(at, Counter()).update(group.whole)
@@ -256,28 +285,42 @@ class Load:
             by_instant.setdefault(run.at, Counter())[run.kind] += 1
         return sorted(by_instant.items())
 
+    def own_buckets(self, name: str) -> Counter[int]:
+        """The buckets ``name`` fires in, with its fires there."""
+        own: Counter[int] = Counter()
+        for group in self.groups.values():
+            if name in group.names:
+                own.update(group.buckets)
+            for member in group.partial:
+                if member.name == name:
+                    own.update(group.buckets[group.fires_after(member.after):])
+        for index, run in self.one_offs:
+            if run.name == name:
+                own[index] += 1
+        return own
+
 
 def fires_of(sched: schedules.Schedule, window: Window) -> Iterable[dt.datetime]:
     """The schedule's slots in [start, end)."""
     return sched.between(window.start - _TICK, window.end - _TICK)
 
 
-def expand(jobs: Iterable[ForecastJob], one_offs: Iterable[OneOffRun], window: Window, *,
+def expand(jobs: Iterable[ForecastGroup], one_offs: Iterable[OneOffRun], window: Window, *,
            leave_out: Iterable[str] = ()) -> Load:
-    """The load the jobs and one-off runs put on ``window`` (jobs named in ``leave_out``
-    left out)."""
+    """The load the stored jobs (in groups sharing a schedule, a zone, a kind and a pause)
+    and the one-off runs put on ``window`` (jobs named in ``leave_out`` left out)."""
     load = Load(window)
     skip = set(leave_out)
-    for job in jobs:
-        if job.name in skip:
+    for row in jobs:
+        names, ids = row.names, row.ids
+        if skip and not skip.isdisjoint(names):
+            kept = [(n, i) for n, i in zip(names, ids, strict=True) if n not in skip]
+            names, ids = [n for n, _ in kept], [i for _, i in kept]
+        if row.paused_at is not None and row.paused_until is None:
+            load.paused += len(names)
             continue
-        after = None
-        if job.paused_at is not None:
-            if job.paused_until is None:
-                load.paused += 1
-                continue
-            after = job.paused_until
-        load.add(job.name, job.schedule, job.timezone, job_id=job.id, kind=job.kind, after=after)
+        load.add(names, row.schedule, row.timezone, ids=ids, kind=row.kind,
+                 after=row.paused_until if row.paused_at is not None else None)
     for run in one_offs:
         if run.name not in skip:
             load.add_one_off(run)
@@ -443,16 +486,8 @@ class Place:
 
 
 def place_of(result: Forecast, load: Load, name: str) -> Place:
-    """``name``'s place in the load (its fires counted from the load's groups)."""
-    own: Counter[int] = Counter()
-    for group in load.groups.values():
-        for member in group.members:
-            if member.name == name:
-                start = group.fires_after(member.after)
-                own.update(group.buckets[start:])
-    for index, run in load.one_offs:
-        if run.name == name:
-            own[index] += 1
+    """``name``'s place in the load."""
+    own = load.own_buckets(name)
     if not own:
         return Place(name, 0, None, 0, None)
     counts = result.counts
@@ -608,7 +643,7 @@ def check_apply(store: Store, specs: Sequence[DefinitionSpec], threshold: int | 
         if paused_at is not None and paused_until is None:
             continue  # paused for good: fires nothing
         ends[spec.name] = paused_until
-        load.add(spec.name, spec.schedule, spec.timezone, kind=spec.kind.value,
+        load.add([spec.name], spec.schedule, spec.timezone, kind=spec.kind.value,
                  after=paused_until)
     found = {}
     counts = load.totals()

@@ -14,7 +14,7 @@ from croniter import croniter
 
 from cronjobs import cron as schedules
 from cronjobs.core import forecast as fc
-from cronjobs.reports import ForecastJob, OneOffRun
+from cronjobs.reports import ForecastGroup, OneOffRun
 
 UTC = dt.UTC
 MINUTE = dt.timedelta(minutes=1)
@@ -68,9 +68,9 @@ def brute_force(expression: str, zone_name: str, name: str, start: dt.datetime,
 
 
 def _job(i: int, expression: str, zone: str, *, paused_at: dt.datetime | None = None,
-         paused_until: dt.datetime | None = None, name: str | None = None) -> ForecastJob:
-    return ForecastJob(i, name or f"job-{i}", expression, zone, "command", paused_at,
-                       paused_until)
+         paused_until: dt.datetime | None = None, name: str | None = None) -> ForecastGroup:
+    return ForecastGroup(expression, zone, "command", paused_at, paused_until,
+                         [name or f"job-{i}"], [i])
 
 
 @pytest.mark.parametrize(("zone", "start"), TRANSITIONS)
@@ -81,7 +81,7 @@ def test_every_minute_matches_the_brute_force_over_dst(zone: str, start: dt.date
     load = fc.expand(jobs, [], window)
     expected: Counter[int] = Counter()
     for job in jobs:
-        for at in brute_force(job.schedule, zone, job.name, start, end):
+        for at in brute_force(job.schedule, zone, job.names[0], start, end):
             expected[window.index(at)] += 1
     counts = load.totals()
     assert {i: n for i, n in enumerate(counts) if n} == dict(expected)
@@ -100,7 +100,7 @@ def test_a_pause_with_an_end_fires_only_after_it(zone: str, start: dt.datetime) 
     load = fc.expand([*paused, for_good, after_window], [], window)
     expected: Counter[int] = Counter()
     for job in paused:
-        for at in brute_force(job.schedule, zone, job.name, start, end, after=pause_end):
+        for at in brute_force(job.schedule, zone, job.names[0], start, end, after=pause_end):
             expected[window.index(at)] += 1
     counts = load.totals()
     assert {i: n for i, n in enumerate(counts) if n} == dict(expected)
@@ -203,7 +203,7 @@ def test_the_threshold_at_its_edges(threshold: int) -> None:
 
 def test_a_job_counted_in_the_load_is_not_its_own_crowd() -> None:
     load, _ = _crowded_load(3)
-    load.add("new", "0 3 * * *", "UTC")
+    load.add(["new"], "0 3 * * *", "UTC")
     counts = load.totals()
     assert fc.crowding(load, counts, "new", "0 3 * * *", "UTC", 3, counted=True) is None
     assert fc.crowding(load, counts, "new", "0 3 * * *", "UTC", 2, counted=True) is not None
@@ -246,3 +246,20 @@ def test_the_default_threshold_comes_from_the_slowest_mode_shown() -> None:
     assert fc.Capacity(now, {}, {}, {}).threshold() == fc.DEFAULT_CROWDED
     assert fc.Capacity(now, {"command": 2.55, "handler": 300.0}, {}, {}).threshold() == 25
     assert fc.Capacity(now, {"command": 0.01}, {}, {}).threshold() == 1
+
+
+def test_a_stored_group_of_jobs_counts_each_and_h_stays_each_jobs_own() -> None:
+    start = dt.datetime(2026, 6, 1, tzinfo=UTC)
+    window = fc.make_window(start)
+    rows = [ForecastGroup("0 3 * * *", "UTC", "command", None, None,
+                          [f"n-{i}" for i in range(50)], list(range(50))),
+            ForecastGroup("H 4 * * *", "UTC", "handler", None, None, ["h-a", "h-b"], [91, 92])]
+    load = fc.expand(rows, [], window, leave_out=["n-7", "h-b"])
+    counts = load.totals()
+    assert counts[window.index(dt.datetime(2026, 6, 1, 3, tzinfo=UTC))] == 49
+    hashed = schedules.parse("H 4 * * *", "UTC", hash_key="h-a").next_after(start)
+    assert counts[window.index(hashed)] == 1 and sum(counts) == 50
+    assert load.jobs == 50
+    named, total = load.jobs_in(window.index(dt.datetime(2026, 6, 1, 3, tzinfo=UTC)), limit=3)
+    assert total == 49 and [m.name for m, _ in named] == ["n-0", "n-1", "n-2"]
+    assert load.own_buckets("h-a") == Counter([window.index(hashed)])

@@ -7,16 +7,17 @@ import datetime as dt
 from collections.abc import Collection
 
 from cronjobs.db.session import Queries
-from cronjobs.reports import BurstRate, ForecastJob, OneOffRun, TypicalRunTime
+from cronjobs.reports import BurstRate, ForecastGroup, OneOffRun, TypicalRunTime
 
 
 class ForecastStore(Queries):
     """The forecast's reads: the jobs it expands, the one-off runs waiting for their time,
     and the capacity the history shows."""
 
-    def forecast_jobs(self) -> list[ForecastJob]:
-        """Every job not removed and not marked invalid, paused or not, by name."""
-        return self._rows("forecast_jobs", None, ForecastJob)
+    def forecast_jobs(self) -> list[ForecastGroup]:
+        """Every job not removed and not marked invalid, paused or not, in groups that
+        share a schedule as written, a zone, a kind and a pause (H: one job a group)."""
+        return self._rows("forecast_jobs", None, ForecastGroup)
 
     def one_off_runs(self, *, start: dt.datetime, end: dt.datetime) -> list[OneOffRun]:
         """The one-off runs waiting for a time in [start, end)."""
