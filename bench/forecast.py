@@ -20,14 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib
+from common import sql
 
-import benchlib  # noqa: E402
-from common import sql  # noqa: E402
+from cronjobs.core.forecast import forecast
+from cronjobs.db.config import resolve_database
+from cronjobs.db.connect import open_store
 
 TARGET = 2.0  # seconds, issue 28
 COMMON = ["0 0 * * *", "0 3 * * *", "0 4 * * *", "30 2 * * *", "0 6 * * 1-5", "15 * * * *",
@@ -85,10 +85,6 @@ def measure(server: benchlib.Server, db: str, repeats: int) -> dict[str, object]
         if finished.returncode != 0:
             raise SystemExit(f"cronjobs forecast failed: {finished.stderr}")
         result = json.loads(finished.stdout)
-    from cronjobs.core.forecast import forecast  # noqa: PLC0415
-    from cronjobs.db.connect import open_store  # noqa: PLC0415
-    from cronjobs.db.config import resolve_database  # noqa: PLC0415
-
     library_times = []
     connected = open_store(resolve_database(conninfo), retry_for=10)
     try:

@@ -19,8 +19,9 @@ from cronjobs.instants import parse_instant
               help=f"Start of the window (default: now; a duration is that long ago; "
                    f"{TIMES_HELP}).")
 @click.option("--to", "end", metavar="TIME|DURATION",
-              help="End of the window, exclusive; a duration is the window's length after "
-                   "--from (default: 1d; at most 31d).")
+              help="End of the window: an instant (exclusive), a date (that whole day "
+                   "included), or a duration: the window's length after --from (default: "
+                   "1d; at most 31d).")
 @click.option("--bucket", default="1m", show_default=True, metavar="DURATION",
               help="The width of each bucket the fires are counted in (whole minutes).")
 @click.option("--top", type=click.IntRange(1, forecasting.MAX_TOP), default=10,
@@ -40,7 +41,7 @@ def forecast(app: App, start: str | None, end: str | None, bucket: str, top: int
     Examples:
       cronjobs forecast                      # the next 24 hours, minute by minute
       cronjobs forecast --to 7d --bucket 1h --top 5
-      cronjobs forecast --from 2026-03-29 --to 2026-03-30 --tz Europe/Berlin
+      cronjobs forecast --from 2026-03-29 --to 2026-03-29 --tz Europe/Berlin
       cronjobs forecast --json
     """
     zone = check_timezone(tz)
@@ -54,7 +55,7 @@ def forecast(app: App, start: str | None, end: str | None, bucket: str, top: int
         length = parse_bounded(end, option="--to", minimum=forecasting.MIN_BUCKET,
                                maximum=forecasting.MAX_WINDOW)
     elif end is not None:
-        finish = parse_instant(end, option="--to", zone=zone)
+        finish = parse_instant(end, option="--to", zone=zone, end=True)
     result = forecasting.forecast(store, start=begin, end=finish, length=length, bucket=width,
                                   top=top)
     emit(forecast_json(result), forecast_text(result, zone), as_json)
