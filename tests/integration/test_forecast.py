@@ -247,3 +247,28 @@ def test_the_decorator_warns_when_its_jobs_are_applied(
     assert (diff.crowding.job, diff.crowding.others, diff.crowding.threshold) == (
         "decorated", 2, 1)
     assert diff.crowding.suggestion == "H 3 * * *"
+
+
+# -- the dashboard's forecast page --------------------------------------------------------
+
+def test_the_forecast_page_and_an_unknown_view(
+        cli: Invoke, database_url: str) -> None:
+    from starlette.testclient import TestClient
+
+    from cronjobs.web.app import create_app
+    from cronjobs.web.site import Settings
+
+    _define(cli, "a.b:c-d", "0 3 * * *")
+    with TestClient(create_app(Settings(conninfo=database_url)),
+                    raise_server_exceptions=False) as web:
+        page = web.get("/forecast")
+        assert page.status_code == 200
+        assert '<a class="name" href="/jobs/a.b%3Ac-d">a.b:c-d</a>' in page.text
+        assert page.text.count('<td class="h') == 24 * 60
+        assert 'data-cell="03:00" data-count="1"' in page.text
+        week = web.get("/forecast?view=week")
+        assert week.status_code == 200 and week.text.count('<td class="h') == 7 * 24
+        bad = web.get("/forecast?view=month")
+        assert (bad.status_code, bad.text) == (400, "invalid view 'month': use day or week\n")
+        job = web.get("/jobs/a.b%3Ac-d")
+        assert "holds <strong>1</strong> run(s) of the fleet" in job.text
