@@ -45,8 +45,7 @@ def forecast(app: App, start: str | None, end: str | None, bucket: str, top: int
       cronjobs forecast --json
     """
     zone = check_timezone(tz)
-    width = parse_bounded(bucket, option="--bucket", minimum=forecasting.MIN_BUCKET,
-                          maximum=forecasting.MAX_WINDOW)
+    width = forecasting.parse_bucket(bucket)
     store = app.store()
     begin = (parse_instant(start, option="--from", zone=zone, now=store.now)
              if start is not None else None)

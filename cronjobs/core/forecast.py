@@ -456,7 +456,7 @@ def summarise(load: Load, now: dt.datetime, top: int, shown_capacity: Capacity,
     listed = {index: load.jobs_in(index) for index in best}
     typical: dict[int, TypicalRunTime] = {}
     ids = {member.id for named, _ in listed.values() for member, _ in named if member.id}
-    if store is not None and ids and shown_capacity.known:
+    if store is not None and ids:
         typical = {row.definition_id: row for row in store.forecast.typical_run_times(ids)}
     peaks = []
     for index in best:
