@@ -25,16 +25,22 @@ ORDER BY r.eligible_at, r.id;
 -- name: run_capacity
 -- The rate at which this deployment has started runs when many were due at once, per run
 -- mode (the job's kind: a shell command or a handler), from the first attempts of the
--- scheduled runs finished since %(since)s: every slot that 2 or more runs of one kind
--- shared is a burst, drained from its first start to its last; the rate is the runs after
--- the first over the seconds it took, summed over the bursts. Reads the finished runs of
--- the period through job_runs_*_finished_idx.
-WITH bursts AS (
+-- scheduled runs among the latest 100,000 finished since %(since)s (newest first through
+-- job_runs_*_finished_idx: the cost stays bounded however busy the week was): every slot
+-- that 2 or more runs of one kind shared is a burst, drained from its first start to its
+-- last; the rate is the runs after the first over the seconds it took, summed over the
+-- bursts.
+WITH recent AS (
+    SELECT r.definition_id, r.scheduled_for, r.started_at, r.trigger, r.attempt
+    FROM job_runs AS r
+    WHERE r.finished_at >= %(since)s AND r.stage <> 'queue'
+    ORDER BY r.finished_at DESC
+    LIMIT 100000
+), bursts AS (
     SELECT d.kind, count(*) AS runs,
            extract(epoch FROM max(r.started_at) - min(r.started_at))::float8 AS seconds
-    FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
-    WHERE r.finished_at >= %(since)s AND r.stage <> 'queue' AND r.trigger = 'schedule'
-      AND r.attempt = 1 AND r.started_at IS NOT NULL
+    FROM recent AS r JOIN job_definitions AS d ON d.id = r.definition_id
+    WHERE r.trigger = 'schedule' AND r.attempt = 1 AND r.started_at IS NOT NULL
     GROUP BY d.kind, r.scheduled_for
     HAVING count(*) >= 2
 )
