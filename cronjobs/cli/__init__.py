@@ -53,7 +53,7 @@ COMMANDS = {
     "migrate": ("admin", "migrate"), "status": ("admin", "status"),
     "prune": ("admin", "prune"), "retention": ("admin", "retention"),
     "metrics": ("admin", "metrics"),
-    "embedded": ("admin", "embedded"),
+    "crontab": ("admin", "crontab"), "embedded": ("admin", "embedded"),
     "serve": ("serving", "serve"),
 }
 
