@@ -1,6 +1,6 @@
 """Turning results into output: aligned tables for people, stable JSON for machines.
 
-The JSON shapes are documented in the README; change them only additively.
+The JSON shapes are documented in docs/reference/json.md; change them only additively.
 """
 
 from __future__ import annotations

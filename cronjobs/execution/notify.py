@@ -79,7 +79,8 @@ def run_url(dashboard: str | None, run_id: int) -> str | None:
 
 
 def body(notice: Notice, sent_at: dt.datetime) -> dict[str, Any]:
-    """The JSON document POSTed (documented in the README, "Notifications")."""
+    """The JSON document POSTed (documented in docs/how-to/monitoring.md, "Webhook
+    notifications")."""
     lines = (notice.output_tail or "").rstrip("\n").splitlines()[-OUTPUT_LINES:]
     lines = [line if len(line) <= LINE_CHARS else line[:LINE_CHARS - 3] + "..."
              for line in lines]
