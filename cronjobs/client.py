@@ -10,6 +10,7 @@ CLI's ``apply`` and :meth:`Client.apply` both call it.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,8 @@ from cronjobs.db.connect import open_store
 from cronjobs.db.store import Store
 from cronjobs.execution.registry import declared, load_apps
 from cronjobs.models import Definition, Run
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,8 @@ class Client:
         take their defaults). ``notify`` is one webhook URL or several; ``notify_on`` a
         list of events (dead, failure, recovery) or a comma-separated string. A job landing
         in a minute that holds more than ``crowded_threshold`` fires of other jobs (None:
-        the default) is defined with a warning (``DefineResult.crowding``)."""
+        the default) is defined with a warning (``DefineResult.crowding``, also logged as a
+        warning of the ``cronjobs.client`` logger)."""
         given = {"schedule": schedule, "tz": tz, "command": command, "handler": handler,
                  "payload": payload, "catchup": catchup, "catchup_limit": catchup_limit,
                  "starting_deadline": starting_deadline, "overlap": overlap,
@@ -143,7 +147,11 @@ class Client:
         spec = to_spec(Declaration(name, {k: v for k, v in given.items() if v is not None},
                                    "Client.define"))
         with self._using() as store:
-            return definitions.define(store, spec, crowded_threshold=crowded_threshold)
+            result = definitions.define(store, spec, crowded_threshold=crowded_threshold)
+        if result.crowding is not None:
+            log.warning("%s", result.crowding.message,
+                        extra={"action": "crowded", "job": result.crowding.job})
+        return result
 
     def apply(self, file: str | None = None, *, modules: Sequence[str] = (),
               source: str | None = None, prune: bool = False, adopt: bool = False,
@@ -152,11 +160,17 @@ class Client:
         """``cronjobs apply``: make the database match the jobs file and/or the modules'
         decorators, in one transaction; the result is the diff (``dry_run``: not
         applied), each job landing in a crowded minute with a warning
-        (``JobDiff.crowding``)."""
+        (``JobDiff.crowding``, also logged as a warning of the ``cronjobs.client``
+        logger)."""
         with self._using() as store:
-            return apply_declared(store, file=file, modules=modules, source=source,
-                                  prune=prune, adopt=adopt, dry_run=dry_run,
-                                  crowded_threshold=crowded_threshold)
+            result = apply_declared(store, file=file, modules=modules, source=source,
+                                    prune=prune, adopt=adopt, dry_run=dry_run,
+                                    crowded_threshold=crowded_threshold)
+        for diff in (*result.added, *result.changed):
+            if diff.crowding is not None:
+                log.warning("%s: %s", diff.name, diff.crowding.message,
+                            extra={"action": "crowded", "job": diff.name})
+        return result
 
     def export(self, *names: str, show_secrets: bool = False) -> applying.Export:
         """``cronjobs export``: the jobs as declarations; the notify URLs masked unless

@@ -272,3 +272,22 @@ def test_the_forecast_page_and_an_unknown_view(
         assert (bad.status_code, bad.text) == (400, "invalid view 'month': use day or week\n")
         job = web.get("/jobs/a.b%3Ac-d")
         assert "holds <strong>1</strong> run(s) of the fleet" in job.text
+
+
+def test_the_client_logs_the_warning_of_the_decorator_and_of_define(
+        cli: Invoke, database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    from cronjobs.client import Client
+
+    _crowd(cli, 2)
+    (tmp_path / "forecast_client_mod.py").write_text(MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with caplog.at_level("WARNING", logger="cronjobs.client"), Client(database_url) as client:
+        applied = client.apply(modules=["forecast_client_mod"], crowded_threshold=1)
+        defined = client.define("by-hand", "0 3 * * *", command="true", crowded_threshold=2)
+    assert applied.added[0].crowding is not None and defined.crowding is not None
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", f"decorated: {applied.added[0].crowding.message}"),
+        ("WARNING", defined.crowding.message)]
+    assert defined.crowding.others == 3  # the crowd and the decorated job
