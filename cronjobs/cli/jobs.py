@@ -21,11 +21,11 @@ from cronjobs.cli.render import (
     backfill_text,
     define_json,
     define_text,
-    definition_json,
     describe_json,
     describe_text,
     explain_json,
     explain_text,
+    job_json,
     list_json,
     list_text,
     preview_json,
@@ -37,7 +37,7 @@ from cronjobs.cli.watching import times, utc_option
 from cronjobs.core import definitions
 from cronjobs.core.definitions import define as run_define
 from cronjobs.core.definitions import describe as run_describe
-from cronjobs.core.definitions import get, list_jobs
+from cronjobs.core.definitions import get, job_info, list_jobs
 from cronjobs.core.definitions import pause as run_pause
 from cronjobs.core.definitions import remove as run_remove
 from cronjobs.core.definitions import resume as run_resume
@@ -218,9 +218,12 @@ def pause(app: App, name: str, until: str | None, note: str | None, as_json: boo
       cronjobs pause backup --until 2026-12-27T08:00:00+01:00
     """
     until_at = parse_instant(until, option="--until") if until is not None else None
-    definition = run_pause(app.store(), name, until=until_at, note=note)
-    extra = f" until {short(definition.paused_until)}" if definition.paused_until else ""
-    emit(definition_json(definition), f"paused job {name!r}{extra}", as_json)
+    store = app.store()
+    definition = run_pause(store, name, until=until_at, note=note)
+    info = job_info(definition, store.now())
+    extra = (f" until {short(info.paused_until)}; next run {short(info.next_fire_at)}"
+             if info.paused_until else "")
+    emit(job_json(definition, info), f"paused job {name!r}{extra}", as_json)
 
 
 @click.command(cls=Command)
@@ -234,9 +237,11 @@ def resume(app: App, name: str, as_json: bool) -> None:
     Examples:
       cronjobs resume nightly_cleanup
     """
-    definition = run_resume(app.store(), name)
-    emit(definition_json(definition),
-         f"resumed job {name!r}; next run {short(definition.next_due_at)}", as_json)
+    store = app.store()
+    definition = run_resume(store, name)
+    info = job_info(definition, store.now())
+    emit(job_json(definition, info), f"resumed job {name!r}; next run {short(info.next_fire_at)}",
+         as_json)
 
 
 @click.command(cls=Command)
@@ -250,8 +255,10 @@ def remove(app: App, name: str, as_json: bool) -> None:
     Examples:
       cronjobs remove nightly_cleanup
     """
-    definition, cancelled = run_remove(app.store(), name)
-    emit({"job": definition_json(definition), "cancelled_runs": cancelled},
+    store = app.store()
+    definition, cancelled = run_remove(store, name)
+    emit({"job": job_json(definition, job_info(definition, store.now())),
+          "cancelled_runs": cancelled},
          f"removed job {name!r} ({cancelled} waiting run(s) cancelled)", as_json)
 
 
