@@ -1,5 +1,7 @@
 """What the server shows: the dashboard, a job's page, a run's page, /healthz and /metrics.
-Each reads through the core functions the commands use, on one pooled connection."""
+Each reads through the core functions the commands use, on one pooled connection. Every page
+leads with the health banner: the verdict of /healthz (and `status --check`), computed once
+per page by :func:`verdict`."""
 
 from __future__ import annotations
 
@@ -10,14 +12,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from cronjobs.core.health import status, storage_json
+from cronjobs.core.health import Status, status, storage_json
 from cronjobs.core.metrics import CONTENT_TYPE
 from cronjobs.core.metrics import metrics as exposition
 from cronjobs.core.operations import MAX_RUN_ID, show
 from cronjobs.core.overview import job_page, overview
 from cronjobs.db.config import scrub
+from cronjobs.db.store import Store
 from cronjobs.errors import CronjobsError, UsageError
-from cronjobs.web.site import site_of
+from cronjobs.web.site import Site, site_of
 from cronjobs.web.words import schedule_words
 
 RUN_ID = re.compile(r"[0-9]{1,19}")
@@ -31,22 +34,33 @@ def run_id_of(request: Request) -> int:
     return int(text)
 
 
+def verdict(site: Site, store: Store) -> Status:
+    """The installation's health as /healthz answers it and every page's banner shows it:
+    `status --check`'s verdict, with the server's thresholds (only the jobs that may have a
+    problem are read, and the history's sizes are estimated: a fraction of the work)."""
+    return status(store, site.settings.thresholds, exact_sizes=False, every_job=False)
+
+
 def dashboard(request: Request) -> Response:
     site = site_of(request)
     params = request.query_params
     with site.store() as store:
         page = overview(store, after=params.get("after", ""), search=params.get("q"))
+        health = verdict(site, store)
     words = {line.definition.id: schedule_words(line.definition) for line in page.jobs}
-    return site.render.page(request, "dashboard.html", {"ov": page, "words": words})
+    return site.render.page(request, "dashboard.html", {"ov": page, "words": words,
+                                                        "health": health})
 
 
 def job(request: Request) -> Response:
     site = site_of(request)
     with site.store() as store:
         page = job_page(store, request.path_params["name"])
+        health = verdict(site, store)
     definition = page.description.definition
     return site.render.page(request, "job.html", {
-        "page": page, "job": definition, "words": schedule_words(definition)})
+        "page": page, "job": definition, "words": schedule_words(definition),
+        "health": health})
 
 
 def run(request: Request) -> Response:
@@ -54,7 +68,9 @@ def run(request: Request) -> Response:
     run_id = run_id_of(request)
     with site.store() as store:
         detail = show(store, run_id)
-    return site.render.page(request, "run.html", {"detail": detail, "run": detail.run})
+        health = verdict(site, store)
+    return site.render.page(request, "run.html", {"detail": detail, "run": detail.run,
+                                                  "health": health})
 
 
 async def healthz(request: Request) -> Response:
@@ -74,13 +90,11 @@ async def healthz(request: Request) -> Response:
             if scope == "server":
                 return {"healthy": True, "checked_at": store.now().isoformat(),
                         "problems": []}
-            # (sizes estimated from the catalog: exact ones cost 0.1 ms a partition)
-            verdict = status(store, site.settings.thresholds, exact_sizes=False,
-                             every_job=False)
-            return {"healthy": verdict.healthy, "checked_at": verdict.now.isoformat(),
-                    "problems": verdict.problems, "warnings": verdict.warnings,
-                    "storage": storage_json(verdict.storage)
-                    if verdict.storage is not None else None}
+            found = verdict(site, store)
+            return {"healthy": found.healthy, "checked_at": found.now.isoformat(),
+                    "problems": found.problems, "warnings": found.warnings,
+                    "storage": storage_json(found.storage)
+                    if found.storage is not None else None}
 
     try:
         answer = await run_in_threadpool(check)

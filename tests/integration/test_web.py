@@ -466,4 +466,6 @@ def test_schedules_are_shown_in_words_beside_the_cron_expression(
     assert "last weekday" in described and described.endswith("(Europe/Berlin)")
     for page in (web.get("/").text, web.get("/jobs/month_end").text):
         assert html.escape(described, quote=False) in page
-        assert "<code>0 18 LW * *</code>" in page
+        # each field unbreakable, so that the expression wraps between fields only
+        assert ('<code class="cron"><span>0</span> <span>18</span> <span>LW</span> '
+                '<span>*</span> <span>*</span></code>') in page
