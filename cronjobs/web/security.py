@@ -99,9 +99,12 @@ def local_path(target: str) -> str:
 class Bounded:
     """ASGI middleware: a request target or body over its bound is refused (414, 413)
     before the application reads it, and every response carries the security headers.
-    ``refuse`` makes the refusal (by default one line of text). A body over its bound is
-    drained first (see DRAIN_BYTES), unless the client waits for a "100 Continue" before
-    sending it, so that the client reads the 413 instead of a reset connection."""
+    ``refuse`` makes the refusal (by default one line of text).
+
+    Whatever the answer, what is left of the request's body is read and dropped before it
+    is sent (see DRAIN_BYTES), unless the client waits for a "100 Continue" before sending
+    it: a client still sending when the server closes the connection would get a reset
+    instead of the answer."""
 
     def __init__(self, app: ASGIApp, refuse: Refuse | None = None) -> None:
         self.app = app
@@ -111,9 +114,28 @@ class Bounded:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length", b"0")
+        waits = headers.get(b"expect", b"").lower() == b"100-continue"
+        # the body is read to its end (or was empty, or the client waits to send it)
+        read = waits or (length == b"0" and b"transfer-encoding" not in headers)
+        seen = 0
+
+        async def bounded() -> Message:
+            nonlocal seen, read
+            message = await receive()
+            read = read or message["type"] != "http.request" or not message.get("more_body")
+            seen += len(message.get("body", b""))
+            if seen > MAX_BODY_BYTES:
+                raise _TooLarge
+            return message
 
         async def secured(message: Message) -> None:
+            nonlocal read
             if message["type"] == "http.response.start":
+                if not read:
+                    read = True
+                    await _drain(receive, int(length) if length.isdigit() else DRAIN_BYTES)
                 message["headers"] = [*message.get("headers", []), *HEADERS]
             await send(message)
 
@@ -126,34 +148,18 @@ class Bounded:
         if target > MAX_TARGET_BYTES:
             await refused(414, "request target too long")
             return
-        headers = dict(scope.get("headers") or [])
-        length = headers.get(b"content-length", b"0")
         if not length.isdigit() or int(length) > MAX_BODY_BYTES:
-            if length.isdigit() and headers.get(b"expect", b"").lower() != b"100-continue":
-                await _drain(receive, int(length))
             await refused(413, too_large)
             return
-        seen = 0
-
-        async def bounded() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > MAX_BODY_BYTES:
-                raise _TooLarge(message.get("more_body", False))
-            return message
-
         try:
             await self.app(scope, bounded, secured)
-        except _TooLarge as exc:
-            if exc.args[0]:
-                await _drain(receive, DRAIN_BYTES)
+        except _TooLarge:
             await refused(413, too_large)
 
 
 async def _drain(receive: Receive, length: int) -> None:
-    """Read and drop a request's body, up to ``length`` bytes and DRAIN_BYTES, for
-    DRAIN_SECONDS at most."""
+    """Read and drop what is left of a request's body, when ``length`` (its declared
+    length, else DRAIN_BYTES) is at most DRAIN_BYTES, for DRAIN_SECONDS at most."""
     if length > DRAIN_BYTES:
         return
     seen = 0
