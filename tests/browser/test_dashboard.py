@@ -179,7 +179,7 @@ def _on_screen(locator: Any, viewport: dict[str, int]) -> None:
     assert locator.is_visible()
     box = locator.bounding_box()
     assert box is not None
-    assert 0 <= box["x"] and box["x"] + box["width"] <= viewport["width"], box
+    assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], box
 
 
 def _fields_unbroken(page: Any) -> None:
