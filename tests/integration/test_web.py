@@ -538,6 +538,28 @@ def test_every_page_leads_with_what_healthz_and_status_check_report(
     assert card[1] is None and "all acknowledged" in card[0] and '"value">1<' in card[0]
 
 
+def test_a_long_list_of_problems_folds_but_names_them_all(
+        web: TestClient, cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    for i in range(12):
+        _define(cli, f"broken{i:02d}", "exit 1", "--max-attempts", "1")
+        _trigger(cli, f"broken{i:02d}")
+    _tick(db)
+    problems = web.get("/healthz").json()["problems"]
+    assert len(problems) == 12
+    body = web.get("/").text
+    banner = BANNER.search(body)
+    assert banner is not None
+    assert 'data-problems="12"' in banner[0]
+    assert "12 problems need attention" in banner[0]
+    open_part, folded = banner[0].split('<details class="more">')
+    assert open_part.count('<li class="problem"') == 10
+    assert "<summary>2 more problems</summary>" in folded
+    assert folded.count('<li class="problem"') == 2
+    colour, whats = _banner(body)
+    assert colour == "bad"
+    assert [p.startswith(w) for w, p in zip(whats, problems, strict=True)] == [True] * 12
+
+
 def test_the_dead_card_is_red_while_a_dead_run_is_not_acknowledged(
         web: TestClient, cli: Invoke, db: psycopg.Connection[Any]) -> None:
     _dead_history(cli, db)
