@@ -60,6 +60,7 @@ async def _act(request: Request, operation: Callable[[Store], Outcome]) -> Respo
             return operation(store)
 
     page, done, data = await run_in_threadpool(call)
+    site.forget_verdict()
     if _admin(site).bearer(request):
         return JSONResponse({"done": done, **data})
     if "next" in form:

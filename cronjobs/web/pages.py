@@ -1,7 +1,7 @@
 """What the server shows: the dashboard, a job's page, a run's page, /healthz and /metrics.
 Each reads through the core functions the commands use, on one pooled connection. Every page
 leads with the health banner: the verdict of /healthz (and `status --check`), computed once
-per page by :func:`verdict`."""
+per page by Site.verdict."""
 
 from __future__ import annotations
 
@@ -12,15 +12,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from cronjobs.core.health import Status, status, storage_json
+from cronjobs.core.health import storage_json
 from cronjobs.core.metrics import CONTENT_TYPE
 from cronjobs.core.metrics import metrics as exposition
 from cronjobs.core.operations import MAX_RUN_ID, show
 from cronjobs.core.overview import job_page, overview
 from cronjobs.db.config import scrub
-from cronjobs.db.store import Store
 from cronjobs.errors import CronjobsError, UsageError
-from cronjobs.web.site import Site, site_of
+from cronjobs.web.site import site_of
 from cronjobs.web.words import schedule_words
 
 RUN_ID = re.compile(r"[0-9]{1,19}")
@@ -34,19 +33,12 @@ def run_id_of(request: Request) -> int:
     return int(text)
 
 
-def verdict(site: Site, store: Store) -> Status:
-    """The installation's health as /healthz answers it and every page's banner shows it:
-    `status --check`'s verdict, with the server's thresholds (only the jobs that may have a
-    problem are read, and the history's sizes are estimated: a fraction of the work)."""
-    return status(store, site.settings.thresholds, exact_sizes=False, every_job=False)
-
-
 def dashboard(request: Request) -> Response:
     site = site_of(request)
     params = request.query_params
     with site.store() as store:
         page = overview(store, after=params.get("after", ""), search=params.get("q"))
-        health = verdict(site, store)
+        health = site.verdict(store)
     words = {line.definition.id: schedule_words(line.definition) for line in page.jobs}
     return site.render.page(request, "dashboard.html", {"ov": page, "words": words,
                                                         "health": health})
@@ -56,7 +48,7 @@ def job(request: Request) -> Response:
     site = site_of(request)
     with site.store() as store:
         page = job_page(store, request.path_params["name"])
-        health = verdict(site, store)
+        health = site.verdict(store)
     definition = page.description.definition
     return site.render.page(request, "job.html", {
         "page": page, "job": definition, "words": schedule_words(definition),
@@ -68,7 +60,7 @@ def run(request: Request) -> Response:
     run_id = run_id_of(request)
     with site.store() as store:
         detail = show(store, run_id)
-        health = verdict(site, store)
+        health = site.verdict(store)
     return site.render.page(request, "run.html", {"detail": detail, "run": detail.run,
                                                   "health": health})
 
@@ -90,7 +82,7 @@ async def healthz(request: Request) -> Response:
             if scope == "server":
                 return {"healthy": True, "checked_at": store.now().isoformat(),
                         "problems": []}
-            found = verdict(site, store)
+            found = site.verdict(store, fresh=True)
             return {"healthy": found.healthy, "checked_at": found.now.isoformat(),
                     "problems": found.problems, "warnings": found.warnings,
                     "storage": storage_json(found.storage)

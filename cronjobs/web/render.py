@@ -77,7 +77,7 @@ class Renderer:
              status: int = 200, *, live: bool = True) -> HTMLResponse:
         """The page ``name``, or (when ``live``) its live part for the refresh: the health
         banner and ``live/name``. ``context["health"]``: the verdict the banner shows (see
-        pages.verdict); without it, the page has no banner."""
+        Site.verdict); without it, the page has no banner."""
         fragment = live and request.headers.get(FRAGMENT_HEADER) == "1"
         admin = self.site.admin
         signed_in = admin is not None and admin.signed_in(request)

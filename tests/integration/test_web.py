@@ -560,6 +560,36 @@ def test_a_long_list_of_problems_folds_but_names_them_all(
     assert [p.startswith(w) for w, p in zip(whats, problems, strict=True)] == [True] * 12
 
 
+def test_pages_reuse_a_recent_verdict_and_an_action_forgets_it(
+        database_url: str, cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    _dead_history(cli, db)
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    with _client(database_url, token=TOKEN, verdict_for=dt.timedelta(minutes=5)) as client:
+        assert _banner(client.get("/").text)[0] == "bad"
+        assert cli("ack", "--all", "flaky").exit_code == 0
+        assert _banner(client.get("/jobs/fine").text)[0] == "bad"  # the kept verdict
+        assert client.get("/healthz").status_code == 200  # always worked out, then kept
+        assert _banner(client.get("/").text)[0] == "ok"
+        _define(cli, "flaky2", "exit 1", "--max-attempts", "1")
+        _trigger(cli, "flaky2")
+        _tick(db)
+        assert _banner(client.get("/").text)[0] == "ok"  # kept
+        assert client.post("/jobs/fine/pause", headers=bearer).status_code == 200
+        assert _banner(client.get("/").text) == (
+            "bad", [f"job 'flaky2': 1 dead run(s) not acknowledged (latest: run "
+                    f"{_latest_run(db)})"])
+    with _client(database_url, verdict_for=dt.timedelta(0)) as client:
+        assert _banner(client.get("/").text)[0] == "bad"
+        assert cli("ack", "--all", "flaky2").exit_code == 0
+        assert _banner(client.get("/").text)[0] == "ok"
+
+
+def _latest_run(db: psycopg.Connection[Any]) -> int:
+    row = db.execute("SELECT max(id) FROM job_runs").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def test_the_dead_card_is_red_while_a_dead_run_is_not_acknowledged(
         web: TestClient, cli: Invoke, db: psycopg.Connection[Any]) -> None:
     _dead_history(cli, db)
