@@ -10,6 +10,7 @@ CLI's ``apply`` and :meth:`Client.apply` both call it.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,8 @@ from cronjobs.db.connect import open_store
 from cronjobs.db.store import Store
 from cronjobs.execution.registry import declared, load_apps
 from cronjobs.models import Definition, Run
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -42,10 +45,13 @@ class JobRun:
 
 def apply_declared(store: Store, *, file: str | None = None, modules: Sequence[str] = (),
                    source: str | None = None, prune: bool = False, adopt: bool = False,
-                   dry_run: bool = False) -> applying.ApplyResult:
+                   dry_run: bool = False, crowded_threshold: int | None = None
+                   ) -> applying.ApplyResult:
     """Apply the jobs that the jobs ``file`` and the ``modules``' decorators declare, all
     validated before anything is written. The source is ``source``, else the file's own
-    ``source``, else :func:`cronjobs.core.apply.default_source`."""
+    ``source``, else :func:`cronjobs.core.apply.default_source`. A job that lands in a
+    crowded minute gets a warning in its diff (``JobDiff.crowding``; see
+    :func:`cronjobs.core.apply.apply` for ``crowded_threshold``)."""
     found: list[Declaration] = []
     named = None
     if file is not None:
@@ -61,7 +67,8 @@ def apply_declared(store: Store, *, file: str | None = None, modules: Sequence[s
     owner = (check_source(source) if source is not None
              else named or applying.default_source(file, modules))
     return applying.apply(store, specs, source=owner, prune=prune, adopt=adopt,
-                          dry_run=dry_run, known_handlers=known)
+                          dry_run=dry_run, known_handlers=known,
+                          crowded_threshold=crowded_threshold)
 
 
 class Client:
@@ -119,10 +126,14 @@ class Client:
                group: str | None = None, notify: str | Sequence[str] | None = None,
                notify_on: str | Sequence[str] | None = None,
                keep_succeeded: str | None = None,
-               keep_failed: str | None = None) -> definitions.DefineResult:
+               keep_failed: str | None = None,
+               crowded_threshold: int | None = None) -> definitions.DefineResult:
         """``cronjobs define``: create or update a job (the whole job: options left out
         take their defaults). ``notify`` is one webhook URL or several; ``notify_on`` a
-        list of events (dead, failure, recovery) or a comma-separated string."""
+        list of events (dead, failure, recovery) or a comma-separated string. A job landing
+        in a minute that holds more than ``crowded_threshold`` fires of other jobs (None:
+        the default) is defined with a warning (``DefineResult.crowding``, also logged as a
+        warning of the ``cronjobs.client`` logger)."""
         given = {"schedule": schedule, "tz": tz, "command": command, "handler": handler,
                  "payload": payload, "catchup": catchup, "catchup_limit": catchup_limit,
                  "starting_deadline": starting_deadline, "overlap": overlap,
@@ -136,17 +147,30 @@ class Client:
         spec = to_spec(Declaration(name, {k: v for k, v in given.items() if v is not None},
                                    "Client.define"))
         with self._using() as store:
-            return definitions.define(store, spec)
+            result = definitions.define(store, spec, crowded_threshold=crowded_threshold)
+        if result.crowding is not None:
+            log.warning("%s", result.crowding.message,
+                        extra={"action": "crowded", "job": result.crowding.job})
+        return result
 
     def apply(self, file: str | None = None, *, modules: Sequence[str] = (),
               source: str | None = None, prune: bool = False, adopt: bool = False,
-              dry_run: bool = False) -> applying.ApplyResult:
+              dry_run: bool = False, crowded_threshold: int | None = None
+              ) -> applying.ApplyResult:
         """``cronjobs apply``: make the database match the jobs file and/or the modules'
         decorators, in one transaction; the result is the diff (``dry_run``: not
-        applied)."""
+        applied), each job landing in a crowded minute with a warning
+        (``JobDiff.crowding``, also logged as a warning of the ``cronjobs.client``
+        logger)."""
         with self._using() as store:
-            return apply_declared(store, file=file, modules=modules, source=source,
-                                  prune=prune, adopt=adopt, dry_run=dry_run)
+            result = apply_declared(store, file=file, modules=modules, source=source,
+                                    prune=prune, adopt=adopt, dry_run=dry_run,
+                                    crowded_threshold=crowded_threshold)
+        for diff in (*result.added, *result.changed):
+            if diff.crowding is not None:
+                log.warning("%s: %s", diff.name, diff.crowding.message,
+                            extra={"action": "crowded", "job": diff.name})
+        return result
 
     def export(self, *names: str, show_secrets: bool = False) -> applying.Export:
         """``cronjobs export``: the jobs as declarations; the notify URLs masked unless

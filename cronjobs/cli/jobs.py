@@ -15,7 +15,7 @@ from cronjobs.cli.app import (
     json_option,
     pass_app,
 )
-from cronjobs.cli.options import Command
+from cronjobs.cli.options import Command, crowded_option
 from cronjobs.cli.render import (
     backfill_json,
     backfill_text,
@@ -32,6 +32,7 @@ from cronjobs.cli.render import (
     preview_text,
     short,
 )
+from cronjobs.cli.render_forecast import crowding_json
 from cronjobs.cli.watching import times, utc_option
 from cronjobs.core import definitions
 from cronjobs.core.definitions import define as run_define
@@ -41,6 +42,7 @@ from cronjobs.core.definitions import pause as run_pause
 from cronjobs.core.definitions import remove as run_remove
 from cronjobs.core.definitions import resume as run_resume
 from cronjobs.core.explain import explain as run_explain
+from cronjobs.core.forecast import parse_threshold
 from cronjobs.core.materialise import backfill as run_backfill
 from cronjobs.core.spec import build_spec
 from cronjobs.cron import check_timezone
@@ -105,6 +107,7 @@ from cronjobs.instants import parse_instant
 @click.option("--keep-failed", default="default", show_default=True, metavar="DURATION",
               help="Keep its dead runs this long after they died (1d to 3650d), or default: "
                    "the global retention.")
+@crowded_option
 @json_option
 @pass_app
 def define(app: App, name: str, schedule: str, tz: str, command: str | None,
@@ -113,7 +116,7 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
            lease: str, alert_command: str | None, alert_on_failure: bool,
            pause_after_failures: int | None, group: str | None, notify: tuple[str, ...],
            notify_on: tuple[str, ...], keep_succeeded: str, keep_failed: str,
-           as_json: bool) -> None:
+           crowded_threshold: str, as_json: bool) -> None:
     """Create or update job NAME to run on cron SCHEDULE (idempotent).
 
     SCHEDULE has 5 fields (minute hour day-of-month month day-of-week), or a macro
@@ -121,7 +124,9 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
     e.g. "H 3 * * *". Day of month also takes L (last day), L-3, 15W (nearest weekday) and
     LW; day of week fri#3 (third Friday) and 5L or friL (last Friday). The schedule is
     said back in words. A define states the whole job: options left out take their
-    defaults. A changed schedule or zone continues from now.
+    defaults. A changed schedule or zone continues from now. A job landing in a minute
+    that already holds more than --crowded-threshold runs of other jobs is defined with a
+    warning saying what H would give instead.
 
     \b
     Examples:
@@ -143,11 +148,15 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
         pause_after_failures=pause_after_failures, group=group, notify=notify,
         notify_on=notify_on, keep_succeeded=keep_succeeded, keep_failed=keep_failed,
     )
+    threshold = parse_threshold(crowded_threshold)
     known = app.handlers() if spec.handler is not None else None
-    result = run_define(app.store(), spec, known_handlers=known)
-    emit(define_json(result), define_text(result), as_json)
+    result = run_define(app.store(), spec, known_handlers=known, crowded_threshold=threshold)
+    emit(define_json(result) | {"crowding": crowding_json(result.crowding)},
+         define_text(result), as_json)
     if result.warning is not None:
         click.echo(f"warning: {result.warning}", err=True)
+    if result.crowding is not None:
+        click.echo(f"warning: {result.crowding.message}", err=True)
 
 
 @click.command(cls=Command, name="list")

@@ -12,6 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from cronjobs import cron as schedules
+from cronjobs.core.forecast import Crowding, check_define
 from cronjobs.core.retention import KEEP_LEAST, KEEP_MOST
 from cronjobs.cron.describe import describe_schedule
 from cronjobs.db.store import Store
@@ -46,6 +47,7 @@ class DefineResult:
     next_slots: tuple[Slot, ...]
     warning: str | None = None  # e.g. no loaded --app module registers the handler
     description: str = ""  # the schedule in words, with its zone
+    crowding: Crowding | None = None  # it lands in a crowded minute (a warning)
 
 
 @dataclass(frozen=True)
@@ -105,14 +107,17 @@ def validate_spec(spec: DefinitionSpec) -> None:
 
 def define(
     store: Store, spec: DefinitionSpec, *, known_handlers: Collection[str] | None = None,
-    preview: int = 5, source: str | None = None,
+    preview: int = 5, source: str | None = None, crowded_threshold: int | None = None,
 ) -> DefineResult:
     """Create or update a job (idempotent). A new schedule or zone continues from now.
 
     ``known_handlers`` are the handlers of the loaded --app modules (None: none configured).
     A handler they do not register is still accepted (it may live in another deployment's
     modules), with a warning in the result. ``source`` is recorded on a new job (``apply``);
-    an existing job keeps its owner."""
+    an existing job keeps its owner. A job landing in a minute that holds more than
+    ``crowded_threshold`` fires of other jobs (None: the default, from the capacity shown;
+    ``forecast.OFF``: not checked) is written all the same, with a warning in the result
+    (see ``core.forecast``)."""
     validate_spec(spec)
     sched = schedules.parse(spec.schedule, spec.timezone, hash_key=spec.name)
     with store.transaction():
@@ -132,9 +137,12 @@ def define(
         else:
             definition, created = stored
             outcome = "created" if created else "updated"
+    crowding = None
+    if definition.paused_at is None or definition.paused_until is not None:
+        crowding = check_define(store, spec, crowded_threshold, after=definition.paused_until)
     return DefineResult(definition, outcome, _slots(sched, now, preview),
                         _handler_warning(spec, known_handlers),
-                        description=describe_schedule(sched))
+                        description=describe_schedule(sched), crowding=crowding)
 
 
 def _handler_warning(spec: DefinitionSpec, known: Collection[str] | None) -> str | None:

@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from cronjobs.core.forecast import job_outlook
 from cronjobs.core.health import storage_json
 from cronjobs.core.metrics import CONTENT_TYPE
 from cronjobs.core.metrics import metrics as exposition
@@ -48,11 +49,14 @@ def job(request: Request) -> Response:
     site = site_of(request)
     with site.store() as store:
         page = job_page(store, request.path_params["name"])
+        definition = page.description.definition
+        place, crowded = job_outlook(site.outlooks.get(store, "day"), definition.name,
+                                     definition.schedule, definition.timezone,
+                                     definition.paused_until)
         health = site.verdict(store)
-    definition = page.description.definition
     return site.render.page(request, "job.html", {
         "page": page, "job": definition, "words": schedule_words(definition),
-        "health": health})
+        "place": place, "crowded": crowded, "health": health})
 
 
 def run(request: Request) -> Response:

@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse
 
 from cronjobs import __version__
 from cronjobs.durations import format_duration
+from cronjobs.reports import Delivery
 from cronjobs.web.errors import TITLES, back_of
 
 if TYPE_CHECKING:
@@ -58,6 +59,11 @@ def _pretty(value: object) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
+def _standing(delivery: Delivery) -> str:
+    """Where a notification stands, in the words of `cronjobs show`."""
+    return delivery.standing(_utc)
+
+
 def _path(value: str) -> str:
     """A job name as one path segment."""
     return quote(value, safe="")
@@ -70,7 +76,7 @@ class Renderer:
             loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.env.filters.update(iso=_iso, utc=_utc, local=_local, duration=_duration,
-                                path=_path, pretty=_pretty)
+                                path=_path, pretty=_pretty, standing=_standing)
         self.env.globals.update(version=__version__, statuses=STATUSES)
 
     def page(self, request: Request, name: str, context: dict[str, Any],
