@@ -126,8 +126,14 @@ class Cronjobs(System):
     MODES: ClassVar[dict[str, str]] = {
         "in-process": "cronjobs tick --in-process (no-op Python handlers)",
         "in-process-64": "cronjobs tick --in-process --concurrency 64 (no-op Python handlers)",
+        "in-process-4": "cronjobs tick --in-process --concurrency 4 (the old default)",
+        "in-process-auto": "cronjobs tick --in-process (--concurrency auto, the default)",
         "isolated": "cronjobs tick, isolated handlers (the default mode)",
         "shell": "cronjobs tick, shell commands (true)"}
+    # --concurrency of each mode (None: no flag, the default); 8 where the issue-14 series
+    # measured it
+    CONCURRENCY: ClassVar[dict[str, str | None]] = {
+        "in-process-64": "64", "in-process-4": "4", "in-process-auto": None}
 
     def __init__(self, server: Server, mode: str, appdir: Path, *,
                  cli: Sequence[str] | None = None, tag: str = "", history: int = 0) -> None:
@@ -156,7 +162,8 @@ class Cronjobs(System):
         # in-process handlers are threads: the wide mode runs 64 at once (pgqueuer's
         # concurrency is unbounded by default), so that a pass claims up to 64 runs
         in_process = self.mode.startswith("in-process")
-        return tick_argv("--concurrency", "64" if self.mode == "in-process-64" else "8",
+        threads = self.CONCURRENCY.get(self.mode, "8")
+        return tick_argv(*(["--concurrency", threads] if threads is not None else []),
                          "--max-runtime", "10m", *(["--in-process"] if in_process else []),
                          apps=[] if self.mode == "shell" else ["bench_noop_jobs"],
                          cli=self.cli)

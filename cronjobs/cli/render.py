@@ -297,6 +297,7 @@ def tick_json(report: TickReport) -> dict[str, Any]:
         "now": instant(report.now),
         "dry_run": report.dry_run,
         "counts": report.counts(),
+        "concurrency": report.execute.concurrency,  # runs at once (auto: as sized)
         "invalid": m.invalid,
         "decisions": [decided_json(d) for d in m.decisions],
         "runs": [{"run_id": f.run_id, "job": f.job, "attempt": f.attempt,
