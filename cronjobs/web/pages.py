@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from cronjobs.core.health import status, storage_json
+from cronjobs.core.health import lateness_json, status, storage_json
 from cronjobs.core.metrics import CONTENT_TYPE
 from cronjobs.core.metrics import metrics as exposition
 from cronjobs.core.operations import MAX_RUN_ID, show
@@ -79,6 +79,8 @@ async def healthz(request: Request) -> Response:
                              every_job=False)
             return {"healthy": verdict.healthy, "checked_at": verdict.now.isoformat(),
                     "problems": verdict.problems, "warnings": verdict.warnings,
+                    "start_lateness": lateness_json(verdict.lateness)
+                    if verdict.lateness is not None else None,
                     "storage": storage_json(verdict.storage)
                     if verdict.storage is not None else None}
 

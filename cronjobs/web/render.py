@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from cronjobs import __version__
+from cronjobs.core.health import seconds_text
 from cronjobs.durations import format_duration
 
 if TYPE_CHECKING:
@@ -51,6 +52,11 @@ def _duration(value: dt.timedelta | None) -> str:
     return format_duration(dt.timedelta(seconds=round(value.total_seconds())))
 
 
+def _seconds(value: float | None) -> str:
+    """A start lateness in seconds (as `cronjobs status` writes it)."""
+    return "-" if value is None else seconds_text(value)
+
+
 def _path(value: str) -> str:
     """A job name as one path segment."""
     return quote(value, safe="")
@@ -63,7 +69,7 @@ class Renderer:
             loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.env.filters.update(iso=_iso, utc=_utc, local=_local, duration=_duration,
-                                path=_path)
+                                path=_path, seconds=_seconds)
         self.env.globals.update(version=__version__, statuses=STATUSES)
 
     def page(self, request: Request, name: str, context: dict[str, Any],
