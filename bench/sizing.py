@@ -15,12 +15,17 @@ Two parts, each interleaved so that a noisy moment of a shared machine hits ever
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import shutil
+import time
 from collections.abc import Sequence
+from typing import Any
 
 import benchlib
+import psycopg
 from benchlib import log
-from common import Context, Section
+from common import Context, Section, checked, sql, tick_argv
 from engine import (
     Cronjobs,
     PgQueuer,
@@ -31,6 +36,8 @@ from engine import (
     handler_dir,
     paired,
 )
+
+from cronjobs.db import sql as cjsql
 
 VARIANTS = ("in-process-4", "in-process-auto", "in-process-64")  # old default, new, wide
 NAMES = {"in-process-4": "old default (4 threads)", "in-process-auto": "auto (no flag)",
@@ -143,4 +150,77 @@ def bench_auto_due(ctx: Context) -> Section:
     return s
 
 
-BENCHMARKS = {"auto_sizing": bench_auto_sizing, "auto_due": bench_auto_due}
+def bench_lateness_query(ctx: Context) -> Section:
+    """What start lateness costs `status`, /metrics and the dashboard with a long history."""
+    per_day, days = LATENESS_RUNS_PER_DAY, LATENESS_DAYS
+    s = Section(
+        "Start lateness: the query's cost with a long history",
+        f"100 handler definitions; {per_day:,} finished runs a day over the last {days} days "
+        f"({per_day * days:,} runs, as 100 jobs every minute kept {days} days), inserted "
+        "after one tick made the history's day partitions, then VACUUM ANALYZE. The named "
+        "query start_lateness (p50 / p99 over the last hour and day), run from a fresh "
+        "connection's second execution on; ms = client round trip, min / median of "
+        f"{LATENESS_CALLS} calls; the plan's buffers from EXPLAIN (ANALYZE, BUFFERS).")
+    appdir = handler_dir()
+    system = Cronjobs(ctx.server, "in-process", appdir)
+    db = ctx.server.create_database("late_query", template=system.template())
+    try:
+        checked(benchlib.run(tick_argv(), system.env(db)), "tick")  # the day partitions
+        sql(ctx.server, db, """
+            INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts,
+                                  exclusive, eligible_at, status, attempt, started_at,
+                                  finished_at, stage, retire_at)
+            SELECT d.id, s.at, 'schedule', 1, false, s.at, 'succeeded', 1,
+                   s.at + (g %% 1000) * interval '1 millisecond',
+                   s.at + interval '2 seconds', 'history',
+                   s.at + interval '2 seconds' + interval '14 days'
+            FROM generate_series(1, %(count)s) AS g
+            CROSS JOIN LATERAL (SELECT now() - (g * %(step)s) * interval '1 second' AS at) s
+            JOIN job_definitions AS d ON d.name = 'noop-' || (1 + g %% 100)
+            """, {"count": per_day * days, "step": 86_400 / per_day})
+        sql(ctx.server, db, "VACUUM ANALYZE")
+        query = cjsql.query("start_lateness")
+        times: list[float] = []
+        with psycopg.connect(ctx.server.conninfo(db), autocommit=True) as conn:
+            for _ in range(LATENESS_CALLS + 1):
+                params = late_params(conn)
+                t = time.perf_counter()
+                row = conn.execute(query, params).fetchone()
+                times.append(1000 * (time.perf_counter() - t))
+            plan = conn.execute(b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query.encode(),
+                                late_params(conn)).fetchone()
+    finally:
+        ctx.server.drop_database(db)
+        shutil.rmtree(appdir, ignore_errors=True)
+    s.figure("start_lateness: ms per call", "ms", times[1:])
+    if row is None or plan is None:
+        raise RuntimeError("start_lateness answered nothing")
+    doc = plan[0] if isinstance(plan[0], list) else json.loads(plan[0])
+    top = doc[0]["Plan"]
+    s.extra["runs in the last day / hour"] = f"{row[3]:,} / {row[0]:,}"
+    s.extra["shared buffers hit / read"] = (f"{top.get('Shared Hit Blocks', 0):,} / "
+                                            f"{top.get('Shared Read Blocks', 0):,}")
+    s.extra["indexes read"] = ", ".join(sorted(index_names(top)))
+    s.extra["history runs"] = per_day * days
+    return s
+
+
+LATENESS_RUNS_PER_DAY = 144_000
+LATENESS_DAYS = 14
+LATENESS_CALLS = 7
+
+
+def late_params(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    (now,) = conn.execute("SELECT now()").fetchone() or (None,)
+    return {"now": now, "hour": now - dt.timedelta(hours=1), "day": now - dt.timedelta(days=1)}
+
+
+def index_names(plan: dict[str, Any]) -> set[str]:
+    names = {plan["Index Name"]} if "Index Name" in plan else set()
+    for child in plan.get("Plans", []):
+        names |= index_names(child)
+    return names
+
+
+BENCHMARKS = {"auto_sizing": bench_auto_sizing, "auto_due": bench_auto_due,
+              "lateness_query": bench_lateness_query}

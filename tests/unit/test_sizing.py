@@ -1,9 +1,16 @@
-"""--concurrency auto: the sizing rule at its edges (cronjobs/execution/sizing.py)."""
+"""--concurrency auto: the sizing rule at its edges (cronjobs/execution/sizing.py), and the
+option that reads it."""
 
 from __future__ import annotations
 
-import pytest
+import re
 
+import click
+import pytest
+from click.testing import CliRunner
+
+from cronjobs.cli import main_group
+from cronjobs.cli.ticking import Concurrency
 from cronjobs.execution.sizing import (
     FLOOR,
     MAX_THREADS,
@@ -55,3 +62,30 @@ def test_the_run_mode_decides_what_a_handler_costs() -> None:
                             cores=2) == 4
     assert auto_concurrency(Backlog.of(handlers=100, commands=0, in_process=True),
                             cores=2) == 64
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("auto", None), ("AUTO", None), (" auto ", None), ("1", 1), ("64", 64),
+    (str(MAX_THREADS), MAX_THREADS)])
+def test_the_option_reads_auto_or_a_number(text: str, value: int | None) -> None:
+    assert Concurrency().convert(text, None, None) == value
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("0", "0 is not auto or a number from 1 to 256"),
+    ("257", "257 is not auto or a number from 1 to 256"),
+    ("-3", "-3 is not auto or a number from 1 to 256"),
+    ("lots", "'lots' is neither auto nor a number of runs"),
+    ("", "'' is neither auto nor a number of runs"),
+])
+def test_the_option_refuses_anything_else(text: str, message: str) -> None:
+    with pytest.raises(click.BadParameter, match=re.escape(message)):
+        Concurrency().convert(text, None, None)
+
+
+def test_auto_is_the_default_and_help_says_so() -> None:
+    result = CliRunner().invoke(main_group, ["tick", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    assert "--concurrency auto|N" in result.stdout
+    assert "[env var: CRONJOBS_TICK_CONCURRENCY; default: auto]" in " ".join(
+        result.stdout.split())
