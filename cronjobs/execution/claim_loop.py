@@ -62,6 +62,7 @@ class ClaimLoop:
         self.concurrency = options.concurrency or sizing.FLOOR
         self._cores = sizing.cores()
         self._sized_at: float | None = None  # monotonic time of the last count (auto)
+        self._saturated = False  # the last count reached its limit (auto)
 
     # -- capacity and back-off ------------------------------------------------------------
 
@@ -74,6 +75,8 @@ class ClaimLoop:
         at = self.clock.now()
         handler_runs, commands = self.db.call(lambda s: s.queue.claimable_backlog(
             now=at, handlers=self.handlers, limit=sizing.MAX_THREADS))
+        # counted up to the limit: a count that reached it cannot grow the size any more
+        self._saturated = handler_runs + commands >= sizing.MAX_THREADS
         backlog = sizing.Backlog.of(handlers=handler_runs, commands=commands,
                                     in_process=self.options.in_process)
         size = sizing.auto_concurrency(backlog, cores=self._cores)
@@ -87,7 +90,8 @@ class ClaimLoop:
     def _resize(self, now: float) -> None:
         """After a claim that filled every free slot: count the backlog again (at most once
         a RESIZE_EVERY), in case more came due than the tick was sized for."""
-        if (self._sized_at is not None and now - self._sized_at >= sizing.RESIZE_EVERY
+        if (self._sized_at is not None and not self._saturated
+                and now - self._sized_at >= sizing.RESIZE_EVERY
                 and self.concurrency < sizing.thread_cap(self._cores)):
             self.size(now)
 
