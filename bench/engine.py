@@ -517,6 +517,14 @@ def _due_once(ctx: Context, system: Cronjobs, argv: list[str], empty_db: str
               ) -> tuple[list[float], float, float, float]:
     """One repetition: (lateness of every run, makespan, spawn → last exit of the ticks,
     the same for empty ticks), all in seconds."""
+    late, finish, wall, empty, _ = due_once(ctx, system, argv, empty_db)
+    return late, finish, wall, empty
+
+
+def due_once(ctx: Context, system: Cronjobs, argv: list[str], empty_db: str
+             ) -> tuple[list[float], float, float, float, float]:
+    """As _due_once, and when the last of the ticks started (job_ticks.started_at - t0: what
+    the ticks took to start and connect, before any work)."""
     due, ticks = ctx.due, ctx.due_ticks
     db = ctx.server.create_database("due", template=system.template())
     try:
@@ -541,11 +549,14 @@ def _due_once(ctx: Context, system: Cronjobs, argv: list[str], empty_db: str
             FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
             WHERE d.name LIKE 'due-%%' AND r.scheduled_for = %(minute)s
               AND r.status = 'succeeded'""", {"t0": t0, "minute": minute})
+        started = sql(ctx.server, db, "SELECT extract(epoch FROM max(started_at) - %s)::float8 "
+                      "FROM job_ticks", (t0,))[0][0]
     finally:
         ctx.server.drop_database(db)
     if len(rows) != due:
         raise RuntimeError(f"expected {due} succeeded runs, found {len(rows)}")
-    return ([float(r[0]) for r in rows], max(float(r[1]) for r in rows), wall, empty)
+    return ([float(r[0]) for r in rows], max(float(r[1]) for r in rows), wall, empty,
+            float(started or 0.0))
 
 
 BENCHMARKS = {"engine": bench_engine, "claim_rows": bench_claim_rows,
