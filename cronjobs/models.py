@@ -6,6 +6,7 @@ dashboard) are :mod:`cronjobs.reports`."""
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -65,8 +66,12 @@ class NotifyEvent(StrEnum):
 
 
 class DeliveryStatus(StrEnum):
-    SENT = "sent"
-    FAILED = "failed"
+    """Where a webhook notification stands (job_notifications.status, the outbox)."""
+
+    PENDING = "pending"  # in the outbox: tried again later, until its deadline
+    SENT = "sent"  # the receiver took it (a 2xx)
+    FAILED = "failed"  # refused for good (an HTTP 4xx but 408, 425, 429): not tried again
+    EXPIRED = "expired"  # its deadline passed before a receiver took it: given up
 
 
 class TickStatus(StrEnum):
@@ -236,7 +241,10 @@ class Run:
 
     @property
     def unacknowledged(self) -> bool:
-        """A dead run nobody acknowledged since it died (it keeps `status --check` red)."""
+        """A dead run nobody acknowledged since it died (it keeps `status --check` red):
+        an acknowledgement applies to the death it acknowledged. The queries that count
+        such runs (reports.sql, runs.sql, retention.sql) state the same rule:
+        ``acknowledged_at IS NULL OR acknowledged_at < finished_at``."""
         return self.status == "dead" and (
             self.acknowledged_at is None
             or (self.finished_at is not None and self.acknowledged_at < self.finished_at))
@@ -250,6 +258,44 @@ class NotifyConfig:
     name: str
     notify_urls: list[str]
     notify_on: list[str]
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A delivery of the outbox its taker is to try (``enqueue_deliveries``,
+    ``claim_deliveries``): the receiver in full (a secret) and the document to POST."""
+
+    id: int
+    delivery_id: uuid.UUID  # the Cronjobs-Delivery-Id header: receivers dedupe by it
+    run_id: int
+    url: str
+    body: str
+    rounds: int  # times taken before this one
+    expires_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class NewDelivery:
+    """A notification of a run to one receiver, for the outbox."""
+
+    run_id: int
+    attempt: int
+    event: str
+    target: str  # the receiver, masked
+    url: str
+    body: str
+
+
+@dataclass(frozen=True)
+class DeliveryOutcome:
+    """How one round of tries of a delivery went."""
+
+    id: int
+    sent: bool
+    retry: bool  # not sent, and a later round may do better
+    tries: int
+    http_status: int | None
+    error: str | None
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,9 @@ def log_json(chunk: Chunk) -> str:
 
 
 def outcome_line(chunk: Chunk) -> str:
-    head = (f"cronjobs: run {chunk.run_id} of {chunk.job!r} is {chunk.status} "
-            f"(attempt {chunk.attempt} of {chunk.max_attempts})")
+    used = (f"attempt {chunk.attempt} of {chunk.max_attempts}" if chunk.attempt
+            else f"0 of {chunk.max_attempts} attempts used")
+    head = f"cronjobs: run {chunk.run_id} of {chunk.job!r} is {chunk.status} ({used})"
     if chunk.status == "running":
         return head
     if chunk.error:

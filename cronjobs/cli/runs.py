@@ -33,7 +33,7 @@ from cronjobs.cli.render_live import log_chunk, log_json
 from cronjobs.cli.watching import times, utc_option, watch_options
 from cronjobs.cli.watching import watch as watching
 from cronjobs.core.logs import logs as run_logs
-from cronjobs.core.operations import acknowledge, acknowledge_all, list_runs
+from cronjobs.core.operations import acknowledge, acknowledge_all, list_runs, run_info
 from cronjobs.core.operations import cancel as run_cancel
 from cronjobs.core.operations import retry as run_retry
 from cronjobs.core.operations import show as run_show
@@ -72,10 +72,12 @@ def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> N
       cronjobs retry 1234 --attempts 3
       cronjobs retry 1234 --force
     """
-    run = run_retry(app.store(), run_id, attempts=attempts, force=force, by=_operator())
-    text = (f"run {run.id} queued again ({run.max_attempts - run.attempt} more attempt(s))"
-            if run.id == run_id else f"run {run.id} created to run the slot of run {run_id} "
-            "again")
+    store = app.store()
+    run = run_info(store, run_retry(store, run_id, attempts=attempts, force=force,
+                                    by=_operator()).id)
+    text = (f"run {run.id} queued again ({run.attempts_allowed - run.attempts_used} more "
+            "attempt(s))" if run.id == run_id
+            else f"run {run.id} created to run the slot of run {run_id} again")
     emit(run_json(run), text, as_json)
 
 
@@ -117,12 +119,12 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
     store = app.store()
     run = run_trigger(store, name, payload=data, force=force, at=at_instant, after=delay)
     if later:
-        emit(run_json(run), f"run {run.id} of {name!r} scheduled for "
+        emit(run_json(run_info(store, run.id)), f"run {run.id} of {name!r} scheduled for "
              f"{short(run.eligible_at)}; the first tick after then runs it", as_json)
         return
     if not run_now:
-        emit(run_json(run), f"run {run.id} of {name!r} queued; the next tick runs it",
-             as_json)
+        emit(run_json(run_info(store, run.id)),
+             f"run {run.id} of {name!r} queued; the next tick runs it", as_json)
         return
 
     with stop_on_signals() as stopped:
@@ -147,8 +149,9 @@ def cancel(app: App, run_id: int, as_json: bool) -> None:
     Examples:
       cronjobs cancel 1234
     """
-    run = run_cancel(app.store(), run_id)
-    text = (f"run {run.id} cancelled" if run.status == "cancelled"
+    store = app.store()
+    run = run_info(store, run_cancel(store, run_id).id)
+    text = (f"run {run.id} cancelled" if run.state == "cancelled"
             else f"run {run.id} asked to stop; its worker stops it at the next heartbeat")
     emit(run_json(run), text, as_json)
 
@@ -259,7 +262,7 @@ def show(app: App, run_id: int, utc: bool, as_json: bool) -> None:
               metavar="SECONDS", help="With --follow: how often to look for new output.")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON document per line (JSON Lines): output, notes and the outcome "
-                   "(see the README).")
+                   "(see the docs' JSON output reference).")
 @pass_app
 def logs(app: App, run_id: int, follow: bool, interval: float, as_json: bool) -> None:
     """Print the output of run RUN_ID: what a running run printed so far (a tick writes it

@@ -9,11 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cronjobs import cron as schedules
+from cronjobs.core import facts
+from cronjobs.core.facts import RunInfo
 from cronjobs.core.groups import usage_of
 from cronjobs.core.health import Thresholds, waiting_for_handlers
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
-from cronjobs.models import Definition, Run, RunStatus, WaitingRuns
+from cronjobs.models import Definition, Run, WaitingRuns
 from cronjobs.reports import GroupUsage, Skip
 from cronjobs.validation import check_name
 
@@ -45,6 +47,7 @@ class Explained:
     reason: str | None
     detail: str | None
     run: Run | None = None
+    info: RunInfo | None = None  # the run's facts (cronjobs.core.facts)
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ class Explanation:
     # (handler, runs, oldest), or None
     waiting: WaitingRuns | None = None
     # the job's one-off runs waiting for their time (trigger --at), whatever the range
-    one_offs: tuple[Run, ...] = ()
+    one_offs: tuple[RunInfo, ...] = ()
     # the job's group (its limit, running and waiting runs), if it has one
     group: GroupUsage | None = None
 
@@ -88,11 +91,14 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
     matched_runs: set[int] = set()
     matched_skips: set[int] = set()
     run_of, skip_of = _run_finder(runs), _skip_finder(skips)
+    infos = {info.id: info for info in facts.load_runs(store, ((r, name) for r in runs))}
     for slot in slots:
         run = run_of(slot)
         if run is not None:
             matched_runs.add(run.id)
-            rows.append(Explained(slot, slot, 1, run.status, None, run_state(run, now), run))
+            info = infos[run.id]
+            rows.append(Explained(slot, slot, 1, run.status, None, facts.run_words(info, now),
+                                  run, info))
             continue
         skip = skip_of(slot)
         if skip is not None:
@@ -115,8 +121,9 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
             rows.append(Explained(slot, slot, 1, "unknown", None, "no record of this slot"))
     for run in runs:
         if run.id not in matched_runs:
+            info = infos[run.id]
             rows.append(Explained(run.scheduled_for, run.scheduled_for, 1, run.status, None,
-                                  run_state(run, now), run))
+                                  facts.run_words(info, now), run, info))
     for skip in skips:
         if skip.id not in matched_skips:
             rows.append(Explained(skip.first_slot, skip.last_slot, skip.slot_count, "skipped",
@@ -127,51 +134,19 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
 
 
 def _waiting(store: Store, definition: Definition, now: dt.datetime
-             ) -> tuple[WaitingRuns | None, tuple[Run, ...], GroupUsage | None]:
+             ) -> tuple[WaitingRuns | None, tuple[RunInfo, ...], GroupUsage | None]:
     """What the job's runs wait for: a handler no recent tick loaded, their time (one-off
     runs for later), a free slot of their group."""
     waiting = None
     if definition.kind == "handler" and definition.removed_at is None:
         found = waiting_for_handlers(store, now, Thresholds().max_tick_age, definition.id)
         waiting = found[0] if found else None
-    one_offs = tuple(store.materialise.one_off_runs_of(definition.id))
+    one_offs = tuple(facts.load_runs(
+        store, ((r, definition.name) for r in store.materialise.one_off_runs_of(definition.id))))
     group = None
     if definition.group_name is not None:
         group = usage_of(store, definition.group_name, now)
     return waiting, one_offs, group
-
-
-def run_state(run: Run, now: dt.datetime) -> str:
-    """What a run's status means for its slot, in words: never "ran" for one that did not."""
-    of = f"{run.attempt} of {run.max_attempts}"
-    status = run.status
-    if status == RunStatus.SCHEDULED:
-        return (f"scheduled manually for {run.eligible_at.isoformat()} (a one-off run: the "
-                "overlap policy applies then; `cronjobs cancel` drops it)")
-    if status == RunStatus.QUEUED:
-        when = ("due now" if run.eligible_at <= now
-                else f"eligible at {run.eligible_at.isoformat()}")
-        head = ("queued, not started yet" if run.attempt == 0
-                else f"queued again after attempt {of}")
-        return f"{head} ({when})"
-    if status == RunStatus.RUNNING:
-        stop = "; asked to stop" if run.cancel_requested_at is not None else ""
-        return f"running attempt {of} on {run.lease_owner}{stop}"
-    if status == RunStatus.FAILED:
-        return (f"attempt {of} failed; the next attempt is due at "
-                f"{run.eligible_at.isoformat()}" + _error(run))
-    if status == RunStatus.SUCCEEDED:
-        return f"succeeded (attempt {of})"
-    if status == RunStatus.DEAD:
-        seen = "" if run.unacknowledged else "; acknowledged"
-        return f"dead after attempt {of}{_error(run)}{seen}"
-    if run.attempt == 0:
-        return "cancelled before it started" + _error(run)
-    return f"cancelled after attempt {of}" + _error(run)
-
-
-def _error(run: Run) -> str:
-    return f": {run.error}" if run.error else ""
 
 
 def _slots(definition: Definition, start: dt.datetime, end: dt.datetime) -> list[dt.datetime]:

@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse
 from cronjobs import __version__
 from cronjobs.core.health import seconds_text
 from cronjobs.durations import format_duration
+from cronjobs.reports import Delivery
 
 if TYPE_CHECKING:
     from cronjobs.web.site import Site
@@ -57,6 +58,11 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else seconds_text(value)
 
 
+def _standing(delivery: Delivery) -> str:
+    """Where a notification stands, in the words of `cronjobs show`."""
+    return delivery.standing(_utc)
+
+
 def _path(value: str) -> str:
     """A job name as one path segment."""
     return quote(value, safe="")
@@ -69,7 +75,7 @@ class Renderer:
             loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.env.filters.update(iso=_iso, utc=_utc, local=_local, duration=_duration,
-                                path=_path, seconds=_seconds)
+                                path=_path, seconds=_seconds, standing=_standing)
         self.env.globals.update(version=__version__, statuses=STATUSES)
 
     def page(self, request: Request, name: str, context: dict[str, Any],
