@@ -226,10 +226,11 @@ def test_apply_marks_crowded_jobs_in_its_diff(cli: Invoke, tmp_path: Path) -> No
     assert again.exit_code == 0 and again.stderr == ""
 
 
+# One job name per test module: the process's registry refuses a name declared twice.
 MODULE = '''
 import cronjobs
 
-@cronjobs.job("decorated", schedule="0 3 * * *")
+@cronjobs.job("{name}", schedule="0 3 * * *")
 def decorated(ctx):
     pass
 '''
@@ -238,7 +239,7 @@ def decorated(ctx):
 def test_the_decorator_warns_when_its_jobs_are_applied(
         cli: Invoke, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _crowd(cli, 2)
-    (tmp_path / "forecast_app_mod.py").write_text(MODULE)
+    (tmp_path / "forecast_app_mod.py").write_text(MODULE.format(name="decorated"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     result = apply_declared(store, modules=["forecast_app_mod"], crowded_threshold=1)
@@ -280,7 +281,7 @@ def test_the_client_logs_the_warning_of_the_decorator_and_of_define(
     from cronjobs.client import Client
 
     _crowd(cli, 2)
-    (tmp_path / "forecast_client_mod.py").write_text(MODULE)
+    (tmp_path / "forecast_client_mod.py").write_text(MODULE.format(name="decorated-too"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     with caplog.at_level("WARNING", logger="cronjobs.client"), Client(database_url) as client:
@@ -288,6 +289,6 @@ def test_the_client_logs_the_warning_of_the_decorator_and_of_define(
         defined = client.define("by-hand", "0 3 * * *", command="true", crowded_threshold=2)
     assert applied.added[0].crowding is not None and defined.crowding is not None
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
-        ("WARNING", f"decorated: {applied.added[0].crowding.message}"),
+        ("WARNING", f"decorated-too: {applied.added[0].crowding.message}"),
         ("WARNING", defined.crowding.message)]
     assert defined.crowding.others == 3  # the crowd and the decorated job
