@@ -23,6 +23,7 @@ from cronjobs.reports import (
     HotTable,
     JobHealth,
     RunningRun,
+    StartLateness,
     XminHolder,
 )
 
@@ -51,6 +52,8 @@ class Thresholds:
     max_xmin_age: dt.timedelta = dt.timedelta(hours=1)
     # how long after its last retirement instant the oldest history partition may remain
     max_retention_lag: dt.timedelta = dt.timedelta(days=2)
+    # the p99 start lateness of the last hour's runs (None: not judged)
+    max_lateness: dt.timedelta | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,8 @@ class Status:
     storage: Storage | None = None
     # worth a look, but not a problem: `status --check` stays green
     warnings: list[str] = field(default_factory=list)
+    # p50 / p99 start lateness over the last hour and day (None only for one built by hand)
+    lateness: StartLateness | None = None
 
     @property
     def problems(self) -> list[str]:
@@ -197,11 +202,41 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
                                  job=job.name))
         if job.name in overdue:
             found.append(Problem(f"job {job.name!r}: {overdue[job.name]}", job=job.name))
+    result.lateness = store.reports.start_lateness(now=now)
+    found += [Problem(text) for text in judge_lateness(result.lateness, thresholds)]
     result.storage = storage(store, now, exact_sizes=exact_sizes)
     problems, warnings = judge_storage(result.storage, thresholds)
     found += [Problem(text) for text in problems]
     result.warnings += warnings
     return result
+
+
+def judge_lateness(late: StartLateness, thresholds: Thresholds) -> list[str]:
+    """A problem when the p99 start lateness of the last hour is above --max-lateness (equal
+    is fine; no run started in the hour: nothing to judge)."""
+    limit = thresholds.max_lateness
+    if limit is None or late.hour_p99 is None or late.hour_p99 <= limit.total_seconds():
+        return []
+    return [f"runs start late: p99 {seconds_text(late.hour_p99)} over the last hour "
+            f"({late.hour_runs} run(s); threshold {seconds_text(limit.total_seconds())})"]
+
+
+def seconds_text(seconds: float) -> str:
+    """A lateness, to the millisecond below a minute (0.25s, 12.5s, 3m05s, 2h10m)."""
+    if abs(seconds) < 60:
+        return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+    hours, rest = divmod(round(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def lateness_json(late: StartLateness) -> dict[str, Any]:
+    """Start lateness as `status --json` and /healthz show it: per window, the runs started
+    and p50 / p99 in seconds (None: no run started)."""
+    return {"last_hour": {"runs": late.hour_runs, "p50_seconds": late.hour_p50,
+                          "p99_seconds": late.hour_p99},
+            "last_day": {"runs": late.day_runs, "p50_seconds": late.day_p50,
+                         "p99_seconds": late.day_p99}}
 
 
 def storage(store: Store, now: dt.datetime, *, exact_sizes: bool = True) -> Storage:

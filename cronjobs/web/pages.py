@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from cronjobs.core.forecast import job_outlook
-from cronjobs.core.health import storage_json
+from cronjobs.core.health import lateness_json, storage_json
 from cronjobs.core.metrics import CONTENT_TYPE
 from cronjobs.core.metrics import metrics as exposition
 from cronjobs.core.operations import MAX_RUN_ID, show
@@ -89,6 +89,8 @@ async def healthz(request: Request) -> Response:
             found = site.verdict(store, fresh=True)
             return {"healthy": found.healthy, "checked_at": found.now.isoformat(),
                     "problems": found.problems, "warnings": found.warnings,
+                    "start_lateness": lateness_json(found.lateness)
+                    if found.lateness is not None else None,
                     "storage": storage_json(found.storage)
                     if found.storage is not None else None}
 

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from cronjobs import __version__
+from cronjobs.core.health import seconds_text
 from cronjobs.durations import format_duration
 from cronjobs.reports import Delivery
 from cronjobs.web.errors import TITLES, back_of
@@ -59,6 +60,11 @@ def _pretty(value: object) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
+def _seconds(value: float | None) -> str:
+    """A start lateness in seconds (as `cronjobs status` writes it)."""
+    return "-" if value is None else seconds_text(value)
+
+
 def _standing(delivery: Delivery) -> str:
     """Where a notification stands, in the words of `cronjobs show`."""
     return delivery.standing(_utc)
@@ -76,7 +82,8 @@ class Renderer:
             loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.env.filters.update(iso=_iso, utc=_utc, local=_local, duration=_duration,
-                                path=_path, pretty=_pretty, standing=_standing)
+                                path=_path, pretty=_pretty, seconds=_seconds,
+                                standing=_standing)
         self.env.globals.update(version=__version__, statuses=STATUSES)
 
     def page(self, request: Request, name: str, context: dict[str, Any],
