@@ -7,8 +7,9 @@ Debian's syntax (seconds and year fields, ``?``, ``R``) is rejected. What it yie
 of values of each field, the day extensions and the day rule, is a ``Spec`` that the matcher
 walks.
 
-croniter is the project's cron library, imported only by ``hashing`` (for ``H``) and by the
-tests, which use it as the oracle the matcher is checked against. Its own time-zone
+croniter is the project's cron library: ``H`` is croniter's hash (``hashing`` works it out
+the way croniter does, without importing it), and the tests use croniter as the oracle the
+matcher and ``hashing`` are checked against. Its own time-zone
 iteration is not used, because it departs from the package's DST rules: given an aware
 start it runs ``30 2 * * *`` twice on the fall-back night in Europe/Berlin and invents a
 03:00 run of ``*/30 2 * * *`` for the hour the clock skips.
