@@ -162,7 +162,8 @@ class Load:
     def __init__(self, window: Window) -> None:
         self.window = window
         self.groups: dict[tuple[str, bool, str], _Group] = {}
-        self._by_text: dict[tuple[str, str], _Group] = {}
+        # by (schedule, zone, the values of its H fields)
+        self._by_text: dict[tuple[str, str, tuple[frozenset[int] | None, ...]], _Group] = {}
         self.one_offs: list[tuple[int, OneOffRun]] = []
         self.unreadable: list[Unreadable] = []
         self.jobs = 0  # jobs that fire in the window, or may
@@ -187,11 +188,11 @@ class Load:
             return
         if not names:
             return
-        # Jobs sharing an expression without H share a group: parsed once. A job with H is
-        # parsed alone (its name decides its fields), then joins the group of what its
-        # fields came out as.
-        text = (schedule, timezone)
-        group = None if hashed else self._by_text.get(text)
+        # Jobs sharing an expression share a group, parsed once; with H, jobs whose names
+        # give its H fields the same values (hash_fields: a CRC per field, no parse).
+        hashes = schedules.hash_fields(schedule, names[0]) if hashed else ()
+        text = None if hashes is None else (schedule, timezone, hashes)
+        group = None if text is None else self._by_text.get(text)
         if group is None:
             try:
                 sched = schedules.parse(schedule, timezone, hash_key=names[0])
@@ -199,7 +200,7 @@ class Load:
                 self.unreadable += [Unreadable(name, exc.message) for name in names]
                 return
             group = self._group(sched)
-            if not hashed:
+            if text is not None:
                 self._by_text[text] = group
         self.jobs += len(names)
         if after is not None and after >= window.start:

@@ -99,8 +99,8 @@ This package is pure: it reads no clock, no database and no environment, and imp
 nothing of cronjobs but ``cronjobs.errors``.
 """
 
-from cronjobs.cron.expressions import MACROS, MAX_LENGTH
+from cronjobs.cron.expressions import MACROS, MAX_LENGTH, hash_fields
 from cronjobs.cron.schedule import Schedule, parse
 from cronjobs.cron.zones import check_timezone
 
-__all__ = ["MACROS", "MAX_LENGTH", "Schedule", "check_timezone", "parse"]
+__all__ = ["MACROS", "MAX_LENGTH", "Schedule", "check_timezone", "hash_fields", "parse"]

@@ -167,6 +167,26 @@ def compile_expression(expression: str, hash_key: str) -> Compiled:
     return Compiled(spec, " ".join(texts))
 
 
+def hash_fields(expression: str, hash_key: str) -> tuple[frozenset[int] | None, ...] | None:
+    """What ``hash_key`` makes of the ``H`` fields of ``expression``: their values (None for
+    a field without ``H``); None when the expression is a macro or not valid. The key
+    changes nothing else in ``compile_expression``, so two keys with the same answer
+    compile the expression to the same schedule: a fleet of ``H`` jobs is worked out by
+    hashing each name and compiling once per distinct answer."""
+    try:
+        text = normalise(expression)
+    except ScheduleError:
+        return None
+    parts = text.split(" ")
+    if text.startswith("@") or len(parts) != len(FIELDS):
+        return None
+    try:
+        return tuple(parse_hash(f, part, hash_key) if part[:1] in ("H", "h") else None
+                     for f, part in zip(FIELDS, parts, strict=True))
+    except FieldError:
+        return None
+
+
 def _merged(a: DayExtras, b: DayExtras) -> DayExtras:
     """The extensions of both day fields (each field has only its own kinds)."""
     if not a:

@@ -77,4 +77,6 @@ def hashed_values(f: Field, key: bytes, low: int, high: int,
     else:
         start = low + shifted % (min(low + step - 1, high) - low + 1)
         drawn = range(start, high + 1, step)
-    return frozenset(0 if (v == 7 and f is DAY_OF_WEEK) else v for v in drawn)
+    if f is DAY_OF_WEEK:
+        return frozenset(0 if v == 7 else v for v in drawn)
+    return frozenset(drawn)

@@ -14,6 +14,7 @@ from croniter.croniter import CroniterError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cronjobs.cron import hash_fields, parse
 from cronjobs.cron.fields import FIELDS, Field, FieldError, full
 from cronjobs.cron.hashing import hashed_values, parse_hash
 
@@ -124,3 +125,31 @@ def test_any_name_and_any_h_text_is_croniters(name: str, index: int, kind: int, 
     except FieldError:
         found = None
     assert found == expected
+
+
+@pytest.mark.parametrize("expression", ["H 3 * * *", "H H * * *", "H/15 * * * *",
+                                        "H(0-29) 2 * * *", "0 0 H * *", "H 4 * * 1-5",
+                                        "H H H H H", "H(0-7)/2 H/6 H/3 H/5 h(1-5)"])
+def test_what_a_name_makes_of_the_h_fields_decides_the_schedule(expression: str) -> None:
+    # hash_fields is what the key changes: equal answers, equal compiled schedules, and
+    # different answers, different ones (the forecast groups H jobs by it).
+    by_fields: dict[object, str] = {}
+    by_canonical: dict[str, object] = {}
+    for i in range(2000):
+        name = f"job-{i}"
+        fields = hash_fields(expression, name)
+        assert fields is not None
+        canonical = parse(expression, hash_key=name).canonical
+        assert by_fields.setdefault(fields, canonical) == canonical
+        assert by_canonical.setdefault(canonical, fields) == fields
+    assert len(by_fields) > 1
+
+
+def test_hash_fields_of_expressions_without_valid_h() -> None:
+    assert hash_fields("0 3 * * *", "a") == (None,) * 5
+    assert hash_fields("0 3 * * thu", "a") == (None,) * 5
+    assert hash_fields("H 3 * * *", "a") == (parse_hash(FIELDS[0], "H", "a"),
+                                              None, None, None, None)
+    for bad in ("@daily", "H(5-3) * * * *", "H * * *", "H,1 * * * *", "H(0-60) * * * *",
+                "", "H/0 * * * *", "x" * 300):
+        assert hash_fields(bad, "a") is None, bad
