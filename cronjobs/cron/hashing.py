@@ -17,9 +17,9 @@ croniter's derivation, for field index ``i`` (minute 0 ... day-of-week 4) and ke
   ``b``);
 - day-of-week 7 is Sunday, 0 (``H(0-7)`` may draw 7).
 
-croniter 6 drew that start from ``a`` to ``a + n - 1`` without the cap and without the
-single-value case, so a step as wide as its range or wider (``H/60`` in the minute field)
-came out differently there; every other form is the same in both.
+Earlier croniter releases drew that start from ``a`` to ``a + n - 1`` without the cap and
+without the single-value case, so a step as wide as its range or wider (``H/60`` in the
+minute field) came out differently there; every other form is the same in both.
 """
 
 from __future__ import annotations
