@@ -299,9 +299,9 @@ class HistoryStorage:
 
 @dataclass(frozen=True)
 class ForecastGroup:
-    """Jobs the forecast expands together (``forecast_jobs``): those sharing a schedule as
-    written, a zone, a kind and a pause (one job alone when its schedule has H, which its
-    name decides). ``paused_at``: the latest pause among them (None: none is paused)."""
+    """Jobs the forecast reads together (``forecast_jobs``): those sharing a schedule as
+    written, a zone, a kind and a pause (with H, each job's name then decides its fields).
+    ``paused_at``: the latest pause among them (None: none is paused)."""
 
     schedule: str
     timezone: str

@@ -162,7 +162,8 @@ class Load:
     def __init__(self, window: Window) -> None:
         self.window = window
         self.groups: dict[tuple[str, bool, str], _Group] = {}
-        self._by_text: dict[tuple[str, str, str], _Group] = {}
+        # by (schedule, zone, the values of its H fields)
+        self._by_text: dict[tuple[str, str, tuple[frozenset[int] | None, ...]], _Group] = {}
         self.one_offs: list[tuple[int, OneOffRun]] = []
         self.unreadable: list[Unreadable] = []
         self.jobs = 0  # jobs that fire in the window, or may
@@ -176,7 +177,8 @@ class Load:
         """Count jobs in that share a schedule, a zone, a kind and a pause's end (``after``:
         they fire only after it). ``ids``: theirs (none: not stored yet)."""
         ids = list(ids) or [0] * len(names)
-        if _hashed(schedule) and len(names) > 1:  # H: each job's schedule is its own
+        hashed = _hashed(schedule)
+        if hashed and len(names) > 1:  # H: each job's schedule is its own
             for name, job_id in zip(names, ids, strict=True):
                 self.add([name], schedule, timezone, ids=[job_id], kind=kind, after=after)
             return
@@ -186,16 +188,20 @@ class Load:
             return
         if not names:
             return
-        # (jobs sharing an expression without H share a group: parsed once)
-        text = (schedule, timezone, names[0] if _hashed(schedule) else "")
-        group = self._by_text.get(text)
+        # Jobs sharing an expression share a group, parsed once; with H, jobs whose names
+        # give its H fields the same values (hash_fields: a CRC per field, no parse).
+        hashes = schedules.hash_fields(schedule, names[0]) if hashed else ()
+        text = None if hashes is None else (schedule, timezone, hashes)
+        group = None if text is None else self._by_text.get(text)
         if group is None:
             try:
                 sched = schedules.parse(schedule, timezone, hash_key=names[0])
             except ScheduleError as exc:
                 self.unreadable += [Unreadable(name, exc.message) for name in names]
                 return
-            group = self._by_text[text] = self._group(sched)
+            group = self._group(sched)
+            if text is not None:
+                self._by_text[text] = group
         self.jobs += len(names)
         if after is not None and after >= window.start:
             group.partial += [Member(name, job_id, kind, after)

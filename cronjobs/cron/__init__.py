@@ -90,17 +90,17 @@ increasing, each instant at most once. Naive datetimes are a programming error
 Layout
 ------
 ``fields`` reads one field as Debian does (and the day extensions), ``hashing`` expands
-``H`` (with croniter), ``expressions`` validates and compiles a whole expression,
-``matching`` works out each month's matching days and walks the matching wall-clock
-minutes, ``zones`` maps wall times to instants across DST, and ``schedule`` puts them
-together as :class:`Schedule`. ``describe`` says a schedule in words (with cron-descriptor);
-it is not imported here, so that a tick never loads it. This package is pure: it reads no
-clock, no database and no environment, and imports nothing of cronjobs but
-``cronjobs.errors``.
+``H`` (croniter's hash, worked out directly), ``expressions`` validates and compiles a
+whole expression, ``matching`` works out each month's matching days and walks the
+matching wall-clock minutes, ``zones`` maps wall times to instants across DST, and
+``schedule`` puts them together as :class:`Schedule`. ``describe`` says a schedule in
+words (with cron-descriptor); it is not imported here, so that a tick never loads it.
+This package is pure: it reads no clock, no database and no environment, and imports
+nothing of cronjobs but ``cronjobs.errors``.
 """
 
-from cronjobs.cron.expressions import MACROS, MAX_LENGTH
+from cronjobs.cron.expressions import MACROS, MAX_LENGTH, hash_fields
 from cronjobs.cron.schedule import Schedule, parse
 from cronjobs.cron.zones import check_timezone
 
-__all__ = ["MACROS", "MAX_LENGTH", "Schedule", "check_timezone", "parse"]
+__all__ = ["MACROS", "MAX_LENGTH", "Schedule", "check_timezone", "hash_fields", "parse"]

@@ -7,8 +7,9 @@ Debian's syntax (seconds and year fields, ``?``, ``R``) is rejected. What it yie
 of values of each field, the day extensions and the day rule, is a ``Spec`` that the matcher
 walks.
 
-croniter is the project's cron library, imported only by ``hashing`` (for ``H``) and by the
-tests, which use it as the oracle the matcher is checked against. Its own time-zone
+croniter is the project's cron library: ``H`` is croniter's hash (``hashing`` works it out
+the way croniter does, without importing it), and the tests use croniter as the oracle the
+matcher and ``hashing`` are checked against. Its own time-zone
 iteration is not used, because it departs from the package's DST rules: given an aware
 start it runs ``30 2 * * *`` twice on the fall-back night in Europe/Berlin and invents a
 03:00 run of ``*/30 2 * * *`` for the hour the clock skips.
@@ -164,6 +165,26 @@ def compile_expression(expression: str, hash_key: str) -> Compiled:
     wildcard = parts[0].startswith("*") or parts[1].startswith("*")
     spec = shared_spec(tuple(values), day_or, wildcard, extras)
     return Compiled(spec, " ".join(texts))
+
+
+def hash_fields(expression: str, hash_key: str) -> tuple[frozenset[int] | None, ...] | None:
+    """What ``hash_key`` makes of the ``H`` fields of ``expression``: their values (None for
+    a field without ``H``); None when the expression is a macro or not valid. The key
+    changes nothing else in ``compile_expression``, so two keys with the same answer
+    compile the expression to the same schedule: a fleet of ``H`` jobs is worked out by
+    hashing each name and compiling once per distinct answer."""
+    try:
+        text = normalise(expression)
+    except ScheduleError:
+        return None
+    parts = text.split(" ")
+    if text.startswith("@") or len(parts) != len(FIELDS):
+        return None
+    try:
+        return tuple(parse_hash(f, part, hash_key) if part[:1] in ("H", "h") else None
+                     for f, part in zip(FIELDS, parts, strict=True))
+    except FieldError:
+        return None
 
 
 def _merged(a: DayExtras, b: DayExtras) -> DayExtras:

@@ -126,8 +126,10 @@ def month_shapes(months: Iterable[int]) -> Iterator[tuple[int, int]]:
             yield length, first
 
 
+# Every expression is checked with it, each H job with its own: few distinct answers.
+@functools.lru_cache(maxsize=4096)
 def fires(doms: frozenset[int], dows: frozenset[int], extras: DayExtras, day_or: bool,
-          months: Iterable[int]) -> bool:
+          months: frozenset[int]) -> bool:
     """Whether these day fields match some day of some month of ``months`` in some year."""
     return any(month_days(doms, dows, extras, day_or, length, first)
                for length, first in month_shapes(months))

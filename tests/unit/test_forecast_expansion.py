@@ -263,3 +263,35 @@ def test_a_stored_group_of_jobs_counts_each_and_h_stays_each_jobs_own() -> None:
     named, total = load.jobs_in(window.index(dt.datetime(2026, 6, 1, 3, tzinfo=UTC)), limit=3)
     assert total == 49 and [m.name for m, _ in named] == ["n-0", "n-1", "n-2"]
     assert load.own_buckets("h-a") == Counter([window.index(hashed)])
+
+
+def test_h_jobs_read_together_are_each_their_own_and_grouped_by_what_they_fire_on() -> None:
+    # forecast_jobs hands H jobs over in one row per schedule and zone; each job's H comes
+    # from its name, and jobs whose H fields come out alike share one expansion.
+    start = dt.datetime(2026, 3, 28, 12, tzinfo=UTC)  # Berlin's spring-forward night
+    window = fc.make_window(start)
+    expressions = ["H 3 * * *", "H H * * *", "H/15 * * * *", "H(0-29) 2 * * *", "0 0 H * *",
+                   "H 4 * * 1-5"]
+    zones = ["UTC", "Europe/Berlin", "America/New_York"]
+    names = [f"job-{i}" for i in range(300)]
+    rows = [ForecastGroup(expression, zone, "command", None, None, names,
+                          list(range(len(names))))
+            for expression in expressions for zone in zones]
+    load = fc.expand(rows, [], window)
+    expected: Counter[int] = Counter()
+    shapes = set()
+    for expression in expressions:
+        for zone in zones:
+            for name in names:
+                sched = schedules.parse(expression, zone, hash_key=name)
+                shapes.add((sched.canonical, sched.is_wildcard, zone))
+                for at in fc.fires_of(sched, window):
+                    expected[window.index(at)] += 1
+    counts = load.totals()
+    assert {i: n for i, n in enumerate(counts) if n} == dict(expected)
+    assert load.jobs == len(expressions) * len(zones) * len(names)
+    assert len(load.groups) == len(shapes) < load.jobs
+    one_by_one = fc.expand([ForecastGroup(row.schedule, row.timezone, "command", None, None,
+                                          [name], [i]) for row in rows
+                            for i, name in enumerate(row.names)], [], window)
+    assert one_by_one.totals() == counts

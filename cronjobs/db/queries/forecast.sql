@@ -3,15 +3,14 @@
 -- name: forecast_jobs
 -- Every job the forecast expands (not removed, not marked invalid), in groups that share
 -- a schedule as written, a zone, a kind and a pause: fleets share few schedules, so a few
--- hundred rows carry 100,000 jobs. A schedule with H (a field, not a macro) is each job's
--- own: its name decides it. The forecast reads the pause: a paused job fires only after
--- its pause's end (paused_until), one paused without an end not at all.
+-- hundred rows carry 100,000 jobs. Jobs written with H share a row too (the forecast
+-- works out each one's H from its name). The forecast reads the pause: a paused job fires
+-- only after its pause's end (paused_until), one paused without an end not at all.
 SELECT schedule, timezone, kind, max(paused_at) AS paused_at, paused_until,
        array_agg(name ORDER BY name) AS names, array_agg(id ORDER BY name) AS ids
 FROM job_definitions
 WHERE removed_at IS NULL AND invalid_reason IS NULL
-GROUP BY schedule, timezone, kind, paused_at IS NULL, paused_until,
-         CASE WHEN schedule ~* 'h' AND schedule !~ '^\s*@' THEN name END
+GROUP BY schedule, timezone, kind, paused_at IS NULL, paused_until
 ORDER BY min(name);
 
 -- name: forecast_one_off_runs
