@@ -30,9 +30,7 @@ from cronjobs.cli.render import (
     list_text,
     preview_json,
     preview_text,
-    short,
 )
-from cronjobs.cli.watching import times, utc_option
 from cronjobs.core import definitions
 from cronjobs.core.definitions import define as run_define
 from cronjobs.core.definitions import describe as run_describe
@@ -144,8 +142,9 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
         notify_on=notify_on, keep_succeeded=keep_succeeded, keep_failed=keep_failed,
     )
     known = app.handlers() if spec.handler is not None else None
-    result = run_define(app.store(), spec, known_handlers=known)
-    emit(define_json(result), define_text(result), as_json)
+    store = app.store()
+    result = run_define(store, spec, known_handlers=known)
+    app.confirm(define_json(result), define_text(result, app.times(store.now())), as_json)
     if result.warning is not None:
         click.echo(f"warning: {result.warning}", err=True)
 
@@ -153,10 +152,9 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
 @click.command(cls=Command, name="list")
 @click.option("--wide", is_flag=True,
               help="Add a DESCRIPTION column: each schedule in words, with its zone.")
-@utc_option
 @json_option
 @pass_app
-def list_command(app: App, wide: bool, utc: bool, as_json: bool) -> None:
+def list_command(app: App, wide: bool, as_json: bool) -> None:
     """List every job with its state, next fire time and last run (times in the local zone
     and relative to now, or --utc).
 
@@ -170,15 +168,14 @@ def list_command(app: App, wide: bool, utc: bool, as_json: bool) -> None:
     store = app.store()
     now = store.now()
     listings = list_jobs(store)
-    emit(list_json(listings), list_text(listings, times(now, utc), wide=wide), as_json)
+    emit(list_json(listings), list_text(listings, app.times(now), wide=wide), as_json)
 
 
 @click.command(cls=Command)
 @click.argument("name")
-@utc_option
 @json_option
 @pass_app
-def describe(app: App, name: str, utc: bool, as_json: bool) -> None:
+def describe(app: App, name: str, as_json: bool) -> None:
     """Everything about job NAME: settings, next 5 fire times (UTC and local), last runs.
 
     \b
@@ -189,7 +186,7 @@ def describe(app: App, name: str, utc: bool, as_json: bool) -> None:
     store = app.store()
     now = store.now()
     description = run_describe(store, name)
-    emit(describe_json(description), describe_text(description, times(now, utc)), as_json)
+    emit(describe_json(description), describe_text(description, app.times(now)), as_json)
 
 
 @click.command(cls=Command)
@@ -209,9 +206,11 @@ def pause(app: App, name: str, until: str | None, note: str | None, as_json: boo
       cronjobs pause backup --until 2026-12-27T08:00:00+01:00
     """
     until_at = parse_instant(until, option="--until") if until is not None else None
-    definition = run_pause(app.store(), name, until=until_at, note=note)
-    extra = f" until {short(definition.paused_until)}" if definition.paused_until else ""
-    emit(definition_json(definition), f"paused job {name!r}{extra}", as_json)
+    store = app.store()
+    definition = run_pause(store, name, until=until_at, note=note)
+    times = app.times(store.now())
+    extra = f" until {times.when(definition.paused_until)}" if definition.paused_until else ""
+    app.confirm(definition_json(definition), f"paused {name}{extra}", as_json)
 
 
 @click.command(cls=Command)
@@ -225,9 +224,10 @@ def resume(app: App, name: str, as_json: bool) -> None:
     Examples:
       cronjobs resume nightly_cleanup
     """
-    definition = run_resume(app.store(), name)
-    emit(definition_json(definition),
-         f"resumed job {name!r}; next run {short(definition.next_due_at)}", as_json)
+    store = app.store()
+    definition = run_resume(store, name)
+    app.confirm(definition_json(definition), f"resumed {name}, next "
+                f"{app.times(store.now()).when(definition.next_due_at)}", as_json)
 
 
 @click.command(cls=Command)
@@ -242,8 +242,9 @@ def remove(app: App, name: str, as_json: bool) -> None:
       cronjobs remove nightly_cleanup
     """
     definition, cancelled = run_remove(app.store(), name)
-    emit({"job": definition_json(definition), "cancelled_runs": cancelled},
-         f"removed job {name!r} ({cancelled} waiting run(s) cancelled)", as_json)
+    app.confirm({"job": definition_json(definition), "cancelled_runs": cancelled},
+                f"removed {name} ({cancelled} waiting run(s) cancelled; its history stays)",
+                as_json)
 
 
 @click.command(cls=Command, name="next")
@@ -283,7 +284,9 @@ def next_command(app: App, job_or_schedule: str, tz: str | None, start: str | No
     else:
         result = definitions.preview_job(app.store(), job_or_schedule, timezone=tz,
                                          start=begin, count=count)
-    emit(preview_json(result), preview_text(result), as_json)
+    # relative to now ("in 3 h") only when the preview starts now
+    relative_to = result.start if start is None else None
+    emit(preview_json(result), preview_text(result, app.times(relative_to)), as_json)
 
 
 def _looks_like_schedule(value: str) -> bool:
@@ -303,16 +306,22 @@ def _looks_like_schedule(value: str) -> bool:
 def explain(app: App, name: str, start: str | None, end: str | None, as_json: bool) -> None:
     """For every slot of job NAME in a range: did it run, and if not, why.
 
+    Consecutive slots with the same story fold into one line with a count (before the
+    job was defined, skipped for one reason, runs that succeeded); runs that need a look
+    (failed, dead, running, queued, cancelled) get a line each. At most 2,000 lines and
+    100,000 slots (69 days of a per-minute job). --json folds the same way.
+
     \b
     Examples:
       cronjobs explain nightly_cleanup
       cronjobs explain nightly_cleanup --from 2026-03-28 --to 2026-03-30
+      cronjobs explain every_minute --from 7d
     """
     store = app.store()
     begin = parse_instant(start, option="--from", now=store.now) if start is not None else None
     finish = parse_instant(end, option="--to", end=True) if end is not None else None
     result = run_explain(store, name, start=begin, end=finish)
-    emit(explain_json(result), explain_text(result), as_json)
+    emit(explain_json(result), explain_text(result, app.times(store.now())), as_json)
 
 
 @click.command(cls=Command)
@@ -338,4 +347,4 @@ def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
     begin = parse_instant(start, option="--from", now=store.now)
     finish = parse_instant(end, option="--to", end=True)
     result = run_backfill(store, get(store, name), begin, finish)
-    emit(backfill_json(result), backfill_text(result), as_json)
+    app.confirm(backfill_json(result), backfill_text(result), as_json)

@@ -174,9 +174,11 @@ def tick(app: App, /, now: str | None, allow_future: bool, dry_run: bool, max_ru
     if as_json:
         emit(tick_json(report), "", True)
     elif options.dry_run or app.verbose:
-        click.echo(decisions_text(report))
-    click.echo(tick_summary(report), err=True)
-    for line in [*waiting_lines(report.waiting), *lost_tick_lines(report.lost_ticks)]:
+        click.echo(decisions_text(report, app.times()))
+    if not app.quiet:
+        click.echo(tick_summary(report, app.times()), err=True)
+    for line in [*waiting_lines(report.waiting),
+                 *lost_tick_lines(report.lost_ticks, app.times())]:
         click.echo(line, err=True)
 
 

@@ -32,6 +32,7 @@ from cronjobs.models import (
     SkipReason,
     Trigger,
 )
+from cronjobs.timefmt import in_zone
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ def _catch_up(d: DueDefinition, sched: schedules.Schedule, first: dt.datetime,
                           else SkipReason.COALESCED)
                 detail = ("catch-up 'none' runs only the current slot"
                           if catchup == Catchup.NONE
-                          else f"catch-up 'latest' ran only {latest.isoformat()}")
+                          else f"catch-up 'latest' ran only {in_zone(latest, dt.UTC)}")
                 skip(timely_first, _before(sched, latest), reason, detail)
 
     return chosen
