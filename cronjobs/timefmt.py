@@ -82,11 +82,13 @@ class Times:
     now: dt.datetime | None = None
     utc: bool = False
     zone: dt.tzinfo | None = None  # None: $TZ, else the system's local zone
+    relative: bool = True  # False: absolute times only, even with ``now``
 
     @classmethod
-    def of(cls, *, utc: bool, now: dt.datetime | None = None) -> Times:
+    def of(cls, *, utc: bool, now: dt.datetime | None = None, relative: bool = True
+           ) -> Times:
         """Times in UTC, or in the zone $TZ names (else the system's)."""
-        return cls(now=now, utc=utc, zone=None if utc else local_zone())
+        return cls(now=now, utc=utc, zone=None if utc else local_zone(), relative=relative)
 
     def at(self, value: dt.datetime | None) -> str:
         """``2026-11-25 15:31 CET``, absolute; ``-`` for no instant."""
@@ -99,7 +101,7 @@ class Times:
         known."""
         if value is None:
             return NONE
-        if self.now is None:
+        if self.now is None or not self.relative:
             return self.at(value)
         return f"{self.at(value)} ({relative(value, self.now)})"
 
@@ -107,7 +109,9 @@ class Times:
         """``in 3 min`` or ``2 h ago`` alone (absolute when ``now`` is unknown)."""
         if value is None:
             return NONE
-        return self.at(value) if self.now is None else relative(value, self.now)
+        if self.now is None or not self.relative:
+            return self.at(value)
+        return relative(value, self.now)
 
     def span(self, first: dt.datetime, last: dt.datetime) -> str:
         """``2026-11-25 14:02\u201315:40 CET``: a range, the second date left out on one

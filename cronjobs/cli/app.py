@@ -74,9 +74,10 @@ class App:
         if not self.quiet:
             announce(text)
 
-    def times(self, now: dt.datetime | None = None) -> Times:
-        """How this command shows instants: local or --utc, relative to ``now`` if given."""
-        return Times.of(utc=self.utc, now=now)
+    def times(self, now: dt.datetime | None = None, *, relative: bool = True) -> Times:
+        """How this command shows instants: local or --utc, relative to ``now`` if given
+        (its zone's abbreviation at ``now`` heads the tables)."""
+        return Times.of(utc=self.utc, now=now, relative=relative)
 
     def confirm(self, data: Any, text: str, as_json: bool) -> None:
         """A command that changed something says so: its short confirmation (1 to 3

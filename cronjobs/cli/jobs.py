@@ -285,8 +285,8 @@ def next_command(app: App, job_or_schedule: str, tz: str | None, start: str | No
         result = definitions.preview_job(app.store(), job_or_schedule, timezone=tz,
                                          start=begin, count=count)
     # relative to now ("in 3 h") only when the preview starts now
-    relative_to = result.start if start is None else None
-    emit(preview_json(result), preview_text(result, app.times(relative_to)), as_json)
+    times = app.times(result.start, relative=start is None)
+    emit(preview_json(result), preview_text(result, times), as_json)
 
 
 def _looks_like_schedule(value: str) -> bool:

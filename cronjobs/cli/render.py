@@ -117,7 +117,8 @@ def define_text(result: DefineResult, times: Times) -> str:
     """Two lines: what was done to which job, and when it runs next (the rest:
     `cronjobs describe NAME`)."""
     d = result.definition
-    outcome = {"created": "defined", "updated": "updated"}.get(result.outcome, result.outcome)
+    outcome = {"created": "defined", "updated": "updated", "unchanged": "no change to"}.get(
+        result.outcome, result.outcome)
     head = f"{outcome} {d.name}: {d.schedule}" + (f" ({result.description})"
                                                  if result.description else "")
     first = result.next_slots[0].utc if result.next_slots else None

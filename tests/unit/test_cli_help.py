@@ -194,7 +194,8 @@ def test_every_command_that_prints_data_has_json() -> None:
          "error: no such command 'stat'. Did you mean 'status'? "
          "(try 'cronjobs embedded --help')"),
         (["runs", "--limt", "3"],
-         "error: no such option '--limt'. Did you mean '--limit'? "
+         # click names every option close to it, -q/--quiet of the global options too
+         "error: no such option '--limt'. (Did you mean one of: '--limit', '--quiet'?) "
          "(try 'cronjobs runs --help')"),
         (["tick", "--concurrency"],
          "error: option '--concurrency' requires an argument (try 'cronjobs tick --help')"),
