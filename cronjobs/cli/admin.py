@@ -237,8 +237,17 @@ def embedded_status(as_json: bool) -> None:
             "running": st.running, "pid": st.pid,
             "socket_dir": str(st.socket_dir) if st.socket_dir else None, "port": st.port,
             "server_version": st.server_version, "log_file": str(st.log_file)}
-    text = table(["KEY", "VALUE"], [(k, "-" if v is None else v) for k, v in data.items()])
+    text = table(["KEY", "VALUE"], [(k, _word(v)) for k, v in data.items()])
     emit(data, text, as_json)
+
+
+def _word(value: object) -> object:
+    """A value in a table for people: yes/no, not Python's True/False; - for none."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return value
 
 
 @embedded.command(name="stop")

@@ -171,8 +171,20 @@ def configure_logging(verbose: int) -> None:
     logging.basicConfig(level=level, handlers=[handler])
 
 
+# The ids a record carries in its extras (``extra={"job": ..., "run_id": ...}``), as the
+# line shows them at its end: `... run 42 succeeded  job=nightly_cleanup run=42 attempt=1`.
+CONTEXT = (("job", "job"), ("run_id", "run"), ("attempt", "attempt"), ("tick_id", "tick"))
+
+
 class _ScrubbingFormatter(logging.Formatter):
-    """Log records, tracebacks included, with every password masked (see config.scrub)."""
+    """Log records, tracebacks included, with every password masked (see config.scrub),
+    each ending with the job and run it concerns (:data:`CONTEXT`)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        ids = " ".join(f"{label}={getattr(record, key)}" for key, label in CONTEXT
+                       if getattr(record, key, None) is not None)
+        text = super().formatMessage(record)
+        return f"{text}  {ids}" if ids else text
 
     def format(self, record: logging.LogRecord) -> str:
         return scrub(super().format(record))

@@ -270,10 +270,10 @@ class Notifier:
         except DeliveryError as exc:
             log.warning("notification of run %s to %s failed after %d tries: %s",
                         notice.run_id, target, tries, exc,
-                        extra={"action": "notify", "run_id": notice.run_id})
+                        extra={"action": "notify", "run_id": notice.run_id, "job": notice.job})
             return self._record(notice, url, "failed", tries, exc.http_status, str(exc))
         log.info("notification of run %s sent to %s", notice.run_id, target,
-                 extra={"action": "notify", "run_id": notice.run_id})
+                 extra={"action": "notify", "run_id": notice.run_id, "job": notice.job})
         return self._record(notice, url, "sent", tries, status, None)
 
     def _record(self, notice: Notice, url: str, status: str, tries: int,
