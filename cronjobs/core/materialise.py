@@ -397,7 +397,7 @@ def backfill(store: Store, definition: Definition, start: dt.datetime, end: dt.d
         current = now if now is not None else store.now()
         if end > current:
             raise UsageError(f"invalid --to {end.isoformat()}: backfill is for the past "
-                             f"(now is {current.isoformat()})")
+                             f"(now is {in_zone(current, dt.UTC)})")
         slots = list(itertools.islice(sched.between(start - TICK, end), BACKFILL_LIMIT + 1))
         if len(slots) > BACKFILL_LIMIT:
             raise UsageError(f"the range holds more than {BACKFILL_LIMIT} slots: "
