@@ -251,7 +251,9 @@ def _word(value: object) -> object:
 
 
 @embedded.command(name="stop")
-def embedded_stop() -> None:
+@json_option
+@pass_app
+def embedded_stop(app: App, as_json: bool) -> None:
     """Stop the embedded server (the next command starts it again).
 
     \b
@@ -259,5 +261,6 @@ def embedded_stop() -> None:
       cronjobs embedded stop
     """
     was_running = embedded_server.stop()
-    click.echo("stopped the embedded PostgreSQL server" if was_running
-               else "the embedded PostgreSQL server was not running")
+    app.confirm({"was_running": was_running},
+                "stopped the embedded PostgreSQL server" if was_running
+                else "the embedded PostgreSQL server was not running", as_json)
