@@ -492,8 +492,11 @@ CREATE INDEX job_skips_tick_idx ON job_skips (tick_id) WHERE tick_id IS NOT NULL
 -- retention: the oldest first
 CREATE INDEX job_skips_decided_idx ON job_skips (decided_at);
 
--- One row per notification sent (or tried) about a run: to which receiver (masked), on
--- which event, how it went.
+-- One row per notification of a run to one receiver: an outbox (docs/notifications.md).
+-- Written 'pending' before it is sent; ticks claim the due ones (FOR UPDATE SKIP LOCKED, the
+-- claim token fencing the outcome) and try them with exponential back-off until the
+-- receiver takes it ('sent'), refuses it for good ('failed': an HTTP 4xx) or the deadline
+-- passes ('expired').
 CREATE TABLE job_notifications (
     id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     -- the run (not a foreign key: runs move to the history and retire on their own)
@@ -502,19 +505,40 @@ CREATE TABLE job_notifications (
     event        text NOT NULL
         CONSTRAINT job_notifications_event_check
         CHECK (event IN ('dead', 'failure', 'recovery')),
+    -- the receiver's URL, masked (what is shown)
     target       text NOT NULL,
     status       text NOT NULL
         CONSTRAINT job_notifications_status_check
-        CHECK (status IN ('sent', 'failed')),
+        CHECK (status IN ('pending', 'sent', 'failed', 'expired')),
+    -- HTTP requests made so far
     tries        integer NOT NULL CONSTRAINT job_notifications_tries_check CHECK (tries >= 0),
     http_status  integer,
     error        text,
-    sent_at      timestamptz NOT NULL
+    -- the last try (when it was delivered, for 'sent'); the record's time otherwise
+    sent_at      timestamptz NOT NULL,
+    -- the receivers' idempotency key (the Cronjobs-Delivery-Id header)
+    delivery_id  uuid,
+    -- how many times a tick took it (each a short series of tries)
+    rounds       integer NOT NULL DEFAULT 1
+        CONSTRAINT job_notifications_rounds_check CHECK (rounds >= 0),
+    -- while pending: when it is due (or its claim's end), until when it is tried, the claim
+    next_attempt_at timestamptz,
+    expires_at   timestamptz,
+    claim_token  uuid,
+    -- while pending: the receiver in full (a secret, never shown) and the document
+    url          text,
+    body         text,
+    CONSTRAINT job_notifications_pending_check
+        CHECK (status <> 'pending' OR (next_attempt_at IS NOT NULL AND expires_at IS NOT NULL
+                                       AND url IS NOT NULL AND body IS NOT NULL))
 );
 
 CREATE INDEX job_notifications_run_idx ON job_notifications (run_id);
 -- retention: the oldest first
 CREATE INDEX job_notifications_sent_idx ON job_notifications (sent_at);
+-- the outbox: the due deliveries, the soonest first
+CREATE INDEX job_notifications_due_idx ON job_notifications (next_attempt_at)
+    WHERE status = 'pending';
 
 INSERT INTO cronjobs_migrations (version, name) VALUES (1, 'initial');
 INSERT INTO cronjobs_migrations (version, name) VALUES (2, 'ack_and_backfill_order');
@@ -527,3 +551,4 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (8, 'dashboard_indexes');
 INSERT INTO cronjobs_migrations (version, name) VALUES (9, 'failing_jobs_index');
 INSERT INTO cronjobs_migrations (version, name) VALUES (10, 'claimable_runs');
 INSERT INTO cronjobs_migrations (version, name) VALUES (11, 'hot_queue_and_history');
+INSERT INTO cronjobs_migrations (version, name) VALUES (12, 'notification_outbox');

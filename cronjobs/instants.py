@@ -1,5 +1,5 @@
 """Instants as users write them, the same for every time option (see "Times and durations"
-in the README):
+in docs/reference/schedules.md):
 
 - an ISO-8601 instant, ``2026-03-29T01:30:00Z``; without an offset it is read in ``zone``;
 - a date, ``2026-03-29``: the start of that day, or its last instant where the option ends a

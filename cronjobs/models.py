@@ -6,6 +6,7 @@ dashboard) are :mod:`cronjobs.reports`."""
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -65,8 +66,12 @@ class NotifyEvent(StrEnum):
 
 
 class DeliveryStatus(StrEnum):
-    SENT = "sent"
-    FAILED = "failed"
+    """Where a webhook notification stands (job_notifications.status, the outbox)."""
+
+    PENDING = "pending"  # in the outbox: tried again later, until its deadline
+    SENT = "sent"  # the receiver took it (a 2xx)
+    FAILED = "failed"  # refused for good (an HTTP 4xx but 408, 425, 429): not tried again
+    EXPIRED = "expired"  # its deadline passed before a receiver took it: given up
 
 
 class TickStatus(StrEnum):
@@ -250,6 +255,44 @@ class NotifyConfig:
     name: str
     notify_urls: list[str]
     notify_on: list[str]
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A delivery of the outbox its taker is to try (``enqueue_deliveries``,
+    ``claim_deliveries``): the receiver in full (a secret) and the document to POST."""
+
+    id: int
+    delivery_id: uuid.UUID  # the Cronjobs-Delivery-Id header: receivers dedupe by it
+    run_id: int
+    url: str
+    body: str
+    rounds: int  # times taken before this one
+    expires_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class NewDelivery:
+    """A notification of a run to one receiver, for the outbox."""
+
+    run_id: int
+    attempt: int
+    event: str
+    target: str  # the receiver, masked
+    url: str
+    body: str
+
+
+@dataclass(frozen=True)
+class DeliveryOutcome:
+    """How one round of tries of a delivery went."""
+
+    id: int
+    sent: bool
+    retry: bool  # not sent, and a later round may do better
+    tries: int
+    http_status: int | None
+    error: str | None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ them and writes none of them; its own rows, the ones it decides on and writes, a
 from __future__ import annotations
 
 import datetime as dt
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,18 +52,45 @@ class GroupUsage:
 
 @dataclass(frozen=True)
 class Delivery:
-    """A row of job_notifications: one webhook notification about a run, and how it went."""
+    """A row of job_notifications: one webhook notification about a run to one receiver,
+    and where it stands (``status``: pending, sent, failed, expired)."""
 
     id: int
     run_id: int
-    attempt: int
+    attempt: int  # the run's attempt it is about
     event: str
     target: str  # the receiver's URL, masked
     status: str
-    tries: int
-    http_status: int | None
-    error: str | None
-    sent_at: dt.datetime
+    tries: int  # HTTP requests so far
+    http_status: int | None  # of the last one
+    error: str | None  # of the last one
+    sent_at: dt.datetime  # the last try (when it was delivered, for 'sent')
+    delivery_id: uuid.UUID | None  # the Cronjobs-Delivery-Id header (None: before the outbox)
+    rounds: int  # delivery attempts so far (each a short series of tries)
+    next_attempt_at: dt.datetime | None  # pending: when it is tried again
+    expires_at: dt.datetime | None  # pending: when it is given up
+
+    def standing(self, at: Callable[[dt.datetime | None], str]) -> str:
+        """Where it stands, in words (``show`` and the dashboard's run page), its times
+        written by ``at``."""
+        tries = f"{self.tries} tr{'y' if self.tries == 1 else 'ies'}"
+        rounds = f"{self.rounds} attempt{'' if self.rounds == 1 else 's'}"
+        last = (f"HTTP {self.http_status}" if self.http_status is not None else "")
+        if self.error and self.error != last:
+            last = f"{last}: {self.error}" if last else self.error
+        if self.status == "sent":
+            return (f"sent {at(self.sent_at)} after {tries}"
+                    + (f" in {rounds}" if self.rounds > 1 else "")
+                    + (f", {last}" if last else ""))
+        if self.status == "pending":
+            return (f"pending, {rounds} ({tries}) so far, next attempt "
+                    f"{at(self.next_attempt_at)}, given up {at(self.expires_at)}"
+                    + (f"; last error: {last}" if last else ""))
+        if self.status == "expired":
+            return (f"expired {at(self.sent_at)} (given up at its deadline) after {rounds} "
+                    f"({tries})" + (f"; last error: {last}" if last else ""))
+        return (f"failed {at(self.sent_at)} after {tries}, not tried again"
+                + (f"; last error: {last}" if last else ""))
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ class TickReport:
         self.handlers: tuple[str, ...] = ()  # the handlers the tick could run
         self.waiting: list[WaitingRuns] = []  # due runs of the handlers it could not
         self.lost_ticks: list[LostTick] = []  # earlier ticks it closed as lost
+        self.redelivered = 0  # notifications of the outbox it tried again
 
     def counts(self) -> dict[str, int]:
         e = self.execute
@@ -94,10 +95,13 @@ def tick(store: Store, options: TickOptions, *,
     executor: Executor | None = None
     # notifications, live output, tracing (the tick's span starts here)
     observer = RunObserver.for_tick(store, clock.now, tick_id=tick_id, worker=options.worker,
-                                    dashboard_url=options.dashboard_url)
+                                    dashboard_url=options.dashboard_url,
+                                    notify_deadline=options.notify_deadline)
     try:
         if options.run_ids is None:
             report.materialise = materialise(store, now, tick_id=tick_id)
+            # the outbox: notifications no receiver took yet, sent while the runs run
+            report.redelivered = observer.redeliver()
         executor = Executor(store, options, clock=clock, tick_id=tick_id, due_at=now,
                             handlers=handlers, observer=observer,
                             alerts=Alerts(options.alert_command), should_stop=should_stop)

@@ -9,7 +9,7 @@ then (see there why).
 
 Exit codes: 0 success; 1 the world failed (database unreachable, internal error);
 2 bad input or configuration (nothing was written); 3 ``status --check`` found a problem;
-4 ``apply --dry-run`` found changes pending.
+4 ``apply --dry-run`` found changes pending; 130 interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import NoReturn
 import click
 
 from cronjobs import __version__
-from cronjobs.cli.app import EXIT_FAILURE, EXIT_OK
+from cronjobs.cli.app import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
 from cronjobs.cli.options import Command, Parsing, SubGroup, global_options
 from cronjobs.db.config import scrub
 from cronjobs.errors import CronjobsError
@@ -53,7 +53,7 @@ COMMANDS = {
     "migrate": ("admin", "migrate"), "status": ("admin", "status"),
     "prune": ("admin", "prune"), "retention": ("admin", "retention"),
     "metrics": ("admin", "metrics"),
-    "embedded": ("admin", "embedded"),
+    "crontab": ("admin", "crontab"), "embedded": ("admin", "embedded"),
     "serve": ("serving", "serve"),
 }
 
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:
         if logging.getLogger().isEnabledFor(logging.INFO):
             logging.getLogger("cronjobs").exception("internal error")

@@ -4,6 +4,7 @@ and the embedded server."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 from typing import Any
 
@@ -20,6 +21,8 @@ from cronjobs.cli.options import PER_JOB, Command, SubGroup, per_job_option, thr
 from cronjobs.cli.render import retention_json, retention_text, status_json, status_text, table
 from cronjobs.cli.watching import watch as watching
 from cronjobs.cli.watching import watch_options
+from cronjobs.core.crontab import crontab as crontab_lines
+from cronjobs.core.crontab import find_executable
 from cronjobs.core.health import Thresholds
 from cronjobs.core.health import status as run_status
 from cronjobs.core.metrics import metrics as run_metrics
@@ -207,6 +210,33 @@ def metrics(app: App, per_job: str) -> None:
         mv /var/lib/node_exporter/cronjobs.prom.$$ /var/lib/node_exporter/cronjobs.prom
     """
     click.echo(run_metrics(app.store(), per_job=PER_JOB[per_job]), nl=False)
+
+
+# -- cron -------------------------------------------------------------------------------------
+
+@click.command(cls=Command)
+@json_option
+@pass_app
+def crontab(app: App, as_json: bool) -> None:
+    """Print the crontab lines that drive cronjobs on this host, with absolute paths.
+
+    cron runs commands with PATH=/usr/bin:/bin, where a virtualenv's `cronjobs` is not
+    found: the lines name this installation's `cronjobs` in full, and set the database
+    (and the --app modules) this command was given. A password is never printed: a URL
+    that holds one is written masked, in a comment, to complete by hand. Nothing connects
+    to the database.
+
+    \b
+    Examples:
+      cronjobs crontab
+      cronjobs crontab | crontab -            # replaces your crontab: check it first
+      cronjobs --app myapp.jobs crontab --json
+    """
+    lines = crontab_lines(find_executable(), app.target, os.environ, apps=app.apps,
+                          workdir=os.getcwd())
+    data = {"executable": lines.executable, "variables": dict(lines.variables),
+            "notes": list(lines.notes), "lines": list(lines.lines)}
+    emit(data, lines.text(), as_json)
 
 
 # -- embedded server ------------------------------------------------------------------------------

@@ -28,9 +28,10 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_UNHEALTHY = 3
 EXIT_PENDING = 4  # `apply --dry-run`: changes are pending (the database is not in sync)
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) outside a tick or a --watch, as shells report it
 
 DURATION_HELP = "a duration such as 90s, 5m, 2h, 1d or 1h30m"
-TIMES_HELP = "see 'Times and durations' in the README"
+TIMES_HELP = "see 'Times and durations' in the docs' schedules reference"
 
 
 class App:
@@ -125,7 +126,8 @@ def emit(data: Any, text: str, as_json: bool) -> None:
 
 def json_option(func: Callable[..., T]) -> Callable[..., T]:
     return click.option("--json", "as_json", is_flag=True,
-                        help="Print a JSON document (stable shape, see the README).")(func)
+                        help="Print a JSON document (stable shape: see the docs' JSON "
+                             "output reference).")(func)
 
 
 def split_apps(values: tuple[str, ...]) -> tuple[str, ...]:

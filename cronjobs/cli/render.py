@@ -1,6 +1,6 @@
 """Turning results into output: aligned tables for people, stable JSON for machines.
 
-The JSON shapes are documented in the README; change them only additively.
+The JSON shapes are documented in docs/reference/json.md; change them only additively.
 """
 
 from __future__ import annotations
@@ -480,9 +480,15 @@ def show_json(detail: RunDetail) -> dict[str, Any]:
 
 
 def delivery_json(n: Delivery) -> dict[str, Any]:
+    """Where one notification stands: ``status`` pending (with ``next_attempt_at`` and
+    ``expires_at``), sent (``delivered_at``), failed or expired (``error``: the last)."""
     return {"event": n.event, "attempt": n.attempt, "target": n.target, "status": n.status,
-            "tries": n.tries, "http_status": n.http_status, "error": n.error,
-            "sent_at": instant(n.sent_at)}
+            "delivery_id": None if n.delivery_id is None else str(n.delivery_id),
+            "delivery_attempts": n.rounds, "tries": n.tries, "http_status": n.http_status,
+            "error": n.error, "sent_at": instant(n.sent_at),
+            "delivered_at": instant(n.sent_at) if n.status == "sent" else None,
+            "next_attempt_at": instant(n.next_attempt_at),
+            "expires_at": instant(n.expires_at)}
 
 
 def deliveries_text(deliveries: Sequence[Delivery], times: Times) -> list[str]:
@@ -490,10 +496,7 @@ def deliveries_text(deliveries: Sequence[Delivery], times: Times) -> list[str]:
     if not deliveries:
         return []
     return ["", "notifications:"] + [
-        f"  {n.event} (attempt {n.attempt}) to {n.target}: {n.status}"
-        + f" after {n.tries} tr{'y' if n.tries == 1 else 'ies'}"
-        + (f", HTTP {n.http_status}" if n.http_status is not None else "")
-        + (f": {n.error}" if n.error else "") + f", {at(n.sent_at)}"
+        f"  {n.event} (attempt {n.attempt}) to {n.target}: {n.standing(at)}"
         for n in deliveries]
 
 

@@ -257,7 +257,7 @@ def show(app: App, run_id: int, as_json: bool) -> None:
               metavar="SECONDS", help="With --follow: how often to look for new output.")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON document per line (JSON Lines): output, notes and the outcome "
-                   "(see the README).")
+                   "(see the docs' JSON output reference).")
 @pass_app
 def logs(app: App, run_id: int, follow: bool, interval: float, as_json: bool) -> None:
     """Print the output of run RUN_ID: what a running run printed so far (a tick writes it

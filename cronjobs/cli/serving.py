@@ -41,7 +41,7 @@ def serve(app: App, host: str, port: int, admin_token: str | None, refresh: str,
 
     Read-only unless started with an admin token (better from the environment, which `ps`
     does not show); then the dashboard signs in with it, and scripts send it with each POST
-    as `Authorization: Bearer TOKEN` (see "Dashboard and metrics" in the README).
+    as `Authorization: Bearer TOKEN` (see "Run the dashboard" in the docs).
 
     \b
     Examples:

@@ -74,6 +74,11 @@ _RUN_OPTIONS = (
     click.option("--dashboard-url", metavar="URL", envvar="CRONJOBS_DASHBOARD_URL",
                  help="Where `cronjobs serve` is reachable: notifications link to its "
                       "/runs/ID page."),
+    click.option("--notify-deadline", metavar="DURATION", default="24h", show_default=True,
+                 envvar="CRONJOBS_NOTIFY_DEADLINE",
+                 help="How long a webhook notification a receiver has not taken is tried "
+                      "again (later ticks, with back-off) before it is given up as expired "
+                      "(1m to 30d)."),
 )
 
 
@@ -87,7 +92,8 @@ def run_options(func: F) -> F:
 def tick_options(app: App, *, concurrency: int, max_runtime: str, grace: str,
                  alert_command: str | None, retention: str | None, handlers_only: bool,
                  allowed_commands: tuple[str, ...], in_process: bool,
-                 dashboard_url: str | None, now: dt.datetime | None = None,
+                 dashboard_url: str | None, notify_deadline: str = "24h",
+                 now: dt.datetime | None = None,
                  allow_future: bool = False, dry_run: bool = False,
                  max_runs: int | None = None) -> TickOptions:
     """The one options object of a tick, from the command line."""
@@ -110,6 +116,9 @@ def tick_options(app: App, *, concurrency: int, max_runtime: str, grace: str,
         allowed_commands=allowed_commands,
         in_process=in_process,
         dashboard_url=dashboard_url or None,
+        notify_deadline=parse_bounded(notify_deadline, option="--notify-deadline",
+                                      minimum=dt.timedelta(minutes=1),
+                                      maximum=dt.timedelta(days=30)),
     )
 
 

@@ -32,7 +32,8 @@ def watch_options(func: Callable[..., T]) -> Callable[..., T]:
                         help="With --watch: seconds between two refreshes.")(func)
     return click.option("-w", "--watch", is_flag=True,
                         help="Redraw every --interval seconds until Ctrl-C (on a terminal; "
-                             "piped, each refresh is appended, see the README).")(func)
+                             "piped, each refresh is appended: see the docs' command-line "
+                             "reference).")(func)
 
 
 def watch(frame: Callable[[], tuple[dt.datetime, Any, str]], *, as_json: bool,

@@ -312,8 +312,8 @@ def declared_fields(job: Definition) -> dict[str, Any]:
 def dump_toml(source: str | None, jobs: Mapping[str, Mapping[str, Any]]) -> str:
     """A jobs file declaring ``jobs`` (name -> fields), which ``read_jobs_file`` reads back
     to the same fields. A payload is written as JSON text (TOML has no null)."""
-    lines = ["# Jobs declared as code: apply with `cronjobs apply FILE` (see the README,",
-             "# \"Jobs as code\"). Written by `cronjobs export`."]
+    lines = ["# Jobs declared as code: apply with `cronjobs apply FILE` (see the docs,",
+             "# \"Keep jobs as code\"). Written by `cronjobs export`."]
     if source is not None:
         lines += ["", f"source = {_string(source)}"]
     for name, fields in jobs.items():

@@ -10,6 +10,7 @@ from urllib.parse import unquote
 
 from psycopg.conninfo import conninfo_to_dict
 
+from cronjobs.db import dburl
 from cronjobs.errors import ConfigurationError
 
 _URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
@@ -85,12 +86,35 @@ def _resolve_target(option: str | None, env: Mapping[str, str]) -> DatabaseTarge
 
 
 def _checked(conninfo: str, source: str) -> str:
+    """``conninfo`` if libpq can read it as its writer meant; else a ConfigurationError
+    that says what is wrong and how to fix it, quoting none of it (past the scheme and the
+    host of a URL, when those can be told: see :mod:`cronjobs.db.dburl`). libpq's own
+    message is never shown: it quotes the piece it could not read."""
+    if dburl.is_url(conninfo):
+        problem = dburl.url_problem(conninfo)
+        if problem is None and not _readable(conninfo):
+            problem = "libpq cannot read it"
+        if problem is not None:
+            raise ConfigurationError(
+                f"invalid database URL in {source} ({dburl.outline(conninfo)}): {problem}; "
+                f"{dburl.HOW_TO_FIX}")
+    elif not _readable(conninfo):
+        raise ConfigurationError(
+            f"invalid database URL in {source}: libpq cannot read this key=value "
+            "connection string (put a value holding a space or a quote in single quotes, "
+            "with \\' and \\\\ inside), or leave the password out and set PGPASSWORD or "
+            "write it in ~/.pgpass")
+    return conninfo
+
+
+def _readable(conninfo: str) -> bool:
+    """Whether libpq parses ``conninfo`` (its error, which quotes a piece, is dropped here:
+    nothing raised later is chained to it)."""
     try:
         conninfo_to_dict(conninfo)
-    except Exception as exc:
-        detail = mask_secrets_in(str(exc).splitlines()[0], conninfo)
-        raise ConfigurationError(f"invalid database URL in {source}: {detail}") from None
-    return conninfo
+    except Exception:
+        return False
+    return True
 
 
 def mask_conninfo(conninfo: str) -> str:

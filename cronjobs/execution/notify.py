@@ -1,16 +1,21 @@
 """Webhook notifications: a JSON POST to each of a job's ``--notify`` URLs when a run dies,
-an attempt fails or a job recovers (``--notify-on``), sent in the background of the tick.
+an attempt fails or a job recovers (``--notify-on``), sent in the background of the tick,
+delivered at least once through an outbox (docs/notifications.md).
 
 The HTTP client is the standard library's ``urllib``: one POST with a timeout is all a
 webhook needs, and it keeps the tick's install and import path as small as they are.
 
-Sending never delays a run: the tick hands a :class:`Notice` to :class:`Notifier` after the
-outcome is recorded and goes on; daemon threads POST it, each try bounded by
-:data:`TIMEOUT`, each delivery by :data:`TRIES` tries (tenacity, through
-:func:`cronjobs.execution.deliveries.retrying_calls`) within :data:`SERIES` seconds; when
-the tick ends it waits at most :data:`DRAIN` seconds for what is still being sent. How every
-delivery went (sent, failed and why, the tries) is recorded in ``job_notifications`` by the
-tick's own connection. URLs are secrets: everything shown or logged names a receiver by
+Sending never delays a run. The tick writes each notification to the outbox
+(``job_notifications``, 'pending', claimed by the tick) after the outcome is recorded, and
+hands it to :class:`Notifier`; daemon threads POST it, each try bounded by :data:`TIMEOUT`,
+each round by :data:`TRIES` tries (tenacity, through
+:func:`cronjobs.execution.deliveries.retrying_calls`) within :data:`SERIES` seconds; when the
+tick ends it waits at most :data:`DRAIN` seconds for what is still being sent. How each round
+went is written back by the tick's own connection: delivered, refused for good, or still
+pending, to be claimed by a later tick after a back-off (computed in SQL,
+``finish_deliveries``) until its deadline. Every POST carries the delivery's
+``Cronjobs-Delivery-Id`` header, the same in every round, so that a receiver can drop a
+repeat. URLs are secrets: everything shown or logged names a receiver by
 :func:`~cronjobs.validation.mask_url` only.
 """
 
@@ -29,7 +34,7 @@ from urllib.parse import urlsplit
 
 from cronjobs import __version__
 from cronjobs.execution.deliveries import retrying_calls
-from cronjobs.models import NotifyEvent, RunStatus
+from cronjobs.models import DeliveryOutcome, NotifyEvent, Outgoing, RunStatus
 from cronjobs.validation import mask_url
 
 log = logging.getLogger(__name__)
@@ -39,6 +44,10 @@ TRIES = 3  # per receiver and notice
 SERIES = 15.0  # seconds at most for the tries of one delivery
 FIRST_WAIT, MAX_WAIT = 0.5, 2.0  # backoff between tries
 DRAIN = 20.0  # seconds the tick waits, at its end, for deliveries still under way
+CLAIM = dt.timedelta(minutes=5)  # a round's claim: a tick that died holding it leaves it so long
+DEADLINE = dt.timedelta(hours=24)  # tried until then (--notify-deadline)
+REDELIVER = 100  # due deliveries of the outbox a tick takes at most
+HEADER = "Cronjobs-Delivery-Id"  # the idempotency key: the same in every round
 SENDERS = 4  # threads posting at once
 OUTPUT_LINES = 20  # lines of the output tail in the body
 LINE_CHARS = 500
@@ -70,7 +79,8 @@ def run_url(dashboard: str | None, run_id: int) -> str | None:
 
 
 def body(notice: Notice, sent_at: dt.datetime) -> dict[str, Any]:
-    """The JSON document POSTed (documented in the README, "Notifications")."""
+    """The JSON document POSTed (documented in docs/how-to/monitoring.md, "Webhook
+    notifications")."""
     lines = (notice.output_tail or "").rstrip("\n").splitlines()[-OUTPUT_LINES:]
     lines = [line if len(line) <= LINE_CHARS else line[:LINE_CHARS - 3] + "..."
              for line in lines]
@@ -117,16 +127,17 @@ class DeliveryError(Exception):
         self.http_status = http_status
 
 
-def post(url: str, data: bytes, timeout: float | None = None) -> int:
-    """One POST; returns the HTTP status (2xx), else raises DeliveryError with a message
-    that never quotes the URL."""
+def post(url: str, data: bytes, delivery_id: str, timeout: float | None = None) -> int:
+    """One POST, with ``delivery_id`` in its :data:`HEADER`; returns the HTTP status (2xx),
+    else raises DeliveryError with a message that never quotes the URL."""
     # Deferred to the first delivery: urllib.request (with http.client) costs every tick
     # about 5 ms to import (bench/empty_tick.py), and most ticks send nothing.
     import urllib.error  # noqa: PLC0415
     import urllib.request  # noqa: PLC0415
 
     request = urllib.request.Request(url, data=data, method="POST", headers={  # noqa: S310
-        "Content-Type": "application/json", "User-Agent": f"cronjobs/{__version__}"})
+        "Content-Type": "application/json", "User-Agent": f"cronjobs/{__version__}",
+        HEADER: delivery_id})
     try:
         with urllib.request.urlopen(request, timeout=timeout or TIMEOUT  # noqa: S310
                                     ) as answer:
@@ -159,37 +170,46 @@ def _hide(message: str, url: str) -> str:
     return text[:500]
 
 
+def document(item: Outgoing, sent_at: dt.datetime) -> bytes:
+    """What a round POSTs: the document written to the outbox, with its ``delivery_id``
+    and the round's ``sent_at``."""
+    data = json.loads(item.body)
+    data["delivery_id"] = str(item.delivery_id)
+    data["sent_at"] = sent_at.astimezone(dt.UTC).isoformat()
+    return json.dumps(data, ensure_ascii=False).encode()
+
+
 class Notifier:
-    """The notifications of one tick: queued by :meth:`send`, posted by daemon threads,
-    their records taken by :meth:`take` (to be written by the tick's connection)."""
+    """The deliveries one tick tries: queued by :meth:`send`, posted by daemon threads,
+    their outcomes taken by :meth:`take` (to be written by the tick's connection)."""
 
     def __init__(self, now: Callable[[], dt.datetime],
-                 poster: Callable[[str, bytes], int] = post) -> None:
+                 poster: Callable[[str, bytes, str], int] = post) -> None:
         self._now = now
         self._post = poster
-        self._queue: queue.SimpleQueue[tuple[Notice, str] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Outgoing | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._done: list[dict[str, Any]] = []
+        self._done: list[DeliveryOutcome] = []
         self._pending = 0
-        self._sending: dict[int, tuple[Notice, str]] = {}  # thread id -> what it sends
+        self._sending: dict[int, Outgoing] = {}  # thread id -> what it sends
         self._closed = False
 
-    def send(self, notice: Notice, urls: tuple[str, ...]) -> None:
-        """Queue ``notice`` for each of ``urls``; returns at once."""
-        for url in urls:
+    def send(self, deliveries: list[Outgoing]) -> None:
+        """Queue each of ``deliveries`` for a round of tries; returns at once."""
+        for item in deliveries:
             with self._lock:
                 self._pending += 1
                 spawn = len(self._threads) < min(SENDERS, self._pending)
-            self._queue.put((notice, url))
+            self._queue.put(item)
             if spawn:
                 thread = threading.Thread(target=self._serve, name="cronjobs-notify",
                                           daemon=True)
                 self._threads.append(thread)
                 thread.start()
 
-    def take(self) -> list[dict[str, Any]]:
-        """The deliveries finished since the last call (rows for job_notifications)."""
+    def take(self) -> list[DeliveryOutcome]:
+        """The rounds finished since the last call."""
         with self._lock:
             done, self._done = self._done, []
         return done
@@ -199,34 +219,35 @@ class Notifier:
         with self._lock:
             return self._pending
 
-    def close(self, within: float = DRAIN) -> list[dict[str, Any]]:
-        """Wait up to ``within`` seconds for the deliveries under way, then give up on the
-        rest (recorded as failed); returns every record not taken yet."""
+    def close(self, within: float = DRAIN) -> list[DeliveryOutcome]:
+        """Wait up to ``within`` seconds for the rounds under way, then give up on the rest
+        for this tick (they stay in the outbox, tried again later); returns every outcome
+        not taken yet."""
         deadline = time.monotonic() + within
         for _ in self._threads:
             self._queue.put(None)
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        left: list[dict[str, Any]] = []
+        left: list[DeliveryOutcome] = []
         while True:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
             if item is not None:
-                left.append(self._record(item[0], item[1], "failed", 0, None,
-                                         "not sent: the tick ended first"))
+                left.append(DeliveryOutcome(item.id, False, True, 0, None,
+                                            "not sent: the tick ended first"))
         with self._lock:
-            self._closed = True  # what is still being sent now is recorded here, as failed
+            self._closed = True  # what is still being sent now is recorded here
             stuck = list(self._sending.values())
             self._sending.clear()
             self._pending = 0
         if stuck:
-            log.warning("%d notification(s) still being sent when the tick ended", len(stuck),
-                        extra={"action": "notify"})
-        left += [self._record(notice, url, "failed", 0, None,
-                              "gave up: still being sent when the tick ended")
-                 for notice, url in stuck]
+            log.warning("%d notification(s) still being sent when the tick ended: tried "
+                        "again later", len(stuck), extra={"action": "notify"})
+        left += [DeliveryOutcome(item.id, False, True, 0, None,
+                                 "still being sent when the tick ended")
+                 for item in stuck]
         return self.take() + left
 
     # -- the sending threads ------------------------------------------------------------
@@ -236,48 +257,42 @@ class Notifier:
             item = self._queue.get()
             if item is None:
                 return
-            notice, url = item
             me = threading.get_ident()
             with self._lock:
                 self._sending[me] = item
             try:
-                record = self._deliver(notice, url)
+                outcome = self._deliver(item)
             except Exception as exc:  # never expected: a bug must not end the thread
-                record = self._record(notice, url, "failed", 0, None,
-                                      _hide(f"{type(exc).__name__}: {exc}", url))
+                outcome = DeliveryOutcome(item.id, False, True, 0, None,
+                                          _hide(f"{type(exc).__name__}: {exc}", item.url))
             with self._lock:
                 if self._closed:  # given up on and recorded by close()
                     return
                 del self._sending[me]
-                self._done.append(record)
+                self._done.append(outcome)
                 self._pending -= 1
 
-    def _deliver(self, notice: Notice, url: str) -> dict[str, Any]:
-        data = json.dumps(body(notice, self._now()), ensure_ascii=False).encode()
+    def _deliver(self, item: Outgoing) -> DeliveryOutcome:
+        data = document(item, self._now())
         tries = 0
 
         def once() -> int:
             nonlocal tries
             tries += 1
-            return self._post(url, data)
+            return self._post(item.url, data, str(item.delivery_id))
 
-        target = mask_url(url)
+        target = mask_url(item.url)
+        extra = {"action": "notify", "run_id": item.run_id, "delivery_id": str(item.delivery_id)}
         try:
             status = retrying_calls(
                 once, attempts=TRIES, first_wait=FIRST_WAIT, max_wait=MAX_WAIT,
                 until=time.monotonic() + SERIES,
                 retry_on=lambda exc: isinstance(exc, DeliveryError) and exc.retry)
         except DeliveryError as exc:
-            log.warning("notification of run %s to %s failed after %d tries: %s",
-                        notice.run_id, target, tries, exc,
-                        extra={"action": "notify", "run_id": notice.run_id, "job": notice.job})
-            return self._record(notice, url, "failed", tries, exc.http_status, str(exc))
-        log.info("notification of run %s sent to %s", notice.run_id, target,
-                 extra={"action": "notify", "run_id": notice.run_id, "job": notice.job})
-        return self._record(notice, url, "sent", tries, status, None)
-
-    def _record(self, notice: Notice, url: str, status: str, tries: int,
-                http_status: int | None, error: str | None) -> dict[str, Any]:
-        return {"run_id": notice.run_id, "attempt": notice.attempt, "event": notice.event,
-                "target": mask_url(url), "status": status, "tries": tries,
-                "http_status": http_status, "error": error, "sent_at": self._now()}
+            log.warning("notification of run %s to %s failed after %d tries (%s): %s",
+                        item.run_id, target, tries,
+                        "tried again later" if exc.retry else "not tried again", exc,
+                        extra=extra)
+            return DeliveryOutcome(item.id, False, exc.retry, tries, exc.http_status, str(exc))
+        log.info("notification of run %s sent to %s", item.run_id, target, extra=extra)
+        return DeliveryOutcome(item.id, True, False, tries, status, None)

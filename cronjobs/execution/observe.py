@@ -3,6 +3,9 @@
 database, read by ``cronjobs logs --follow``) and optional tracing
 (:mod:`~cronjobs.execution.tracing`).
 
+A tick's observer also retries the deliveries of the outbox that are due
+(:meth:`RunObserver.redeliver`), with the same senders.
+
 The executor calls its :class:`Observer` at four points: when an attempt starts
 (:meth:`~Observer.started`), when its outcome is recorded (:meth:`~Observer.finished`,
 :meth:`~Observer.lost`), when a reclaim records one (:meth:`~Observer.reclaimed`), and once
@@ -15,24 +18,38 @@ write is logged, and the runs go on.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from cronjobs.db.store import Store
 from cronjobs.execution import tracing
-from cronjobs.execution.notify import DRAIN, Notice, Notifier, run_url
+from cronjobs.execution.notify import (
+    CLAIM,
+    DEADLINE,
+    DRAIN,
+    REDELIVER,
+    Notice,
+    Notifier,
+    body,
+    run_url,
+)
 from cronjobs.execution.runners import Job
 from cronjobs.execution.tracing import Tracing
 from cronjobs.models import (
     AttemptOutcome,
     Claimed,
+    DeliveryOutcome,
+    NewDelivery,
     NotifyConfig,
     NotifyEvent,
     Reclaimed,
     RunStatus,
 )
+from cronjobs.validation import mask_url
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +121,12 @@ class RunObserver:
 
     def __init__(self, store: Store, now: Callable[[], dt.datetime], *,
                  dashboard_url: str | None = None, tracing: Tracing | None = None,
-                 notifier: Notifier | None = None) -> None:
+                 notifier: Notifier | None = None,
+                 notify_deadline: dt.timedelta = DEADLINE) -> None:
         self.store = store
         self._now = now
+        self.notify_deadline = notify_deadline
+        self._token = uuid.uuid4()  # this tick's claim on the deliveries it tries
         self.dashboard_url = dashboard_url
         self.tracing = tracing
         self._notifier = notifier
@@ -116,9 +136,28 @@ class RunObserver:
 
     @classmethod
     def for_tick(cls, store: Store, now: Callable[[], dt.datetime], *, tick_id: int | None,
-                 worker: str, dashboard_url: str | None = None) -> RunObserver:
+                 worker: str, dashboard_url: str | None = None,
+                 notify_deadline: dt.timedelta = DEADLINE) -> RunObserver:
         return cls(store, now, dashboard_url=dashboard_url, tracing=tracing.start(
-            {"cronjobs.tick_id": tick_id or 0, "cronjobs.worker": worker}))
+            {"cronjobs.tick_id": tick_id or 0, "cronjobs.worker": worker}),
+            notify_deadline=notify_deadline)
+
+    def redeliver(self, limit: int = REDELIVER) -> int:
+        """Take the deliveries of the outbox that are due (none another tick holds) and
+        send them in the background; how many."""
+        try:
+            now = self._now()
+            due = self.store.notifications.claim_deliveries(
+                now=now, claimed_until=now + CLAIM, token=self._token, limit=limit)
+        except Exception as exc:
+            log.warning("could not read the notifications to retry: %s", exc,
+                        extra={"action": "notify"})
+            return 0
+        if due:
+            log.info("retrying %d notification(s) of the outbox", len(due),
+                     extra={"action": "notify"})
+            self._sender().send(due)
+        return len(due)
 
     # -- the executor's hooks -------------------------------------------------------------
 
@@ -183,7 +222,7 @@ class RunObserver:
             if writes:
                 self.store.notifications.write_live_output(writes)
             if self._notifier is not None:
-                self.store.notifications.record_deliveries(self._notifier.take())
+                self._finish(self._notifier.take())
         except Exception as exc:
             log.warning("could not write live output or deliveries: %s", exc,
                         extra={"action": "observe"})
@@ -195,8 +234,8 @@ class RunObserver:
         if self._notifier is not None:
             done = self._notifier.close(HURRY if hurry else DRAIN)
             try:
-                self.store.notifications.record_deliveries(done)
-            except Exception as exc:
+                self._finish(done)
+            except Exception as exc:  # they stay pending: tried again when the claim ends
                 log.warning("could not record %d notification(s): %s", len(done), exc,
                             extra={"action": "notify"})
         if self.tracing is not None:
@@ -227,12 +266,27 @@ class RunObserver:
             event = NotifyEvent.RECOVERY
         if event is None:
             return
+        notice = Notice(event, run_id, job, slot, attempt, max_attempts, status, error,
+                        exit_code, output, run_url(self.dashboard_url, run_id))
+        now = self._now()
+        document = json.dumps(body(notice, now), ensure_ascii=False)
+        written = self.store.notifications.enqueue_deliveries(
+            [NewDelivery(run_id, attempt, event.value, mask_url(url), url, document)
+             for url in config.notify_urls],
+            now=now, claimed_until=now + CLAIM, expires_at=now + self.notify_deadline,
+            token=self._token)
+        self._sender().send(written)
+
+    def _sender(self) -> Notifier:
         if self._notifier is None:
             self._notifier = Notifier(self._now)
-        self._notifier.send(Notice(event, run_id, job, slot, attempt, max_attempts, status,
-                                   error, exit_code, output,
-                                   run_url(self.dashboard_url, run_id)),
-                            tuple(config.notify_urls))
+        return self._notifier
+
+    def _finish(self, outcomes: list[DeliveryOutcome]) -> None:
+        """Write how the rounds went (each only while this tick's claim holds)."""
+        if outcomes:
+            self.store.notifications.finish_deliveries(outcomes, now=self._now(),
+                                                       token=self._token)
 
     def _end_span(self, run_id: int, outcome: AttemptOutcome, status: RunStatus | None,
                   error: str | None) -> None:

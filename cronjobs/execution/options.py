@@ -31,12 +31,14 @@ class TickOptions:
     allowed_commands: tuple[str, ...] = ()  # if set, only commands matching a glob run
     in_process: bool = False  # run handlers in threads of the tick (runners/inprocess.py)
     dashboard_url: str | None = None  # notifications link to its /runs/ID pages
+    notify_deadline: dt.timedelta = dt.timedelta(hours=24)  # a notification is tried so long
 
     def to_json(self) -> str:
         """The options as one JSON document (what :meth:`from_json` reads back)."""
         data: dict[str, Any] = dataclasses.asdict(self)
         data["now"] = None if self.now is None else self.now.isoformat()
         data["retention"] = None if self.retention is None else self.retention.total_seconds()
+        data["notify_deadline"] = self.notify_deadline.total_seconds()
         return json.dumps(data)
 
     @classmethod
@@ -51,4 +53,6 @@ class TickOptions:
             data["now"] = dt.datetime.fromisoformat(data["now"])
         if data.get("retention") is not None:
             data["retention"] = dt.timedelta(seconds=data["retention"])
+        if data.get("notify_deadline") is not None:
+            data["notify_deadline"] = dt.timedelta(seconds=data["notify_deadline"])
         return cls(**data)

@@ -15,6 +15,7 @@ from starlette.responses import HTMLResponse
 
 from cronjobs import __version__
 from cronjobs.durations import format_duration
+from cronjobs.reports import Delivery
 from cronjobs.timefmt import Times, in_zone_named, iso
 
 if TYPE_CHECKING:
@@ -52,6 +53,11 @@ def _duration(value: dt.timedelta | None) -> str:
     return format_duration(dt.timedelta(seconds=round(value.total_seconds())))
 
 
+def _standing(delivery: Delivery) -> str:
+    """Where a notification stands, in the words of `cronjobs show`."""
+    return delivery.standing(_utc)
+
+
 def _path(value: str) -> str:
     """A job name as one path segment."""
     return quote(value, safe="")
@@ -64,7 +70,7 @@ class Renderer:
             loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.env.filters.update(iso=_iso, utc=_utc, local=_local, duration=_duration,
-                                path=_path)
+                                path=_path, standing=_standing)
         self.env.globals.update(version=__version__, statuses=STATUSES)
 
     def page(self, request: Request, name: str, context: dict[str, Any],

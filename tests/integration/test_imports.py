@@ -1,7 +1,7 @@
 """What a fresh interpreter loads: every public name imports from the package, the
-README's Python examples register their handlers, and the tick's start-up path leaves the
-schedule descriptions out. (What the README shows, read without running anything:
-tests/unit/test_public_api.py.)"""
+documentation's Python examples (the handlers, jobs-as-code and Python client pages) register
+their handlers, and the tick's start-up path leaves the schedule descriptions out. (What
+those pages show, read without running anything: tests/unit/test_public_api.py.)"""
 
 from __future__ import annotations
 
@@ -16,8 +16,12 @@ from pathlib import Path
 import cronjobs
 from cronjobs.cli import COMMANDS
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+# The pages whose Python examples are whole modules (they were the README's, in this order).
+PAGES = ("how-to/handlers.md", "how-to/jobs-as-code.md", "reference/python-client.md")
+PYTHON_BLOCKS = [block for page in PAGES
+                 for block in re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(),
+                                         re.DOTALL)]
 
 
 def test_every_public_name_is_importable_in_a_fresh_interpreter() -> None:
@@ -27,7 +31,7 @@ def test_every_public_name_is_importable_in_a_fresh_interpreter() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_the_readme_python_examples_run(tmp_path: Path) -> None:
+def test_the_docs_python_examples_run(tmp_path: Path) -> None:
     """Each example, as a module of its own in a fresh interpreter, imports and registers
     its handlers."""
     assert len(PYTHON_BLOCKS) >= 2

@@ -32,6 +32,7 @@ INVALID = [
     f"postgresql://u:{ENCODED}@[::1/db",                 # unterminated IPv6 address
     f"postgresql://u:{ENCODED}@host/db?bogus=1",         # unknown parameter
     f"postgresql://u@host/db?password={ENCODED}%zz",     # the password as a parameter
+    f"postgresql://u:{ENCODED}@host:notaport/db",        # a port that is no number
     f"host=h password={PASSWORD[:6]} {PASSWORD[6:]}",    # key/value, the password split
     f"host=h password='{PASSWORD}",                      # unterminated quote
     f"host=h password={PASSWORD} bogus=1",
@@ -60,13 +61,12 @@ def _server(server_url: str) -> tuple[str, int]:
     return str(params.get("host") or "127.0.0.1"), int(params.get("port") or 5432)
 
 
-@pytest.mark.parametrize("shape", ["no such role", "refused", "bad port"])
+@pytest.mark.parametrize("shape", ["no such role", "refused"])
 def test_connection_errors(shape: str, server_url: str) -> None:
     host, port = _server(server_url)
     url = {
         "no such role": f"postgresql://nosuchrole_{ENCODED[:4]}:{ENCODED}@{host}:{port}/nodb",
         "refused": f"postgresql://u:{ENCODED}@127.0.0.1:1/db",
-        "bad port": f"postgresql://u:{ENCODED}@{host}:notaport/db",
     }[shape]
     result = make_invoke(["--database-url", url, "--connect-timeout", "1", "-vv"])("list")
     assert result.exit_code == 1, (result.stdout, result.stderr)

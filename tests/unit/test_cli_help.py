@@ -1,6 +1,6 @@
 """The CLI teaches: every command's --help ends with real examples and shows every option's
-environment variable, every command is in the README's table, and a usage error is one
-line with a hint."""
+environment variable, every command is in the table of the command-line reference
+(docs/reference/cli.md), and a usage error is one line with a hint."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from conftest import make_invoke
 from cronjobs.cli import main_group
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CLI_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md"
 SHELL_OPERATORS = {">", ">>", "<", "|", "||", "&&", ";", "&"}
 
 
@@ -159,8 +159,8 @@ def test_an_auto_named_environment_variable_is_read() -> None:
     assert len(lines) == 2 + 1 + 5 and '"utc"' not in plain
 
 
-def test_every_command_is_in_the_readme_table() -> None:
-    section = README.read_text().split("### Commands\n", 1)[1]
+def test_every_command_is_in_the_reference_table() -> None:
+    section = CLI_PAGE.read_text().split("## Commands at a glance\n", 1)[1]
     rows = [line for line in section.splitlines() if line.startswith("| `cronjobs ")]
     listed = set()
     for row in rows:

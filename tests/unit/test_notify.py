@@ -4,9 +4,12 @@ while receivers still hang (bounded, and every notice accounted for)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
+import uuid
 
-from cronjobs.execution.notify import Notice, Notifier, body
+from cronjobs.execution.notify import Notice, Notifier, body, document
+from cronjobs.models import Outgoing
 
 NOW = dt.datetime(2026, 11, 24, 2, 0, 41, tzinfo=dt.UTC)
 
@@ -41,25 +44,41 @@ def test_a_failure_says_a_retry_follows_and_a_recovery_shows_no_output() -> None
     assert "```" not in recovery and "recovered" in recovery
 
 
-def test_closing_gives_up_on_hanging_receivers_and_records_them() -> None:
+def _outgoing(i: int) -> Outgoing:
+    return Outgoing(i, uuid.UUID(int=i), 1, f"https://h{i}.example.com/secret",
+                    json.dumps(body(_notice(1), NOW)), 0, NOW + dt.timedelta(hours=24))
+
+
+def test_closing_gives_up_on_hanging_receivers_and_leaves_them_to_a_later_tick() -> None:
     release = threading.Event()
     started = threading.Semaphore(0)
+    headers: list[str] = []
 
-    def hang(url: str, data: bytes) -> int:
+    def hang(url: str, data: bytes, delivery_id: str) -> int:
+        headers.append(delivery_id)
         started.release()
         release.wait(30)
         return 200
 
     notifier = Notifier(lambda: NOW, poster=hang)
-    notifier.send(_notice(1), tuple(f"https://h{i}.example.com/secret" for i in range(6)))
+    notifier.send([_outgoing(i) for i in range(6)])
     for _ in range(4):  # four senders hang, two notices wait in the queue
         assert started.acquire(timeout=10)
-    records = notifier.close(within=0.2)
+    outcomes = notifier.close(within=0.2)
     release.set()
-    assert len(records) == 6
-    assert {r["status"] for r in records} == {"failed"}
-    assert sorted(r["error"] for r in records) == (
-        ["gave up: still being sent when the tick ended"] * 4
-        + ["not sent: the tick ended first"] * 2)
-    assert all(r["target"].endswith(".example.com/***") for r in records)
+    assert sorted(o.id for o in outcomes) == list(range(6))
+    assert {(o.sent, o.retry) for o in outcomes} == {(False, True)}  # tried again later
+    assert sorted(str(o.error) for o in outcomes) == (
+        ["not sent: the tick ended first"] * 2
+        + ["still being sent when the tick ended"] * 4)
+    assert sorted(headers) == sorted(str(uuid.UUID(int=o.id)) for o in outcomes
+                                     if o.error == "still being sent when the tick ended")
     assert notifier.pending == 0
+
+
+def test_every_round_sends_the_document_with_its_delivery_id() -> None:
+    item = _outgoing(7)
+    later = NOW + dt.timedelta(minutes=3)
+    data = json.loads(document(item, later))
+    assert data == {**json.loads(item.body), "delivery_id": str(item.delivery_id),
+                    "sent_at": later.isoformat()}

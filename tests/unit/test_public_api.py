@@ -1,6 +1,7 @@
-"""What the README shows a handler module is what `cronjobs` offers: every name it uses is
-public, and every field of the context a handler receives is documented. (In a fresh
-interpreter, the names import and the examples run: tests/integration/test_imports.py.)"""
+"""What the documentation shows a handler module (the handlers, jobs-as-code and Python
+client pages) is what `cronjobs` offers: every name it uses is public, and every field of the
+context a handler receives is documented on the handlers page. (In a fresh interpreter, the
+names import and the examples run: tests/integration/test_imports.py.)"""
 
 from __future__ import annotations
 
@@ -12,17 +13,20 @@ from pathlib import Path
 import cronjobs
 from cronjobs import JobContext
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+HANDLERS = (DOCS / "how-to" / "handlers.md").read_text()
+SHOWN = "".join((DOCS / page).read_text() for page in (
+    "how-to/handlers.md", "how-to/jobs-as-code.md", "reference/python-client.md"))
 
 
 def _names_shown() -> set[str]:
-    names = set(re.findall(r"\bcronjobs\.([A-Za-z_]\w*)\b(?![/.\w])", README))
-    for imported in re.findall(r"from cronjobs import ([\w, ()\n]+)", README):
+    names = set(re.findall(r"\bcronjobs\.([A-Za-z_]\w*)\b(?![/.\w])", SHOWN))
+    for imported in re.findall(r"from cronjobs import ([\w, ()\n]+)", SHOWN):
         names |= {n.strip("() \n") for n in imported.split(",") if n.strip("() \n")}
     return names
 
 
-def test_every_name_the_readme_shows_is_public() -> None:
+def test_every_name_the_docs_show_is_public() -> None:
     names = _names_shown()
     assert {"job", "JobContext"} <= names
     for name in names:
@@ -31,7 +35,7 @@ def test_every_name_the_readme_shows_is_public() -> None:
 
 
 def test_every_field_of_the_context_is_documented() -> None:
-    table = README.split("### Handlers\n", 1)[1].split("\n\n```", 1)[0]
+    table = HANDLERS.split("## Handlers\n", 1)[1].split("\n\n```", 1)[0]
     documented = set(re.findall(r"^\| `ctx\.(\w+)`", table, re.MULTILINE))
     fields = {f.name for f in dataclasses.fields(JobContext)}
     properties = {n for n, v in vars(JobContext).items() if isinstance(v, property)}

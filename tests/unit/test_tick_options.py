@@ -15,7 +15,8 @@ EVERY_FIELD = TickOptions(
     worker="host:42", concurrency=8, max_runs=100, max_runtime=30.0, grace=5.0,
     apps=("myapp.jobs", "other"), alert_command="notify-send dead", run_ids=(1, 2),
     retention=dt.timedelta(days=30), handlers_only=True, allowed_commands=("backup *",),
-    in_process=True, dashboard_url="https://cron.example.com")
+    in_process=True, dashboard_url="https://cron.example.com",
+    notify_deadline=dt.timedelta(hours=6))
 
 
 @pytest.mark.parametrize("options", [TickOptions(), EVERY_FIELD], ids=["defaults", "every"])

@@ -28,20 +28,77 @@ JOIN LATERAL (
 ) AS p ON true
 WHERE r.id = %(run_id)s;
 
--- name: record_deliveries
-INSERT INTO job_notifications (run_id, attempt, event, target, status, tries, http_status,
-                               error, sent_at)
-SELECT v.run_id, v.attempt, v.event, v.target, v.status, v.tries, v.http_status, v.error,
-       v.sent_at
+-- name: enqueue_deliveries
+-- The outbox (docs/notifications.md): one 'pending' delivery per receiver, written before it
+-- is sent and claimed by its writer (claim_token) until %(claimed_until)s; tried until
+-- %(expires_at)s. A run pruned meanwhile is skipped. Returns each row's place in the arrays.
+INSERT INTO job_notifications (run_id, attempt, event, target, url, body, status, tries,
+                               rounds, sent_at, delivery_id, next_attempt_at, expires_at,
+                               claim_token)
+SELECT v.run_id, v.attempt, v.event, v.target, v.url, v.body, 'pending', 0, 0, %(now)s,
+       gen_random_uuid(), %(claimed_until)s, %(expires_at)s, %(token)s
 FROM unnest(%(run_ids)s::bigint[], %(attempts)s::integer[], %(events)s::text[],
-            %(targets)s::text[], %(statuses)s::text[], %(tries)s::integer[],
-            %(http_statuses)s::integer[], %(errors)s::text[], %(sent_ats)s::timestamptz[])
-     AS v (run_id, attempt, event, target, status, tries, http_status, error, sent_at)
+            %(targets)s::text[], %(urls)s::text[], %(bodies)s::text[])
+     WITH ORDINALITY AS v (run_id, attempt, event, target, url, body, n)
 WHERE EXISTS (SELECT 1 FROM job_runs AS r WHERE r.id = v.run_id)
-RETURNING id;
+ORDER BY v.n
+RETURNING id, delivery_id, run_id, url, body, rounds, expires_at;
+
+-- name: claim_deliveries
+-- The due deliveries of the outbox, each taken by one caller: locked rows are skipped, and
+-- a claimed row is not due again before %(claimed_until)s (a tick that died holding it
+-- leaves it to be claimed then). The claim token fences the outcome (finish_deliveries).
+WITH due AS (
+    SELECT id FROM job_notifications
+    WHERE status = 'pending' AND next_attempt_at <= %(now)s
+    ORDER BY next_attempt_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE job_notifications AS n
+SET claim_token = %(token)s, next_attempt_at = %(claimed_until)s
+FROM due
+WHERE n.id = due.id
+RETURNING n.id, n.delivery_id, n.run_id, n.url, n.body, n.rounds, n.expires_at;
+
+-- name: finish_deliveries
+-- How each claimed delivery went, written only while its claim holds. Delivered: 'sent'.
+-- Refused for good (an HTTP 4xx but 408, 425, 429): 'failed'. Else it stays 'pending', due
+-- again after the back-off of its rounds (1, 2, 4 ... 60 minutes at most, times a jitter
+-- between 0.5 and 1), at the latest at its deadline; a try at or past the deadline that
+-- failed makes it 'expired'. The receiver and the document go with the last try.
+WITH v AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(sent)s::boolean[], %(retry)s::boolean[],
+                         %(tries)s::integer[], %(http_statuses)s::integer[],
+                         %(errors)s::text[])
+                  AS v (id, sent, retry, tries, http_status, error)
+), decided AS (
+    SELECT n.id, v.tries, v.http_status, v.error,
+           CASE WHEN v.sent THEN 'sent'
+                WHEN NOT v.retry THEN 'failed'
+                WHEN %(now)s >= n.expires_at THEN 'expired'
+                ELSE 'pending' END AS status,
+           n.rounds + 1 AS rounds, n.expires_at
+    FROM v JOIN job_notifications AS n ON n.id = v.id AND n.claim_token = %(token)s
+)
+UPDATE job_notifications AS n
+SET status = d.status, rounds = d.rounds, tries = n.tries + d.tries,
+    http_status = d.http_status, error = d.error, sent_at = %(now)s, claim_token = NULL,
+    next_attempt_at = CASE WHEN d.status = 'pending' THEN least(
+        d.expires_at,
+        %(now)s::timestamptz + make_interval(
+            secs => least(3600, 60 * 2 ^ least(d.rounds - 1, 12)) * (0.5 + random() / 2)))
+        END,
+    expires_at = CASE WHEN d.status IN ('pending', 'expired') THEN n.expires_at END,
+    url = CASE WHEN d.status = 'pending' THEN n.url END,
+    body = CASE WHEN d.status = 'pending' THEN n.body END
+FROM decided AS d
+WHERE n.id = d.id
+RETURNING n.id, n.status;
 
 -- name: deliveries_of_run
-SELECT id, run_id, attempt, event, target, status, tries, http_status, error, sent_at
+SELECT id, run_id, attempt, event, target, status, tries, http_status, error, sent_at,
+       delivery_id, rounds, next_attempt_at, expires_at
 FROM job_notifications WHERE run_id = %(run_id)s ORDER BY id;
 
 -- name: write_live_output

@@ -214,8 +214,10 @@ WITH gone AS (
 SELECT count(*) AS n FROM gone;
 
 -- name: prune_notifications
+-- Those in the outbox stay until they are sent or expire.
 DELETE FROM job_notifications WHERE id IN (
-    SELECT id FROM job_notifications WHERE sent_at < %(cutoff)s ORDER BY sent_at
+    SELECT id FROM job_notifications
+    WHERE sent_at < %(cutoff)s AND status <> 'pending' ORDER BY sent_at
     LIMIT %(batch)s)
 RETURNING id;
 

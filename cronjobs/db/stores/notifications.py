@@ -3,17 +3,29 @@ running runs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import datetime as dt
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from cronjobs.db.session import Queries, translated
 from cronjobs.models import (
+    DeliveryOutcome,
+    NewDelivery,
     NotifyConfig,
+    Outgoing,
 )
 from cronjobs.reports import (
     Delivery,
     LiveOutput,
 )
+
+
+@dataclass(frozen=True)
+class _Finished:
+    id: int
+    status: str
 
 
 class NotificationStore(Queries):
@@ -43,22 +55,41 @@ class NotificationStore(Queries):
         values = self._values("previous_run_dead", {"run_id": run_id})
         return bool(values and values[0])
 
-    def record_deliveries(self, deliveries: Sequence[Mapping[str, Any]]) -> int:
-        """Record notifications sent or tried (dicts with the columns of job_notifications);
-        a run pruned meanwhile is skipped."""
+    def enqueue_deliveries(self, deliveries: Sequence[NewDelivery], *, now: dt.datetime,
+                           claimed_until: dt.datetime, expires_at: dt.datetime,
+                           token: uuid.UUID) -> list[Outgoing]:
+        """Write notifications to the outbox, 'pending' and claimed by ``token`` until
+        ``claimed_until``; those of a run pruned meanwhile are skipped."""
         if not deliveries:
-            return 0
-        return len(self._values("record_deliveries", {
-            "run_ids": [d["run_id"] for d in deliveries],
-            "attempts": [d["attempt"] for d in deliveries],
-            "events": [d["event"] for d in deliveries],
-            "targets": [d["target"] for d in deliveries],
-            "statuses": [d["status"] for d in deliveries],
-            "tries": [d["tries"] for d in deliveries],
-            "http_statuses": [d["http_status"] for d in deliveries],
-            "errors": [d["error"] for d in deliveries],
-            "sent_ats": [d["sent_at"] for d in deliveries],
-        }))
+            return []
+        return self._rows("enqueue_deliveries", {
+            "run_ids": [d.run_id for d in deliveries],
+            "attempts": [d.attempt for d in deliveries],
+            "events": [d.event for d in deliveries],
+            "targets": [d.target for d in deliveries],
+            "urls": [d.url for d in deliveries],
+            "bodies": [d.body for d in deliveries],
+            "now": now, "claimed_until": claimed_until, "expires_at": expires_at,
+            "token": token}, Outgoing)
+
+    def claim_deliveries(self, *, now: dt.datetime, claimed_until: dt.datetime,
+                         token: uuid.UUID, limit: int) -> list[Outgoing]:
+        """Take up to ``limit`` due deliveries of the outbox (none another caller holds)."""
+        return self._rows("claim_deliveries", {"now": now, "claimed_until": claimed_until,
+                                               "token": token, "limit": limit}, Outgoing)
+
+    def finish_deliveries(self, outcomes: Sequence[DeliveryOutcome], *, now: dt.datetime,
+                          token: uuid.UUID) -> dict[int, str]:
+        """Record how the rounds of these deliveries went, each only while the claim of
+        ``token`` holds; returns {id: its status now} of those written."""
+        if not outcomes:
+            return {}
+        rows = self._rows("finish_deliveries", {
+            "ids": [o.id for o in outcomes], "sent": [o.sent for o in outcomes],
+            "retry": [o.retry for o in outcomes], "tries": [o.tries for o in outcomes],
+            "http_statuses": [o.http_status for o in outcomes],
+            "errors": [o.error for o in outcomes], "now": now, "token": token}, _Finished)
+        return {row.id: row.status for row in rows}
 
     def deliveries_of_run(self, run_id: int) -> list[Delivery]:
         return self._rows("deliveries_of_run", {"run_id": run_id}, Delivery)
