@@ -1,13 +1,14 @@
 """cronjobs: cron-triggered scheduled jobs kept in PostgreSQL.
 
 The public API: for the modules that register handlers, :func:`job` and
-:class:`JobContext`; for applications, :class:`Client`; and the errors of
-:mod:`cronjobs.errors`.
+:class:`JobContext`; for applications, :class:`Client` and the results it returns
+(:class:`JobInfo`, :class:`RunInfo`, :class:`AttemptInfo`, :class:`Defined`,
+:class:`Removed`); and the errors of :mod:`cronjobs.errors`.
 
 Every import of a cronjobs module runs this file first (the tick's, a handler's), so it
-imports only what a handler uses; ``Client``, which needs the whole library (schedules in
-words, the jobs-file reader), is resolved when first asked for (``cronjobs.Client``,
-``from cronjobs import Client``: a module ``__getattr__``, PEP 562).
+imports only what a handler uses; ``Client`` and its results, which need the whole library
+(schedules in words, the jobs-file reader), are resolved when first asked for
+(``cronjobs.Client``, ``from cronjobs import Client``: a module ``__getattr__``, PEP 562).
 """
 
 from __future__ import annotations
@@ -33,21 +34,26 @@ from cronjobs.execution.context import JobContext
 from cronjobs.execution.registry import job
 
 if TYPE_CHECKING:
-    from cronjobs.client import Client
+    from cronjobs.client import AttemptInfo, Client, Defined, JobInfo, Removed, RunInfo
 
 __version__ = "0.1.0"
 __all__ = [
+    "AttemptInfo",
     "Client",
     "ConfigurationError",
     "Conflict",
     "CronjobsError",
     "DatabaseUnavailable",
+    "Defined",
     "EmbeddedServerError",
     "EmbeddedUnavailable",
     "InvalidDefinition",
     "JobContext",
+    "JobInfo",
     "JobNotFound",
     "Refused",
+    "Removed",
+    "RunInfo",
     "RunNotFound",
     "ScheduleError",
     "SchemaNotReady",
@@ -57,9 +63,12 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "Client":
-        from cronjobs.client import Client  # noqa: PLC0415 - see the docstring
+_CLIENT_NAMES = ("AttemptInfo", "Client", "Defined", "JobInfo", "Removed", "RunInfo")
 
-        return Client
+
+def __getattr__(name: str) -> Any:
+    if name in _CLIENT_NAMES:
+        from cronjobs import client  # noqa: PLC0415 - see the docstring
+
+        return getattr(client, name)
     raise AttributeError(f"module 'cronjobs' has no attribute {name!r}")

@@ -6,6 +6,9 @@ error the world causes (an unreachable database, an internal failure) derives fr
 this tree at the store/db boundary, so nothing above it catches psycopg types.
 
 An exception raised without a message takes its message from its class docstring.
+One that names a command-line option or command may also carry the same message worded for
+Python callers (``python=``): :class:`cronjobs.Client` raises that wording instead
+(:meth:`CronjobsError.for_python`).
 """
 
 from __future__ import annotations
@@ -16,14 +19,25 @@ class CronjobsError(Exception):
 
     exit_code: int = 1
 
-    def __init__(self, message: str | None = None) -> None:
+    def __init__(self, message: str | None = None, *, python: str | None = None) -> None:
         if message is None:
             message = (self.__doc__ or type(self).__name__).strip().splitlines()[0]
         super().__init__(message)
+        self.python_message = python
 
     @property
     def message(self) -> str:
         return str(self.args[0])
+
+    def for_python(self) -> CronjobsError:
+        """This error as a Python caller should read it: the same error with its Python
+        wording (``force=True`` where the command line says ``--force``), or itself when
+        the two read alike."""
+        if self.python_message is None:
+            return self
+        worded = type(self)(self.python_message)
+        worded.__cause__ = self.__cause__
+        return worded
 
 
 class UsageError(CronjobsError):

@@ -241,7 +241,10 @@ class Run:
 
     @property
     def unacknowledged(self) -> bool:
-        """A dead run nobody acknowledged since it died (it keeps `status --check` red)."""
+        """A dead run nobody acknowledged since it died (it keeps `status --check` red):
+        an acknowledgement applies to the death it acknowledged. The queries that count
+        such runs (reports.sql, runs.sql, retention.sql) state the same rule:
+        ``acknowledged_at IS NULL OR acknowledged_at < finished_at``."""
         return self.status == "dead" and (
             self.acknowledged_at is None
             or (self.finished_at is not None and self.acknowledged_at < self.finished_at))

@@ -280,3 +280,51 @@ class HistoryStorage:
     default_runs: int
     default_attempts: int
     default_oldest_finished_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class ForecastGroup:
+    """Jobs the forecast expands together (``forecast_jobs``): those sharing a schedule as
+    written, a zone, a kind and a pause (one job alone when its schedule has H, which its
+    name decides). ``paused_at``: the latest pause among them (None: none is paused)."""
+
+    schedule: str
+    timezone: str
+    kind: str
+    paused_at: dt.datetime | None
+    paused_until: dt.datetime | None
+    names: list[str]
+    ids: list[int]
+
+
+@dataclass(frozen=True)
+class OneOffRun:
+    """A one-off run (`trigger --at`) waiting for its time (``forecast_one_off_runs``)."""
+
+    definition_id: int
+    name: str
+    kind: str
+    at: dt.datetime
+
+
+@dataclass(frozen=True)
+class BurstRate:
+    """How fast one run mode (a job kind) drained the slots many runs shared
+    (``run_capacity``): ``bursts`` such slots, ``runs`` runs in them (``largest`` in the
+    biggest), started over ``seconds`` in all (from each slot's first start to its last)."""
+
+    kind: str
+    bursts: int
+    runs: int
+    largest: int
+    seconds: float | None
+
+
+@dataclass(frozen=True)
+class TypicalRunTime:
+    """A job's median run time over its last succeeded runs (``typical_run_times``)."""
+
+    definition_id: int
+    name: str
+    runs: int
+    seconds: float

@@ -93,16 +93,23 @@ def check_payload(value: dict[str, Any], *, what: str = "payload") -> dict[str, 
     return value
 
 
-def check_text(value: str, *, what: str, limit: int | None = None) -> str:
-    """Text PostgreSQL can store (no NUL characters), within ``limit`` characters."""
+def check_text(value: str, *, what: str, limit: int | None = None,
+               python_what: str | None = None) -> str:
+    """Text PostgreSQL can store (no NUL characters), within ``limit`` characters.
+    ``python_what`` names the value for a Python caller, where ``what`` is an option."""
+
+    def bad(why: str) -> UsageError:
+        return UsageError(f"invalid {what}: {why}",
+                          python=f"invalid {python_what}: {why}" if python_what else None)
+
     if "\x00" in value:
-        raise UsageError(f"invalid {what}: contains a NUL character")
+        raise bad("contains a NUL character")
     if limit is not None and len(value) > limit:
-        raise UsageError(f"invalid {what}: longer than {limit} characters")
+        raise bad(f"longer than {limit} characters")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise UsageError(f"invalid {what}: not valid text (lone surrogate)") from None
+        raise bad("not valid text (lone surrogate)") from None
     return value
 
 

@@ -44,7 +44,7 @@ COMMANDS = {
     "describe": ("jobs", "describe"), "pause": ("jobs", "pause"),
     "resume": ("jobs", "resume"), "remove": ("jobs", "remove"),
     "next": ("jobs", "next_command"), "explain": ("jobs", "explain"),
-    "backfill": ("jobs", "backfill"),
+    "backfill": ("jobs", "backfill"), "forecast": ("forecasting", "forecast"),
     "apply": ("declared", "apply"), "export": ("declared", "export"),
     "group": ("groups", "group"),
     "retry": ("runs", "retry"), "trigger": ("runs", "trigger"), "cancel": ("runs", "cancel"),

@@ -8,10 +8,11 @@ import click
 
 from cronjobs.cli.app import EXIT_PENDING, App, emit, json_option, pass_app
 from cronjobs.cli.diff import apply_json, apply_text, export_json, export_toml
-from cronjobs.cli.options import Command
+from cronjobs.cli.options import Command, crowded_option
 from cronjobs.cli.render import to_json
 from cronjobs.client import apply_declared
 from cronjobs.core.apply import export as run_export
+from cronjobs.core.forecast import parse_threshold
 from cronjobs.errors import UsageError
 
 
@@ -26,10 +27,11 @@ from cronjobs.errors import UsageError
               help="Remove this source's jobs that are no longer declared (history kept).")
 @click.option("--adopt", is_flag=True,
               help="Take over declared jobs made by hand or by another source.")
+@crowded_option
 @json_option
 @pass_app
 def apply(app: App, file: str | None, source: str | None, dry_run: bool, prune: bool,
-          adopt: bool, as_json: bool) -> None:
+          adopt: bool, crowded_threshold: str, as_json: bool) -> None:
     """Make the database match the jobs FILE (TOML) and/or the --app modules' decorators.
 
     Prints the diff first (+ added, ~ changed with old -> new per field, - removed, the
@@ -38,7 +40,10 @@ def apply(app: App, file: str | None, source: str | None, dry_run: bool, prune: 
     2 naming the file and line or the function, the job and the field. A declared job that
     was made by hand or by another source is refused unless --adopt. Notify URLs are
     secrets: the diff shows them masked (a changed token as "(changed)"), and a masked URL
-    (from an export without --show-secrets) is refused.
+    (from an export without --show-secrets) is refused. An added or newly timed job that
+    lands in a minute already holding more than --crowded-threshold runs of other jobs is
+    marked in the diff (! crowded), with what H would give instead: a warning, never an
+    error.
 
     Exit codes: 0 applied or in sync; 4 with --dry-run when changes are pending (a CI check
     that the database is in sync); 2 bad input or a conflict (nothing written).
@@ -52,8 +57,10 @@ def apply(app: App, file: str | None, source: str | None, dry_run: bool, prune: 
     """
     if file is None and not app.apps:
         raise UsageError("nothing to apply: give a jobs FILE and/or --app MODULE")
+    threshold = parse_threshold(crowded_threshold)
     result = apply_declared(app.store(), file=file, modules=app.apps, source=source,
-                            prune=prune, adopt=adopt, dry_run=dry_run)
+                            prune=prune, adopt=adopt, dry_run=dry_run,
+                            crowded_threshold=threshold)
     if dry_run:
         emit(apply_json(result), apply_text(result), as_json)
     else:
@@ -61,6 +68,8 @@ def apply(app: App, file: str | None, source: str | None, dry_run: bool, prune: 
     for diff in (*result.added, *result.changed):
         if diff.warning is not None:
             click.echo(f"warning: {diff.name}: {diff.warning}", err=True)
+        if diff.crowding is not None:
+            click.echo(f"warning: {diff.name}: {diff.crowding.message}", err=True)
     if dry_run and not result.in_sync:
         raise click.exceptions.Exit(EXIT_PENDING)
 

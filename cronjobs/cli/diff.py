@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cronjobs.cli.render_forecast import crowding_json
 from cronjobs.core.apply import ApplyResult, Export, FieldChange, JobDiff, owner
 from cronjobs.core.declarations import dump_toml
 from cronjobs.cron.describe import describe
@@ -36,6 +37,8 @@ def _job_json(diff: JobDiff) -> dict[str, Any]:
             data["adopted_from"] = diff.adopted_from or None
     if diff.warning is not None:
         data["warning"] = diff.warning
+    if diff.crowding is not None:
+        data["crowding"] = crowding_json(diff.crowding)
     return data
 
 
@@ -56,11 +59,13 @@ def apply_text(result: ApplyResult) -> str:
                   else f"handler: {diff.fields['handler']}")
         lines.append(f"+ {diff.name}  {diff.fields['schedule']}  ({diff.fields['tz']})  "
                      f"{target}")
+        lines += _crowded(diff)
     for diff in result.changed:
         adopted = (f"  (adopted: was {owner(diff.adopted_from or None)})"
                    if diff.adopted_from is not None else "")
         lines.append(f"~ {diff.name}{adopted}")
         lines += [f"    {line}" for change in diff.changes for line in _change(change, diff)]
+        lines += _crowded(diff)
     for diff in result.removed:
         cancelled = (f" ({diff.cancelled_runs} waiting run(s) cancelled)"
                      if diff.cancelled_runs else "")
@@ -77,6 +82,10 @@ def apply_text(result: ApplyResult) -> str:
     else:
         lines.append(f"applied {count} change(s)")
     return "\n".join(lines)
+
+
+def _crowded(diff: JobDiff) -> list[str]:
+    return [] if diff.crowding is None else [f"    ! crowded: {diff.crowding.message}"]
 
 
 def _change(change: FieldChange, diff: JobDiff) -> list[str]:

@@ -15,30 +15,32 @@ from cronjobs.cli.app import (
     json_option,
     pass_app,
 )
-from cronjobs.cli.options import Command
+from cronjobs.cli.options import Command, crowded_option
 from cronjobs.cli.render import (
     backfill_json,
     backfill_text,
     define_json,
     define_text,
-    definition_json,
     describe_json,
     describe_text,
     explain_json,
     explain_text,
+    job_json,
     list_json,
     list_text,
     preview_json,
     preview_text,
 )
+from cronjobs.cli.render_forecast import crowding_json
 from cronjobs.core import definitions
 from cronjobs.core.definitions import define as run_define
 from cronjobs.core.definitions import describe as run_describe
-from cronjobs.core.definitions import get, list_jobs
+from cronjobs.core.definitions import get, job_info, list_jobs
 from cronjobs.core.definitions import pause as run_pause
 from cronjobs.core.definitions import remove as run_remove
 from cronjobs.core.definitions import resume as run_resume
 from cronjobs.core.explain import explain as run_explain
+from cronjobs.core.forecast import parse_threshold
 from cronjobs.core.materialise import backfill as run_backfill
 from cronjobs.core.spec import build_spec
 from cronjobs.cron import check_timezone
@@ -103,6 +105,7 @@ from cronjobs.instants import parse_instant
 @click.option("--keep-failed", default="default", show_default=True, metavar="DURATION",
               help="Keep its dead runs this long after they died (1d to 3650d), or default: "
                    "the global retention.")
+@crowded_option
 @json_option
 @pass_app
 def define(app: App, name: str, schedule: str, tz: str, command: str | None,
@@ -111,7 +114,7 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
            lease: str, alert_command: str | None, alert_on_failure: bool,
            pause_after_failures: int | None, group: str | None, notify: tuple[str, ...],
            notify_on: tuple[str, ...], keep_succeeded: str, keep_failed: str,
-           as_json: bool) -> None:
+           crowded_threshold: str, as_json: bool) -> None:
     """Create or update job NAME to run on cron SCHEDULE (idempotent).
 
     SCHEDULE has 5 fields (minute hour day-of-month month day-of-week), or a macro
@@ -119,7 +122,9 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
     e.g. "H 3 * * *". Day of month also takes L (last day), L-3, 15W (nearest weekday) and
     LW; day of week fri#3 (third Friday) and 5L or friL (last Friday). The schedule is
     said back in words. A define states the whole job: options left out take their
-    defaults. A changed schedule or zone continues from now.
+    defaults. A changed schedule or zone continues from now. A job landing in a minute
+    that already holds more than --crowded-threshold runs of other jobs is defined with a
+    warning saying what H would give instead.
 
     \b
     Examples:
@@ -141,12 +146,16 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
         pause_after_failures=pause_after_failures, group=group, notify=notify,
         notify_on=notify_on, keep_succeeded=keep_succeeded, keep_failed=keep_failed,
     )
+    threshold = parse_threshold(crowded_threshold)
     known = app.handlers() if spec.handler is not None else None
     store = app.store()
-    result = run_define(store, spec, known_handlers=known)
-    app.confirm(define_json(result), define_text(result, app.times(store.now())), as_json)
+    result = run_define(store, spec, known_handlers=known, crowded_threshold=threshold)
+    app.confirm(define_json(result) | {"crowding": crowding_json(result.crowding)},
+                define_text(result, app.times(store.now())), as_json)
     if result.warning is not None:
         click.echo(f"warning: {result.warning}", err=True)
+    if result.crowding is not None:
+        click.echo(f"warning: {result.crowding.message}", err=True)
 
 
 @click.command(cls=Command, name="list")
@@ -208,9 +217,11 @@ def pause(app: App, name: str, until: str | None, note: str | None, as_json: boo
     until_at = parse_instant(until, option="--until") if until is not None else None
     store = app.store()
     definition = run_pause(store, name, until=until_at, note=note)
+    info = job_info(definition, store.now())
     times = app.times(store.now())
-    extra = f" until {times.when(definition.paused_until)}" if definition.paused_until else ""
-    app.confirm(definition_json(definition), f"paused {name}{extra}", as_json)
+    extra = (f" until {times.when(info.paused_until)}; next run "
+             f"{times.when(info.next_fire_at)}" if info.paused_until else "")
+    app.confirm(job_json(definition, info), f"paused {name}{extra}", as_json)
 
 
 @click.command(cls=Command)
@@ -226,8 +237,9 @@ def resume(app: App, name: str, as_json: bool) -> None:
     """
     store = app.store()
     definition = run_resume(store, name)
-    app.confirm(definition_json(definition), f"resumed {name}, next "
-                f"{app.times(store.now()).when(definition.next_due_at)}", as_json)
+    info = job_info(definition, store.now())
+    app.confirm(job_json(definition, info), f"resumed {name}, next "
+                f"{app.times(store.now()).when(info.next_fire_at)}", as_json)
 
 
 @click.command(cls=Command)
@@ -241,8 +253,10 @@ def remove(app: App, name: str, as_json: bool) -> None:
     Examples:
       cronjobs remove nightly_cleanup
     """
-    definition, cancelled = run_remove(app.store(), name)
-    app.confirm({"job": definition_json(definition), "cancelled_runs": cancelled},
+    store = app.store()
+    definition, cancelled = run_remove(store, name)
+    app.confirm({"job": job_json(definition, job_info(definition, store.now())),
+                 "cancelled_runs": cancelled},
                 f"removed {name} ({cancelled} waiting run(s) cancelled; its history stays)",
                 as_json)
 

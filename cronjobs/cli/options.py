@@ -261,3 +261,14 @@ def parse_thresholds(*, max_tick_age: str, max_backlog_age: str, max_dead_tuples
         max_retention_lag=parse_bounded(max_retention_lag, option="--max-retention-lag",
                                         minimum=dt.timedelta(hours=1),
                                         maximum=dt.timedelta(days=365)))
+
+
+def crowded_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--crowded-threshold`` of define and apply (one setting for both)."""
+    return click.option(
+        "--crowded-threshold", default="auto", show_default=True, metavar="N|auto|off",
+        envvar="CRONJOBS_CROWDED_THRESHOLD",
+        help="Warn when the job lands in a minute already holding more than N runs of "
+             "other jobs (over the next 7 days). auto: what the slowest run mode has "
+             "started in 10 s (see `cronjobs forecast`), or 10 without history; off: no "
+             "check. Never an error.")(func)

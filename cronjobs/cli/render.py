@@ -15,8 +15,8 @@ from cronjobs.core.health import DEFAULT_ROWS_CAP, Status, Storage, describe_hol
 from cronjobs.core.materialise import BackfillReport, Decided
 from cronjobs.core.retention import Retention
 from cronjobs.durations import format_duration
-from cronjobs.models import Definition, LostTick, Run, WaitingRuns
-from cronjobs.reports import Attempt, Delivery, GroupUsage
+from cronjobs.models import Definition, LostTick, WaitingRuns
+from cronjobs.reports import Delivery, GroupUsage
 from cronjobs.tick import TickReport
 from cronjobs.timefmt import Times, in_zone, iso
 from cronjobs.validation import mask_url
@@ -25,6 +25,7 @@ from cronjobs.validation import mask_url
 # import what only the other commands use (cron-descriptor, for schedules in words).
 if TYPE_CHECKING:
     from cronjobs.core.definitions import DefineResult, Description, Listing, Preview, Slot
+    from cronjobs.core.facts import AttemptInfo, JobInfo, RunInfo
     from cronjobs.core.operations import Acknowledged, RunDetail
 
 
@@ -179,19 +180,33 @@ def _state_text(d: Definition, times: Times) -> str:
     return "active"
 
 
+def job_json(d: Definition, info: JobInfo) -> dict[str, Any]:
+    """A job's settings and facts (:mod:`cronjobs.core.facts`)."""
+    entry = definition_json(d)
+    entry["state"] = info.state
+    entry["paused"] = info.paused
+    entry["invalid_reason"] = info.problem
+    entry["next_fire_at"] = instant(info.next_fire_at)
+    entry["description"] = info.description
+    return entry
+
+
 def list_json(listings: Sequence[Listing]) -> list[dict[str, Any]]:
     out = []
     for item in listings:
-        entry = definition_json(item.definition)
-        if item.problem is not None:
-            entry["state"] = "invalid"
-            entry["invalid_reason"] = item.problem
-        entry["last_run_status"] = item.summary.last_run_status
-        entry["last_run_at"] = instant(item.summary.last_run_at)
-        entry["next_at"] = instant(item.next_at)
-        entry["description"] = item.description
+        entry = job_json(item.definition, item.info)
+        entry["last_run_status"] = item.info.last_run_state
+        entry["last_run_at"] = instant(item.info.last_run_at)
+        entry["next_at"] = instant(item.info.next_fire_at)  # (next_fire_at's older name)
         out.append(entry)
     return out
+
+
+def job_state_text(info: JobInfo, at: Any = None) -> str:
+    """A job's state in a word or three: "paused until ..." when its pause has an end."""
+    if info.paused and info.paused_until is not None and info.state == "paused":
+        return f"paused until {(at or Times(utc=True).at)(info.paused_until)}"
+    return info.state
 
 
 def list_text(listings: Sequence[Listing], times: Times, *, wide: bool = False) -> str:
@@ -201,27 +216,24 @@ def list_text(listings: Sequence[Listing], times: Times, *, wide: bool = False) 
         return "no jobs defined (add one with `cronjobs define NAME SCHEDULE`)"
     rows = []
     for item in listings:
-        d = item.definition
-        state = "invalid" if item.problem is not None else d.state
-        last = item.summary.last_run_status or "-"
-        if item.summary.last_run_at is not None:
-            last += " " + at(item.summary.last_run_at)
-        row = [d.name, d.schedule, d.timezone, state, at(item.next_at), last, d.target]
+        info = item.info
+        last = info.last_run_state or "-"
+        if info.last_run_at is not None:
+            last += " " + at(info.last_run_at)
+        row = [info.name, info.schedule, info.timezone, job_state_text(info, at),
+               at(info.next_fire_at), last, info.target]
         if wide:
-            row.append(item.description or "-")
+            row.append(info.description or "-")
         rows.append(row)
     headers = ["NAME", "SCHEDULE", "TZ", "STATE", f"NEXT ({times.label})", "LAST RUN", "RUNS"]
     text = table([*headers, "DESCRIPTION"] if wide else headers, rows)
-    problems = [f"warning: job {i.definition.name} cannot be evaluated: {i.problem}"
-                for i in listings if i.problem is not None]
+    problems = [f"warning: job {i.info.name} cannot be evaluated: {i.info.problem}"
+                for i in listings if i.info.problem is not None]
     return "\n".join([text, *problems])
 
 
 def describe_json(desc: Description) -> dict[str, Any]:
-    entry = definition_json(desc.definition)
-    if desc.problem is not None:
-        entry["state"] = "invalid"
-        entry["invalid_reason"] = desc.problem
+    entry = job_json(desc.definition, desc.info)
     return {"job": entry, "description": desc.description, "next": slots_json(desc.next_slots),
             "recent_runs": [run_json(r) for r in desc.recent_runs]}
 
@@ -230,6 +242,9 @@ def describe_text(desc: Description, times: Times) -> str:
     parts = [settings_text(desc.definition, desc.description, times), ""]
     if desc.problem is not None:
         parts.append(f"cannot be evaluated: {desc.problem}")
+    elif not desc.next_slots and desc.info.paused:
+        parts.append(f"next fire times: none while paused (`cronjobs resume "
+                     f"{desc.info.name}` resumes it)")
     else:
         parts += ["next fire times:", slots_table(desc.next_slots, times)]
     parts.append("")
@@ -240,33 +255,52 @@ def describe_text(desc: Description, times: Times) -> str:
     return "\n".join(parts)
 
 
-def run_json(r: Run, job: str | None = None) -> dict[str, Any]:
+def run_json(r: RunInfo) -> dict[str, Any]:
+    """A run's facts (:mod:`cronjobs.core.facts`). ``attempt``, ``max_attempts`` and
+    ``eligible_at`` are the older names of ``attempts_used``, ``attempts_allowed`` and
+    ``next_attempt_at``; ``acknowledged_at``/``acknowledged_by`` are null unless the run's
+    latest death is acknowledged."""
     return {
         "id": r.id,
-        **({"job": job} if job is not None else {}),
+        "job": r.job,
         "scheduled_for": instant(r.scheduled_for),
         "trigger": r.trigger,
-        "status": r.status,
-        "attempt": r.attempt,
-        "max_attempts": r.max_attempts,
-        "eligible_at": instant(r.eligible_at),
+        "status": r.state,
+        "attempts_used": r.attempts_used,
+        "attempts_allowed": r.attempts_allowed,
+        "interrupted_attempts": r.interrupted_attempts,
+        "attempt": r.attempts_used,
+        "max_attempts": r.attempts_allowed,
+        "next_attempt_at": instant(r.next_attempt_at),
+        "eligible_at": instant(r.next_attempt_at),
         "started_at": instant(r.started_at),
         "finished_at": instant(r.finished_at),
+        "lateness_seconds": (None if r.lateness is None
+                             else round(r.lateness.total_seconds(), 3)),
+        "late": r.late,
         "exit_code": r.exit_code,
         "error": r.error,
+        "result": r.result,
         "retry_count": r.retry_count,
         "retry_of": r.retry_of,
         "cancel_requested_at": instant(r.cancel_requested_at),
+        "acknowledged": r.acknowledged,
+        "needs_acknowledgement": r.needs_acknowledgement,
         "acknowledged_at": instant(r.acknowledged_at),
         "acknowledged_by": r.acknowledged_by,
     }
 
 
-def runs_table(runs: Sequence[Run], times: Times) -> str:
+def attempts_text(r: RunInfo) -> str:
+    """Attempts used of those allowed (an interruption uses none)."""
+    return f"{r.attempts_used}/{r.attempts_allowed}"
+
+
+def runs_table(runs: Sequence[RunInfo], times: Times) -> str:
     at = times.when
     return table(
-        ["ID", f"SLOT ({times.label})", "TRIGGER", "STATUS", "ATTEMPT", "FINISHED", "ERROR"],
-        [(r.id, at(r.scheduled_for), r.trigger, r.status, f"{r.attempt}/{r.max_attempts}",
+        ["ID", f"SLOT ({times.label})", "TRIGGER", "STATUS", "ATTEMPTS", "FINISHED", "ERROR"],
+        [(r.id, at(r.scheduled_for), r.trigger, r.state, attempts_text(r),
           at(r.finished_at), (r.error or "")[:60]) for r in runs],
     )
 
@@ -274,11 +308,12 @@ def runs_table(runs: Sequence[Run], times: Times) -> str:
 def preview_json(p: Preview) -> dict[str, Any]:
     return {"schedule": p.expression, "timezone": p.timezone, "job": p.job,
             "description": p.description, "from": instant(p.start),
-            "next": slots_json(p.slots)}
+            "next": slots_json(p.slots), "note": p.note}
 
 
 def preview_text(p: Preview, times: Times) -> str:
-    return p.description + "\n\n" + slots_table(p.slots, times)
+    return p.description + "\n\n" + (p.note if p.note is not None
+                                      else slots_table(p.slots, times))
 
 
 # -- tick, explain, backfill ---------------------------------------------------------------
@@ -355,7 +390,7 @@ def explain_json(e: Explanation) -> dict[str, Any]:
         "slots": [{
             "first_slot": instant(r.first_slot), "last_slot": instant(r.last_slot),
             "slot_count": r.slot_count, "outcome": r.outcome, "reason": r.reason,
-            "detail": r.detail, "run": run_json(r.run) if r.run is not None else None,
+            "detail": r.detail, "run": run_json(r.info) if r.info is not None else None,
             "folded": r.folded, "first_run_id": r.first_run_id, "last_run_id": r.last_run_id,
         } for r in e.rows],
         "waiting_for_handler": waiting_json(e.waiting) if e.waiting is not None else None,
@@ -391,8 +426,9 @@ def _explain_one_offs(e: Explanation, times: Times) -> str:
 
 
 def _explain_one_offs_only(e: Explanation, times: Times) -> str:
-    return "".join(f"\none-off run {r.id} scheduled manually for {times.when(r.eligible_at)} "
-                   "(the overlap policy applies then)" for r in e.one_offs)
+    return "".join(f"\none-off run {r.id} scheduled manually for "
+                   f"{times.when(r.next_attempt_at)} (the overlap policy applies then)"
+                   for r in e.one_offs)
 
 
 def explain_text(e: Explanation, times: Times) -> str:
@@ -430,7 +466,7 @@ def backfill_text(b: BackfillReport) -> str:
 
 def ack_json(a: Acknowledged) -> dict[str, Any]:
     return {"job": a.job, "already": a.already,
-            "acknowledged": [run_json(r, a.job) for r in a.runs]}
+            "acknowledged": [run_json(r) for r in a.runs]}
 
 
 def ack_text(a: Acknowledged, times: Times) -> str:
@@ -444,37 +480,37 @@ def ack_text(a: Acknowledged, times: Times) -> str:
     return f"acknowledged {len(a.runs)} dead run(s) of {a.job}: {ids}"
 
 
-def runs_list_json(found: Sequence[tuple[Run, str]]) -> list[dict[str, Any]]:
-    return [run_json(run, job) for run, job in found]
+def runs_list_json(found: Sequence[RunInfo]) -> list[dict[str, Any]]:
+    return [run_json(run) for run in found]
 
 
-def runs_list_text(found: Sequence[tuple[Run, str]], times: Times) -> str:
+def runs_list_text(found: Sequence[RunInfo], times: Times) -> str:
     at = times.when
     if not found:
         return "no runs"
     return table(
-        ["ID", "JOB", f"SLOT ({times.label})", "TRIGGER", "STATUS", "ATTEMPT", "FINISHED",
+        ["ID", "JOB", f"SLOT ({times.label})", "TRIGGER", "STATUS", "ATTEMPTS", "FINISHED",
          "ERROR"],
-        [(r.id, job, at(r.scheduled_for), r.trigger, r.status,
-          f"{r.attempt}/{r.max_attempts}", at(r.finished_at), (r.error or "")[:60])
-         for r, job in found])
+        [(r.id, r.job, at(r.scheduled_for), r.trigger, r.state, attempts_text(r),
+          at(r.finished_at), (r.error or "")[:60])
+         for r in found])
 
 
-def attempt_json(a: Attempt) -> dict[str, Any]:
-    duration = (a.finished_at - a.started_at).total_seconds() if a.finished_at else None
-    return {"attempt": a.attempt, "worker": a.worker, "started_at": instant(a.started_at),
+def attempt_json(a: AttemptInfo) -> dict[str, Any]:
+    duration = a.duration.total_seconds() if a.duration is not None else None
+    return {"attempt": a.number, "worker": a.worker, "started_at": instant(a.started_at),
             "finished_at": instant(a.finished_at), "duration_seconds": duration,
-            "outcome": a.outcome, "exit_code": a.exit_code, "error": a.error,
-            "output_tail": a.output_tail}
+            "outcome": a.outcome, "counted": a.counted, "exit_code": a.exit_code,
+            "error": a.error, "output_tail": a.output_tail}
 
 
 def show_json(detail: RunDetail) -> dict[str, Any]:
-    data = run_json(detail.run, detail.job)
-    data["result"] = detail.run.result
-    data["output_tail"] = detail.run.output_tail
-    data["lease_owner"] = detail.run.lease_owner
-    data["lease_expires_at"] = instant(detail.run.lease_expires_at)
-    data["attempts"] = [attempt_json(a) for a in detail.attempts]
+    info = detail.info
+    data = run_json(info)
+    data["output_tail"] = info.output_tail
+    data["lease_owner"] = info.held_by
+    data["lease_expires_at"] = instant(info.lease_expires_at)
+    data["attempts"] = [attempt_json(a) for a in info.attempts]
     data["notifications"] = [delivery_json(n) for n in detail.deliveries]
     return data
 
@@ -502,30 +538,34 @@ def deliveries_text(deliveries: Sequence[Delivery], times: Times) -> list[str]:
 
 def show_text(detail: RunDetail, times: Times) -> str:
     at = times.when
-    r = detail.run
+    r = detail.info
     lines = [
-        f"run {r.id} of {detail.job}: {r.status}",
+        f"run {r.id} of {r.job}: {r.state}",
         f"  slot        {at(r.scheduled_for)}  ({r.trigger})",
-        f"  attempts    {r.attempt} of {r.max_attempts}"
+        f"  attempts    {attempts_used_text(r)}"
         + (f"; retried by an operator {_times_word(r.retry_count)}" if r.retry_count else ""),
-        f"  eligible    {at(r.eligible_at)}",
     ]
-    if r.status == "running":
-        lines.append(f"  held by     {r.lease_owner} until {at(r.lease_expires_at)}")
+    if r.next_attempt_at is not None:
+        lines.append(f"  next try    {at(r.next_attempt_at)}")
+    if r.held_by is not None:
+        lines.append(f"  held by     {r.held_by} until {at(r.lease_expires_at)}")
+    if r.lateness is not None:
+        lines.append(f"  started     {lateness_text(r)}")
     if r.error:
         lines.append(f"  error       {r.error}")
-    if r.status == "dead":
+    if r.state == "dead":
         lines.append(f"  ack         acknowledged {at(r.acknowledged_at)} by "
-                     f"{r.acknowledged_by or 'unknown'}" if not r.unacknowledged
+                     f"{r.acknowledged_by or 'unknown'}" if r.acknowledged
                      else f"  ack         not acknowledged: `cronjobs ack {r.id}` once handled")
     if r.result is not None:
         lines.append(f"  result      {json.dumps(r.result)}")
-    for a in detail.attempts:
-        duration = (f"{(a.finished_at - a.started_at).total_seconds():.1f}s"
-                    if a.finished_at else "running")
-        lines += ["", f"attempt {a.attempt}: {a.outcome} on {a.worker}, "
+    for a in r.attempts:
+        duration = (f"{a.duration.total_seconds():.1f}s" if a.duration is not None
+                    else "running")
+        lines += ["", f"attempt {a.number}: {a.outcome} on {a.worker}, "
                       f"{at(a.started_at)}, {duration}"
-                      + (f", exit code {a.exit_code}" if a.exit_code is not None else "")]
+                      + (f", exit code {a.exit_code}" if a.exit_code is not None else "")
+                      + ("" if a.counted else " (uses no attempt)")]
         if a.error:
             lines.append(f"  error: {a.error}")
         if a.output_tail:
@@ -533,6 +573,21 @@ def show_text(detail: RunDetail, times: Times) -> str:
             lines += [f"    {line}" for line in a.output_tail.rstrip("\n").splitlines()[-20:]]
     lines += deliveries_text(detail.deliveries, times)
     return "\n".join(lines)
+
+
+def attempts_used_text(r: RunInfo) -> str:
+    """"1 of 3 used", and the interruptions that used none."""
+    text = f"{r.attempts_used} of {r.attempts_allowed} used"
+    if r.interrupted_attempts:
+        text += f" ({r.interrupted_attempts} interrupted, not counted)"
+    return text
+
+
+def lateness_text(r: RunInfo) -> str:
+    """How late a scheduled run's first attempt started after its slot."""
+    seconds_late = r.lateness.total_seconds() if r.lateness is not None else 0.0
+    return (f"{format_duration(r.lateness)} after its slot (late)" if r.late
+            else f"on time ({seconds_late:.0f}s after its slot)")
 
 
 # -- retention ----------------------------------------------------------------------------------

@@ -36,8 +36,9 @@ def log_json(chunk: Chunk) -> str:
 
 def outcome_line(chunk: Chunk, times: Times | None = None) -> str:
     times = times or Times.of(utc=False)
-    head = (f"cronjobs: run {chunk.run_id} of {chunk.job} is {chunk.status} "
-            f"(attempt {chunk.attempt} of {chunk.max_attempts})")
+    used = (f"attempt {chunk.attempt} of {chunk.max_attempts}" if chunk.attempt
+            else f"0 of {chunk.max_attempts} attempts used")
+    head = f"cronjobs: run {chunk.run_id} of {chunk.job} is {chunk.status} ({used})"
     if chunk.status == "running":
         return head
     if chunk.error:

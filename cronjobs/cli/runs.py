@@ -32,7 +32,7 @@ from cronjobs.cli.render_live import log_chunk, log_json
 from cronjobs.cli.watching import watch as watching
 from cronjobs.cli.watching import watch_options
 from cronjobs.core.logs import logs as run_logs
-from cronjobs.core.operations import acknowledge, acknowledge_all, list_runs
+from cronjobs.core.operations import acknowledge, acknowledge_all, list_runs, run_info
 from cronjobs.core.operations import cancel as run_cancel
 from cronjobs.core.operations import retry as run_retry
 from cronjobs.core.operations import show as run_show
@@ -71,10 +71,12 @@ def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> N
       cronjobs retry 1234 --attempts 3
       cronjobs retry 1234 --force
     """
-    run = run_retry(app.store(), run_id, attempts=attempts, force=force, by=_operator())
-    text = (f"run {run.id} queued again ({run.max_attempts - run.attempt} more attempt(s))"
-            if run.id == run_id else f"run {run.id} created to run the slot of run {run_id} "
-            "again")
+    store = app.store()
+    run = run_info(store, run_retry(store, run_id, attempts=attempts, force=force,
+                                    by=_operator()).id)
+    text = (f"run {run.id} queued again ({run.attempts_allowed - run.attempts_used} more "
+            "attempt(s))" if run.id == run_id
+            else f"run {run.id} created to run the slot of run {run_id} again")
     app.confirm(run_json(run), text, as_json)
 
 
@@ -116,13 +118,13 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
     store = app.store()
     run = run_trigger(store, name, payload=data, force=force, at=at_instant, after=delay)
     if later:
-        app.confirm(run_json(run), f"run {run.id} of {name} scheduled for "
-                    f"{app.times(store.now()).when(run.eligible_at)}; the first tick after "
-                    "then runs it", as_json)
+        app.confirm(run_json(run_info(store, run.id)), f"run {run.id} of {name} scheduled "
+                    f"for {app.times(store.now()).when(run.eligible_at)}; the first tick "
+                    "after then runs it", as_json)
         return
     if not run_now:
-        app.confirm(run_json(run), f"run {run.id} of {name} queued; the next tick runs it",
-                    as_json)
+        app.confirm(run_json(run_info(store, run.id)),
+                    f"run {run.id} of {name} queued; the next tick runs it", as_json)
         return
 
     with stop_on_signals() as stopped:
@@ -147,8 +149,9 @@ def cancel(app: App, run_id: int, as_json: bool) -> None:
     Examples:
       cronjobs cancel 1234
     """
-    run = run_cancel(app.store(), run_id)
-    text = (f"run {run.id} cancelled" if run.status == "cancelled"
+    store = app.store()
+    run = run_info(store, run_cancel(store, run_id).id)
+    text = (f"run {run.id} cancelled" if run.state == "cancelled"
             else f"run {run.id} asked to stop; its worker stops it at the next heartbeat")
     app.confirm(run_json(run), text, as_json)
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cronjobs.core.declarations import SECRET_FIELDS, declared_fields, fields_of, masked
 from cronjobs.core.definitions import define, get
+from cronjobs.core.forecast import OFF, Crowding, check_apply
 from cronjobs.db.store import Store
 from cronjobs.errors import Refused
 from cronjobs.models import Definition, DefinitionSpec
@@ -48,6 +49,7 @@ class JobDiff:
     adopted_from: str | None = None  # with adopt: the owner before ("" for hand-made)
     cancelled_runs: int = 0  # remove: its waiting runs, cancelled
     warning: str | None = None  # e.g. no loaded --app module registers its handler
+    crowding: Crowding | None = None  # it lands in a crowded minute (a warning)
 
 
 @dataclass(frozen=True)
@@ -99,9 +101,13 @@ def owner(source: str | None) -> str:
 
 def apply(store: Store, specs: Sequence[DefinitionSpec], *, source: str, prune: bool = False,
           adopt: bool = False, dry_run: bool = False,
-          known_handlers: Collection[str] | None = None) -> ApplyResult:
+          known_handlers: Collection[str] | None = None,
+          crowded_threshold: int | None = None) -> ApplyResult:
     """Diff ``specs`` against the database and, unless ``dry_run``, apply the difference in
-    one transaction. Conflicting names refuse the whole apply (Refused) unless ``adopt``."""
+    one transaction. Conflicting names refuse the whole apply (Refused) unless ``adopt``.
+    An added job, or one whose schedule or zone changes, landing in a minute that holds more
+    than ``crowded_threshold`` fires of the other jobs as they will be (None: the default;
+    ``forecast.OFF``: not checked) gets a warning in its diff."""
     with store.transaction(rollback=dry_run):
         store.definitions.lock_apply()
         current = {summary.definition.name: summary.definition
@@ -116,6 +122,8 @@ def apply(store: Store, specs: Sequence[DefinitionSpec], *, source: str, prune: 
                        if d.source == source and name not in declared)
         removed = tuple(JobDiff(name, "remove", masked(fields_of(current[name])))
                         for name in stale) if prune else ()
+        added, changed = _crowding(store, specs, current, added, changed,
+                                   [d.name for d in removed], crowded_threshold)
         if dry_run:
             return ApplyResult(source, True, added, changed, removed, unchanged,
                                () if prune else tuple(stale))
@@ -167,13 +175,33 @@ def _diff(specs: Iterable[DefinitionSpec], current: dict[str, Definition], sourc
     return tuple(added), tuple(changed), conflicts, unchanged
 
 
+def _crowding(store: Store, specs: Sequence[DefinitionSpec], current: dict[str, Definition],
+              added: tuple[JobDiff, ...], changed: tuple[JobDiff, ...],
+              removed: Sequence[str], threshold: int | None
+              ) -> tuple[tuple[JobDiff, ...], tuple[JobDiff, ...]]:
+    """The diffs with the crowded-minute warnings of the jobs added or newly timed."""
+    timed = {d.name for d in added} | {d.name for d in changed
+                                       if any(c.field in ("schedule", "tz") for c in d.changes)}
+    if not timed or threshold == OFF:
+        return added, changed
+    paused = {name: (d.paused_at, d.paused_until) for name, d in current.items()}
+    found = check_apply(store, specs, threshold, paused=paused, removed=removed)
+
+    def marked(diff: JobDiff) -> JobDiff:
+        if diff.name not in timed or diff.name not in found:
+            return diff
+        return replace(diff, crowding=found[diff.name])
+
+    return tuple(map(marked, added)), tuple(map(marked, changed))
+
+
 def _write(store: Store, spec: DefinitionSpec, diff: JobDiff, source: str,
            known_handlers: Collection[str] | None) -> JobDiff:
     known = known_handlers if known_handlers is not None else None
-    result = define(store, spec, known_handlers=known, preview=0, source=source)
+    result = define(store, spec, known_handlers=known, preview=0, source=source,
+                    crowded_threshold=OFF)
     warning = result.warning if known_handlers is not None else None
-    return JobDiff(diff.name, diff.action, diff.fields, diff.changes, diff.adopted_from,
-                   warning=warning)
+    return replace(diff, warning=warning)
 
 
 def export(store: Store, names: Sequence[str] = (), *, show_secrets: bool = False) -> Export:

@@ -12,12 +12,14 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from cronjobs import cron as schedules
+from cronjobs.core import facts
+from cronjobs.core.facts import JobInfo, RunInfo
+from cronjobs.core.forecast import Crowding, check_define
 from cronjobs.core.retention import KEEP_LEAST, KEEP_MOST
 from cronjobs.cron.describe import describe_schedule
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
 from cronjobs.models import Definition, DefinitionSpec, Kind, NewSkip, Run, SkipReason
-from cronjobs.reports import DefinitionSummary
 from cronjobs.validation import (
     MAX_COMMAND_CHARS,
     MAX_NOTE_CHARS,
@@ -46,27 +48,35 @@ class DefineResult:
     next_slots: tuple[Slot, ...]
     warning: str | None = None  # e.g. no loaded --app module registers the handler
     description: str = ""  # the schedule in words, with its zone
+    crowding: Crowding | None = None  # it lands in a crowded minute (a warning)
 
 
 @dataclass(frozen=True)
 class Listing:
-    summary: DefinitionSummary
-    problem: str | None  # why its schedule cannot be evaluated, if it cannot
-    next_at: dt.datetime | None = None  # its next fire time, as `cronjobs next NAME` says
-    description: str | None = None  # the schedule in words (None when it has a problem)
+    """A job as `list` shows it: its row, and its facts (state, next fire time, last run:
+    :mod:`cronjobs.core.facts`)."""
 
-    @property
-    def definition(self) -> Definition:
-        return self.summary.definition
+    definition: Definition
+    info: JobInfo
 
 
 @dataclass(frozen=True)
 class Description:
+    """A job as `describe` shows it: its row, its facts, its next fire times (the slots the
+    tick will run: none while paused without an end) and its latest runs."""
+
     definition: Definition
+    info: JobInfo
     next_slots: tuple[Slot, ...]
-    problem: str | None
-    recent_runs: tuple[Run, ...]
-    description: str | None = None  # the schedule in words (None when it has a problem)
+    recent_runs: tuple[RunInfo, ...]
+
+    @property
+    def problem(self) -> str | None:
+        return self.info.problem
+
+    @property
+    def description(self) -> str | None:
+        return self.info.description
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,7 @@ class Preview:
     start: dt.datetime
     slots: tuple[Slot, ...]
     description: str = ""  # the schedule in words, with its zone
+    note: str | None = None  # why there are no slots (a job paused without an end)
 
 
 def validate_spec(spec: DefinitionSpec) -> None:
@@ -105,14 +116,17 @@ def validate_spec(spec: DefinitionSpec) -> None:
 
 def define(
     store: Store, spec: DefinitionSpec, *, known_handlers: Collection[str] | None = None,
-    preview: int = 5, source: str | None = None,
+    preview: int = 5, source: str | None = None, crowded_threshold: int | None = None,
 ) -> DefineResult:
     """Create or update a job (idempotent). A new schedule or zone continues from now.
 
     ``known_handlers`` are the handlers of the loaded --app modules (None: none configured).
     A handler they do not register is still accepted (it may live in another deployment's
     modules), with a warning in the result. ``source`` is recorded on a new job (``apply``);
-    an existing job keeps its owner."""
+    an existing job keeps its owner. A job landing in a minute that holds more than
+    ``crowded_threshold`` fires of other jobs (None: the default, from the capacity shown;
+    ``forecast.OFF``: not checked) is written all the same, with a warning in the result
+    (see ``core.forecast``)."""
     validate_spec(spec)
     sched = schedules.parse(spec.schedule, spec.timezone, hash_key=spec.name)
     with store.transaction():
@@ -132,9 +146,12 @@ def define(
         else:
             definition, created = stored
             outcome = "created" if created else "updated"
+    crowding = None
+    if definition.paused_at is None or definition.paused_until is not None:
+        crowding = check_define(store, spec, crowded_threshold, after=definition.paused_until)
     return DefineResult(definition, outcome, _slots(sched, now, preview),
                         _handler_warning(spec, known_handlers),
-                        description=describe_schedule(sched))
+                        description=describe_schedule(sched), crowding=crowding)
 
 
 def _handler_warning(spec: DefinitionSpec, known: Collection[str] | None) -> str | None:
@@ -178,55 +195,53 @@ def _undecided(old: Definition, spec: DefinitionSpec, now: dt.datetime) -> list[
 
 
 def list_jobs(store: Store) -> list[Listing]:
-    """Every job with its next fire time (computed as `next NAME` computes it, never in the
-    past); one whose stored schedule cannot be evaluated is reported, not fatal."""
+    """Every job with its facts: its state and next fire time (the first slot the tick will
+    run: none while paused, or after the pause's end); one whose stored schedule cannot be
+    evaluated is reported, not fatal."""
     now = store.now()
-    listings = []
-    for summary in store.definitions.list_definitions():
-        definition = summary.definition
-        problem = _problem(definition)
-        next_at = None
-        description = None
-        if problem is None:
-            sched = schedules.parse(definition.schedule, definition.timezone,
-                                    hash_key=definition.name)
-            upcoming = _slots(sched, _upcoming_from(definition, now), 1)
-            next_at = upcoming[0].utc if upcoming else None
-            description = describe_schedule(sched)
-        listings.append(Listing(summary, problem, next_at, description))
-    return listings
+    return [Listing(s.definition, job_info(s.definition, now,
+                                           last_run_state=s.last_run_status,
+                                           last_run_at=s.last_run_at))
+            for s in store.definitions.list_definitions()]
 
 
-def next_fire(definition: Definition, now: dt.datetime
-              ) -> tuple[str | None, dt.datetime | None]:
-    """(why its schedule cannot be evaluated, None) or (None, its next fire time after
-    ``now``, as `list` shows it; None when it has none)."""
-    problem = _problem(definition)
-    if problem is not None:
-        return problem, None
-    sched = schedules.parse(definition.schedule, definition.timezone, hash_key=definition.name)
-    upcoming = _slots(sched, _upcoming_from(definition, now), 1)
-    return None, upcoming[0].utc if upcoming else None
+def job_info(definition: Definition, now: dt.datetime, *, last_run_state: str | None = None,
+             last_run_at: dt.datetime | None = None) -> JobInfo:
+    """The facts of a job at ``now`` (:func:`cronjobs.core.facts.job_info`), with its
+    schedule in words."""
+    return facts.job_info(definition, now, description=schedule_words(definition),
+                          last_run_state=last_run_state, last_run_at=last_run_at)
 
 
-def _upcoming_from(definition: Definition, now: dt.datetime) -> dt.datetime:
-    """Where a job's next fire times start: after now, and after its cursor (the slots up to
-    the cursor are decided already, were the database's clock ever behind a tick's)."""
-    return max(now, definition.cursor_at)
+def schedule_words(definition: Definition) -> str | None:
+    """A job's schedule in words, with its zone (None when it cannot be evaluated)."""
+    if facts.problem(definition) is not None:
+        return None
+    return describe_schedule(schedules.parse(definition.schedule, definition.timezone,
+                                             hash_key=definition.name))
 
 
 def describe(store: Store, name: str, *, count: int = 5, runs: int = 10) -> Description:
+    """A job's row, facts, next ``count`` fire times and latest ``runs`` runs."""
     definition = get(store, name)
     now = store.now()
-    problem = _problem(definition)
+    recent = store.runs.recent_runs(definition.id, runs)
+    last = recent[0] if recent else None
+    info = job_info(definition, now,
+                          last_run_state=last.status if last is not None else None,
+                          last_run_at=_run_time(last) if last is not None else None)
     slots: tuple[Slot, ...] = ()
-    description = None
-    if problem is None:
+    if info.problem is None:
         sched = schedules.parse(definition.schedule, definition.timezone, hash_key=name)
-        slots = _slots(sched, _upcoming_from(definition, now), count)
-        description = describe_schedule(sched)
-    recent = tuple(store.runs.recent_runs(definition.id, runs))
-    return Description(definition, slots, problem, recent, description)
+        slots = tuple(Slot(utc, sched.local(utc))
+                      for utc in facts.next_fire_times(definition, now, count))
+    return Description(definition, info, slots,
+                       tuple(facts.load_runs(store, ((r, definition.name) for r in recent))))
+
+
+def _run_time(run: Run) -> dt.datetime:
+    """When a run last did something, as `list` shows it beside its status."""
+    return run.finished_at or run.started_at or run.scheduled_for
 
 
 def get(store: Store, name: str, *, for_update: bool = False) -> Definition:
@@ -235,7 +250,8 @@ def get(store: Store, name: str, *, for_update: bool = False) -> Definition:
     check_name(name)
     definition = store.definitions.definition_by_name(name, for_update=for_update)
     if definition is None:
-        raise JobNotFound(f"no job named {name!r} (see `cronjobs list`)")
+        raise JobNotFound(f"no job named {name!r} (see `cronjobs list`)",
+                          python=f"no job named {name!r} (see Client.jobs())")
     return definition
 
 
@@ -246,12 +262,13 @@ def pause(
     (or until ``until``)."""
     check_name(name)
     if note is not None:
-        check_text(note, what="--note", limit=MAX_NOTE_CHARS)
+        check_text(note, what="--note", limit=MAX_NOTE_CHARS, python_what="note")
     with store.transaction():
         definition = get(store, name, for_update=True)
         now = store.now()
         if until is not None and until <= now:
-            raise UsageError(f"invalid --until {until.isoformat()}: it is already past")
+            raise UsageError(f"invalid --until {until.isoformat()}: it is already past",
+                             python=f"invalid until={until.isoformat()}: it is already past")
         return store.definitions.pause_definition(definition.id, now=now, until=until, note=note)
 
 
@@ -265,7 +282,7 @@ def resume(store: Store, name: str) -> Definition:
         if definition.paused_at is None:
             return definition
         next_due: dt.datetime | None = None
-        if _problem(definition) is None:
+        if facts.problem(definition) is None:
             sched = schedules.parse(definition.schedule, definition.timezone, hash_key=name)
             missed = list(sched.between(definition.cursor_at, now))
             if missed:
@@ -287,6 +304,23 @@ def remove(store: Store, name: str) -> tuple[Definition, int]:
         return store.definitions.remove_definition(definition.id, now=store.now())
 
 
+def fire_times(store: Store, name: str, *, count: int = 5,
+               start: dt.datetime | None = None) -> list[dt.datetime]:
+    """The next ``count`` fire times of job ``name``: without ``start``, the slots the tick
+    will run (as `list` shows the first: none while paused without an end); with
+    ``start``, its schedule's after that instant."""
+    if not 1 <= count <= MAX_PREVIEW:
+        raise UsageError(f"invalid --count {count}: must be between 1 and {MAX_PREVIEW}",
+                         python=f"invalid count={count}: must be between 1 and {MAX_PREVIEW}")
+    if start is not None:
+        return [slot.utc for slot in preview_job(store, name, start=start, count=count).slots]
+    definition = get(store, name)
+    problem = facts.problem(definition)
+    if problem is not None:
+        raise ScheduleError(f"job {name!r} cannot be evaluated: {problem}")
+    return list(facts.next_fire_times(definition, store.now(), count))
+
+
 def preview(
     expression: str,
     *,
@@ -298,7 +332,8 @@ def preview(
     """The next ``count`` fire times of a bare expression after ``start`` (default: this
     machine's clock, since no database is involved)."""
     if not 1 <= count <= MAX_PREVIEW:
-        raise UsageError(f"invalid --count {count}: must be between 1 and {MAX_PREVIEW}")
+        raise UsageError(f"invalid --count {count}: must be between 1 and {MAX_PREVIEW}",
+                         python=f"invalid count={count}: must be between 1 and {MAX_PREVIEW}")
     sched = schedules.parse(expression, timezone, hash_key=job)
     begin = start if start is not None else dt.datetime.now(dt.UTC)
     return Preview(sched.expression, sched.timezone, job or None, begin,
@@ -309,13 +344,22 @@ def preview_job(
     store: Store, name: str, *, timezone: str | None = None, start: dt.datetime | None = None,
     count: int = 5,
 ) -> Preview:
-    """The next fire times of a defined job, after ``start`` (default: the database's now,
-    as `list` and `describe` show them), computed exactly as the tick computes them."""
+    """The next fire times of a defined job, after ``start``, computed exactly as the tick
+    computes them. Without ``start``: the slots the tick will run, as `list` and
+    `describe` show them (after a pause's end; none while paused without an end)."""
     definition = get(store, name)
-    problem = _problem(definition)
+    problem = facts.problem(definition)
     if problem is not None:
         raise ScheduleError(f"job {name!r} cannot be evaluated: {problem}")
-    begin = start if start is not None else _upcoming_from(definition, store.now())
+    now = store.now()
+    begin = start if start is not None else facts.upcoming_from(definition, now)
+    if begin is None:
+        schedule = preview(definition.schedule, timezone=definition.timezone, start=now,
+                           count=1, job=name)
+        return Preview(schedule.expression, timezone or definition.timezone, name, now, (),
+                       schedule.description,
+                       note=f"job {name!r} is paused: no slot runs until it is resumed "
+                            "(its schedule's times: --from now)")
     result = preview(definition.schedule, timezone=definition.timezone, start=begin,
                      count=count, job=name)
     if timezone is None:
@@ -323,19 +367,6 @@ def preview_job(
     zone = schedules.check_timezone(timezone)
     shown = tuple(Slot(s.utc, s.utc.astimezone(zone)) for s in result.slots)
     return Preview(result.expression, timezone, name, begin, shown, result.description)
-
-
-def _problem(definition: Definition) -> str | None:
-    """Why a stored definition cannot be evaluated (e.g. broken by a direct SQL write)."""
-    if definition.invalid_reason is not None:
-        return definition.invalid_reason
-    try:
-        sched = schedules.parse(definition.schedule, definition.timezone,
-                                hash_key=definition.name)
-        sched.next_after(definition.cursor_at)
-    except ScheduleError as exc:
-        return exc.message
-    return None
 
 
 def _slots(sched: schedules.Schedule, after: dt.datetime, count: int) -> tuple[Slot, ...]:

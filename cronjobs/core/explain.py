@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from cronjobs import cron as schedules
+from cronjobs.core import facts
+from cronjobs.core.facts import RunInfo
 from cronjobs.core.groups import usage_of
 from cronjobs.core.health import Thresholds, waiting_for_handlers
 from cronjobs.db.store import Store
@@ -57,6 +59,7 @@ class Explained:
     reason: str | None
     detail: str | None
     run: Run | None = None
+    info: RunInfo | None = None  # the run's facts (cronjobs.core.facts)
     # a folded stretch of runs (``run`` is None then): the first and last run's ids
     first_run_id: int | None = None
     last_run_id: int | None = None
@@ -78,7 +81,7 @@ class Explanation:
     # (handler, runs, oldest), or None
     waiting: WaitingRuns | None = None
     # the job's one-off runs waiting for their time (trigger --at), whatever the range
-    one_offs: tuple[Run, ...] = ()
+    one_offs: tuple[RunInfo, ...] = ()
     # the job's group (its limit, running and waiting runs), if it has one
     group: GroupUsage | None = None
 
@@ -106,13 +109,19 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
     matched_runs: set[int] = set()
     matched_skips: set[int] = set()
     run_of, skip_of = _run_finder(runs), _skip_finder(skips)
+    infos = {info.id: info for info in facts.load_runs(store, ((r, name) for r in runs))}
+
+    def ran(slot: dt.datetime, run: Run) -> Explained:
+        info = infos[run.id]
+        return Explained(slot, slot, 1, run.status, None, facts.run_words(info, now), run,
+                         info)
 
     def each_slot() -> Iterator[Explained]:
         for slot in _slots(definition, start, end):
             run = run_of(slot)
             if run is not None:
                 matched_runs.add(run.id)
-                yield Explained(slot, slot, 1, run.status, None, run_state(run, now), run)
+                yield ran(slot, run)
                 continue
             skip = skip_of(slot)
             if skip is not None:
@@ -122,8 +131,7 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
                 yield Explained(slot, slot, 1, *_no_record(definition, slot))
 
     rows = fold(each_slot())
-    rows += [Explained(run.scheduled_for, run.scheduled_for, 1, run.status, None,
-                       run_state(run, now), run) for run in runs if run.id not in matched_runs]
+    rows += [ran(run.scheduled_for, run) for run in runs if run.id not in matched_runs]
     rows += [Explained(skip.first_slot, skip.last_slot, skip.slot_count, "skipped",
                        skip.reason, skip.detail) for skip in skips
              if skip.id not in matched_skips]
@@ -188,56 +196,24 @@ def _merge(a: Explained, b: Explained) -> Explained:
         return merged
     first = a.first_run_id if a.run is None else a.run.id
     last = b.last_run_id if b.run is None else b.run.id
-    return replace(merged, run=None, first_run_id=first, last_run_id=last,
+    return replace(merged, run=None, info=None, first_run_id=first, last_run_id=last,
                    detail=f"{count or 'several'} runs succeeded")
 
 
 def _waiting(store: Store, definition: Definition, now: dt.datetime
-             ) -> tuple[WaitingRuns | None, tuple[Run, ...], GroupUsage | None]:
+             ) -> tuple[WaitingRuns | None, tuple[RunInfo, ...], GroupUsage | None]:
     """What the job's runs wait for: a handler no recent tick loaded, their time (one-off
     runs for later), a free slot of their group."""
     waiting = None
     if definition.kind == "handler" and definition.removed_at is None:
         found = waiting_for_handlers(store, now, Thresholds().max_tick_age, definition.id)
         waiting = found[0] if found else None
-    one_offs = tuple(store.materialise.one_off_runs_of(definition.id))
+    one_offs = tuple(facts.load_runs(
+        store, ((r, definition.name) for r in store.materialise.one_off_runs_of(definition.id))))
     group = None
     if definition.group_name is not None:
         group = usage_of(store, definition.group_name, now)
     return waiting, one_offs, group
-
-
-def run_state(run: Run, now: dt.datetime) -> str:
-    """What a run's status means for its slot, in words: never "ran" for one that did not."""
-    of = f"{run.attempt} of {run.max_attempts}"
-    status = run.status
-    if status == RunStatus.SCHEDULED:
-        return (f"scheduled manually for {_utc(run.eligible_at)} (a one-off run: the "
-                "overlap policy applies then; `cronjobs cancel` drops it)")
-    if status == RunStatus.QUEUED:
-        when = ("due now" if run.eligible_at <= now
-                else f"eligible at {_utc(run.eligible_at)}")
-        head = ("queued, not started yet" if run.attempt == 0
-                else f"queued again after attempt {of}")
-        return f"{head} ({when})"
-    if status == RunStatus.RUNNING:
-        stop = "; asked to stop" if run.cancel_requested_at is not None else ""
-        return f"running attempt {of} on {run.lease_owner}{stop}"
-    if status == RunStatus.FAILED:
-        return (f"attempt {of} failed; the next attempt is due at "
-                f"{_utc(run.eligible_at)}" + _error(run))
-    if status == RunStatus.SUCCEEDED:
-        return f"succeeded (attempt {of})"
-    if status == RunStatus.DEAD:
-        seen = "" if run.unacknowledged else "; acknowledged"
-        return f"dead after attempt {of}{_error(run)}{seen}"
-    if run.attempt == 0:
-        return "cancelled before it started" + _error(run)
-    return f"cancelled after attempt {of}" + _error(run)
-
-
-def _error(run: Run) -> str:
-    return f": {run.error}" if run.error else ""
 
 
 def _slots(definition: Definition, start: dt.datetime, end: dt.datetime

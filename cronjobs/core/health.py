@@ -6,10 +6,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cronjobs import cron as schedules
+from cronjobs.core import facts
 from cronjobs.core.groups import waiting_for_groups
 from cronjobs.db.store import Store
 from cronjobs.errors import ScheduleError
@@ -121,6 +122,10 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     now = now if now is not None else store.now()
     numbers = store.reports.health(now)
     running = store.reports.running_runs()
+    if running:  # their attempts as every view counts them (an interruption uses none)
+        attempts = store.runs.attempts_of_runs([r.id for r in running])
+        running = [replace(r, attempt=facts.attempts_used(r.attempt, r.id, attempts))
+                   for r in running]
     slots: dict[tuple[str, str, str | None], dt.datetime | ScheduleError | None] = {}
     judged = [_job(row, now, store.reports.last_success, slots)
               for row in store.reports.job_health(now=now, every=every_job)]

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from cronjobs.core import facts
 from cronjobs.core.operations import check_run_id
 from cronjobs.db.store import Store
 from cronjobs.errors import RunNotFound
@@ -73,9 +74,20 @@ def logs(store: Store, run_id: int, *, follow: bool = False, poll: float = 1.0,
     rest = _rest(final, last)
     if rest:
         yield Chunk("output", rest)
-    yield Chunk("end", "", status=row.status, job=row.job, run_id=row.id,
-                attempt=row.attempt, max_attempts=row.max_attempts, error=row.error,
-                exit_code=row.exit_code, eligible_at=row.eligible_at)
+    yield _end(store, row)
+
+
+def _end(store: Store, row: LiveOutput) -> Chunk:
+    """The run's outcome, its attempts counted as every view counts them (an interruption
+    uses none: :mod:`cronjobs.core.facts`)."""
+    found = store.runs.run_by_id(row.id)
+    used, allowed = row.attempt, row.max_attempts
+    if found is not None:
+        info = facts.load_run(store, *found)
+        used, allowed = info.attempts_used, info.attempts_allowed
+    return Chunk("end", "", status=row.status, job=row.job, run_id=row.id, attempt=used,
+                 max_attempts=allowed, error=row.error, exit_code=row.exit_code,
+                 eligible_at=row.eligible_at)
 
 
 def _read(store: Store, run_id: int) -> LiveOutput:

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cronjobs.core import facts
 from cronjobs.core.definitions import get
+from cronjobs.core.facts import RunInfo
 from cronjobs.core.materialise import exclusive
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, Refused, RunNotFound, UsageError
@@ -26,14 +28,18 @@ class Acknowledged:
     had been acknowledged already."""
 
     job: str
-    runs: tuple[Run, ...]
+    runs: tuple[RunInfo, ...]
     already: bool = False
 
 
 @dataclass(frozen=True)
 class RunDetail:
+    """A run as `show` shows it: its row, its facts (:mod:`cronjobs.core.facts`), its
+    attempts and its webhook notifications."""
+
     run: Run
     job: str
+    info: RunInfo
     attempts: tuple[Attempt, ...]
     deliveries: tuple[Delivery, ...] = ()  # its webhook notifications
 
@@ -44,10 +50,15 @@ def check_run_id(run_id: int) -> int:
     return run_id
 
 
+def _no_run(run_id: int) -> RunNotFound:
+    return RunNotFound(f"no run with id {run_id} (see `cronjobs runs`)",
+                       python=f"no run with id {run_id} (see Client.runs())")
+
+
 def _locked_run(store: Store, run_id: int) -> tuple[Run, str]:
     found = store.runs.run_by_id(check_run_id(run_id), for_update=True)
     if found is None:
-        raise RunNotFound(f"no run with id {run_id} (see `cronjobs runs`)")
+        raise _no_run(run_id)
     return found
 
 
@@ -58,7 +69,8 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
     succeeded is only run again with ``force``, as a new run of the same slot (trigger
     ``retry``)."""
     if not 1 <= attempts <= 100:
-        raise UsageError(f"invalid --attempts {attempts}: must be between 1 and 100")
+        raise UsageError(f"invalid --attempts {attempts}: must be between 1 and 100",
+                         python=f"invalid attempts={attempts}: must be between 1 and 100")
     with store.transaction():
         run, job = _locked_run(store, run_id)
         now = now if now is not None else store.now()
@@ -68,14 +80,18 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
         if status == RunStatus.SUCCEEDED:
             if not force:
                 raise Refused(f"run {run.id} of {job!r} succeeded; use --force to run its slot "
-                              "again as a new run")
+                              "again as a new run",
+                              python=f"run {run.id} of {job!r} succeeded; pass force=True to "
+                              "run its slot again as a new run")
             definition = get(store, job)
             return store.runs.insert_manual_run(
                 definition_id=run.definition_id, scheduled_for=run.scheduled_for,
                 trigger=Trigger.RETRY, payload=run.payload, max_attempts=attempts,
                 exclusive=exclusive(definition), now=now, retry_of=run.id)
         raise Refused(f"run {run.id} of {job!r} is {status.value}: there is nothing to retry "
-                      "(cancel it first if it must stop)")
+                      "(cancel it first if it must stop)",
+                      python=f"run {run.id} of {job!r} is {status.value}: there is nothing to "
+                      "retry (Client.cancel() it first if it must stop)")
 
 
 def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
@@ -104,10 +120,15 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
             busy = running > 0 or waiting > 0
             if policy == Overlap.SKIP and busy:
                 raise Refused(f"{name!r} has {running} running and {waiting} waiting run(s) and "
-                              "its overlap policy is 'skip': use --force to run it anyway")
+                              "its overlap policy is 'skip': use --force to run it anyway",
+                              python=f"{name!r} has {running} running and {waiting} waiting "
+                              "run(s) and its overlap policy is 'skip': pass force=True to "
+                              "run it anyway")
             if policy == Overlap.QUEUE and waiting > 0:
                 raise Refused(f"{name!r} already has a run waiting and its overlap policy is "
-                              "'queue': use --force to add another")
+                              "'queue': use --force to add another",
+                              python=f"{name!r} already has a run waiting and its overlap "
+                              "policy is 'queue': pass force=True to add another")
             if policy == Overlap.REPLACE and running > 0:
                 store.definitions.request_cancel_running([definition.id], now=now)
         run = store.runs.insert_manual_run(
@@ -122,17 +143,23 @@ def _trigger_later(store: Store, name: str, *, payload: dict[str, Any] | None, f
                    now: dt.datetime | None, at: dt.datetime | None,
                    after: dt.timedelta | None) -> Run:
     if at is not None and after is not None:
-        raise UsageError("--at and --in cannot be used together: give the time or the delay")
+        raise UsageError("--at and --in cannot be used together: give the time or the delay",
+                         python="at and after cannot be used together: give the time or "
+                         "the delay")
     if force:
         raise UsageError("--force cannot be used with --at or --in: a run for later meets "
-                         "the job's overlap policy when it becomes due")
+                         "the job's overlap policy when it becomes due",
+                         python="force=True cannot be used with at or after: a run for "
+                         "later meets the job's overlap policy when it becomes due")
     with store.transaction():
         definition = get(store, name, for_update=True)
         now = now if now is not None else store.now()
         when = at if at is not None else now + (after or dt.timedelta(0))
         if when <= now:
             raise UsageError(f"invalid --at {when.isoformat()}: it is already past (trigger "
-                             "without --at runs it now)")
+                             "without --at runs it now)",
+                             python=f"invalid at={when.isoformat()}: it is already past "
+                             "(trigger without at runs it now)")
         return store.materialise.insert_one_off_run(
             definition_id=definition.id, at=when, payload=payload,
             max_attempts=definition.max_attempts, exclusive=exclusive(definition), now=now)
@@ -165,14 +192,16 @@ def acknowledge(store: Store, run_id: int, *, by: str | None = None,
         run, job = _locked_run(store, run_id)
         if run.status != RunStatus.DEAD:
             raise Refused(f"run {run.id} of {job!r} is {run.status}: only a dead run can be "
-                          "acknowledged (see `cronjobs runs --status dead`)")
+                          "acknowledged (see `cronjobs runs --status dead`)",
+                          python=f"run {run.id} of {job!r} is {run.status}: only a dead run "
+                          "can be acknowledged (see Client.runs(states=['dead']))")
         if not run.unacknowledged:
-            return Acknowledged(job, (run,), already=True)
+            return Acknowledged(job, (facts.load_run(store, run, job),), already=True)
         done = store.runs.acknowledge_run(run.id, by=by,
                                      now=now if now is not None else store.now())
         if done is None:  # pragma: no cover - the row is locked
             raise Refused(f"run {run.id} changed while it was being acknowledged")
-        return Acknowledged(job, (done,))
+        return Acknowledged(job, (facts.load_run(store, done, job),))
 
 
 def acknowledge_all(store: Store, name: str, *, by: str | None = None,
@@ -181,27 +210,44 @@ def acknowledge_all(store: Store, name: str, *, by: str | None = None,
     with store.transaction():
         definition = get(store, name, for_update=True)
         at = now if now is not None else store.now()
-        return Acknowledged(name, tuple(store.runs.acknowledge_dead_runs(definition.id, by=by,
-                                                                    now=at)))
+        done = store.runs.acknowledge_dead_runs(definition.id, by=by, now=at)
+        return Acknowledged(name, tuple(facts.load_runs(store, ((r, name) for r in done))))
 
 
 def list_runs(store: Store, *, name: str | None = None, statuses: Sequence[str] = (),
-              since: dt.datetime | None = None, limit: int = 50) -> list[tuple[Run, str]]:
-    """Runs, newest first; ``name`` may be a removed job's (its history stays readable)."""
+              since: dt.datetime | None = None, limit: int = 50) -> list[RunInfo]:
+    """Runs with their facts, newest first; ``name`` may be a removed job's (its history
+    stays readable)."""
     if name is not None:
         check_name(name)
         if not store.definitions.definition_history(name):
-            raise JobNotFound(f"no job named {name!r}, now or before (see `cronjobs list`)")
+            raise JobNotFound(f"no job named {name!r}, now or before (see `cronjobs list`)",
+                              python=f"no job named {name!r}, now or before (see "
+                              "Client.jobs())")
     if not 1 <= limit <= 10_000:
-        raise UsageError(f"invalid --limit {limit}: must be between 1 and 10000")
-    return store.runs.list_runs(name=name, statuses=list(statuses) or None, since=since,
-                                limit=limit)
+        raise UsageError(f"invalid --limit {limit}: must be between 1 and 10000",
+                         python=f"invalid limit={limit}: must be between 1 and 10000")
+    unknown = sorted(set(statuses) - set(RunStatus))
+    if unknown:
+        raise UsageError(f"invalid --status {unknown[0]!r}: must be one of "
+                         f"{', '.join(RunStatus)}",
+                         python=f"invalid state {unknown[0]!r}: must be one of "
+                         f"{', '.join(RunStatus)}")
+    return facts.load_runs(store, store.runs.list_runs(
+        name=name, statuses=list(statuses) or None, since=since, limit=limit))
+
+
+def run_info(store: Store, run_id: int) -> RunInfo:
+    """The facts of one run (:mod:`cronjobs.core.facts`): what `show` shows of it."""
+    return show(store, run_id).info
 
 
 def show(store: Store, run_id: int) -> RunDetail:
+    """One run with its facts, attempts and webhook notifications."""
     found = store.runs.run_by_id(check_run_id(run_id))
     if found is None:
-        raise RunNotFound(f"no run with id {run_id} (see `cronjobs runs`)")
+        raise _no_run(run_id)
     run, job = found
-    return RunDetail(run, job, tuple(store.runs.attempts_of_run(run.id)),
+    attempts = tuple(store.runs.attempts_of_run(run.id))
+    return RunDetail(run, job, facts.run_info(run, job, attempts), attempts,
                      tuple(store.notifications.deliveries_of_run(run.id)))

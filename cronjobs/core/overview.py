@@ -8,11 +8,12 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from cronjobs.core.definitions import Description, describe, next_fire
+from cronjobs.core.definitions import Description, describe, job_info
 from cronjobs.core.explain import REASONS, Explained, explain
+from cronjobs.core.facts import JobInfo
 from cronjobs.db.store import Store
 from cronjobs.errors import UsageError
-from cronjobs.models import Definition, Run, Trigger
+from cronjobs.models import Definition, Run
 from cronjobs.reports import Attempt, DashboardJob, Health
 from cronjobs.validation import check_name, check_text
 
@@ -20,7 +21,6 @@ PAGE = 50  # jobs per page
 STRIP = 20  # latest runs shown per job
 MAX_SEARCH = 128
 TIMELINE_ROWS = 300  # the newest rows of a job's timeline shown
-LATE = dt.timedelta(minutes=1)  # a scheduled run that started later than this is late
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,13 @@ class Mark:
 @dataclass(frozen=True)
 class JobLine:
     definition: Definition
-    problem: str | None  # why the schedule cannot be evaluated
-    next_at: dt.datetime | None
+    info: JobInfo  # its facts: state, next fire time, last run (cronjobs.core.facts)
     marks: tuple[Mark, ...]  # oldest first
+
+    @property
+    def problem(self) -> str | None:
+        """Why the schedule cannot be evaluated."""
+        return self.info.problem
 
     @property
     def last(self) -> Mark | None:
@@ -76,11 +80,13 @@ def overview(store: Store, *, after: str = "", search: str | None = None,
 
 
 def _line(row: DashboardJob, now: dt.datetime) -> JobLine:
-    problem, next_at = next_fire(row, now)
     marks = tuple(Mark(*fields) for fields in zip(
         row.run_ids or (), row.run_statuses or (), row.run_slots or (),
         row.run_times or (), strict=True))
-    return JobLine(row, problem, next_at, marks)
+    last = marks[-1] if marks else None
+    info = job_info(row, now, last_run_state=last.status if last is not None else None,
+                          last_run_at=last.at if last is not None else None)
+    return JobLine(row, info, marks)
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,7 @@ class Moment:
     why: str | None  # the reason in words, for skipped slots
     detail: str | None
     run: Run | None
-    late: dt.timedelta | None  # how late a scheduled run's first attempt started
+    late: dt.timedelta | None  # how late a scheduled run's first attempt started, if late
 
 
 @dataclass(frozen=True)
@@ -135,14 +141,7 @@ def _moments(rows: tuple[Explained, ...]) -> list[Moment]:
             moments[-1] = Moment(previous.first_slot, row.last_slot, count, row.outcome, why,
                                  row.detail, None, None)
             continue
+        late = row.info.lateness if row.info is not None and row.info.late else None
         moments.append(Moment(row.first_slot, row.last_slot, row.slot_count, row.outcome, why,
-                              row.detail, row.run, _late(row.run)))
+                              row.detail, row.run, late))
     return moments
-
-
-def _late(run: Run | None) -> dt.timedelta | None:
-    if (run is None or run.trigger != Trigger.SCHEDULE or run.started_at is None
-            or run.retry_count or run.attempt != 1):
-        return None
-    delay = run.started_at - run.scheduled_for
-    return delay if delay > LATE else None

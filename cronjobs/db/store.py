@@ -16,6 +16,7 @@ import psycopg
 
 from cronjobs.db.session import Session
 from cronjobs.db.stores.definitions import DefinitionStore
+from cronjobs.db.stores.forecast import ForecastStore
 from cronjobs.db.stores.groups import GroupStore
 from cronjobs.db.stores.materialise import MaterialiseStore
 from cronjobs.db.stores.notifications import NotificationStore
@@ -48,6 +49,7 @@ class Store:
         self.groups = GroupStore(self.session)
         self.notifications = NotificationStore(self.session)
         self.storage = StorageStore(self.session)
+        self.forecast = ForecastStore(self.session)
 
     @property
     def conn(self) -> psycopg.Connection[Any]:

@@ -25,7 +25,7 @@ from cronjobs.errors import (
     SchemaNotReady,
     UsageError,
 )
-from cronjobs.web import actions, pages
+from cronjobs.web import actions, forecast, pages
 from cronjobs.web.security import Bounded
 from cronjobs.web.site import Settings, Site
 
@@ -38,6 +38,7 @@ def create_app(settings: Settings) -> Starlette:
     site = Site(settings)
     routes: list[BaseRoute] = [
         Route("/", pages.dashboard),
+        Route("/forecast", forecast.page),
         Route("/jobs/{name}", pages.job),
         Route("/runs/{run_id}", pages.run),
         Route("/healthz", pages.healthz),

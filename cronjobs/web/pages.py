@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from cronjobs.core.forecast import job_outlook
 from cronjobs.core.health import status, storage_json
 from cronjobs.core.metrics import CONTENT_TYPE
 from cronjobs.core.metrics import metrics as exposition
@@ -44,9 +45,13 @@ def job(request: Request) -> Response:
     site = site_of(request)
     with site.store() as store:
         page = job_page(store, request.path_params["name"])
-    definition = page.description.definition
+        definition = page.description.definition
+        place, crowded = job_outlook(site.outlooks.get(store, "day"), definition.name,
+                                     definition.schedule, definition.timezone,
+                                     definition.paused_until)
     return site.render.page(request, "job.html", {
-        "page": page, "job": definition, "words": schedule_words(definition)})
+        "page": page, "job": definition, "words": schedule_words(definition),
+        "place": place, "crowded": crowded})
 
 
 def run(request: Request) -> Response:

@@ -15,6 +15,7 @@ from cronjobs.core.health import Thresholds
 from cronjobs.db.connect import SESSION_OPTIONS, connection_kwargs
 from cronjobs.db.store import Store
 from cronjobs.errors import DatabaseUnavailable
+from cronjobs.web.outlooks import Outlooks
 from cronjobs.web.render import Renderer
 from cronjobs.web.security import Admin
 
@@ -45,6 +46,7 @@ class Site:
         self.settings = settings
         self.admin = Admin(settings.admin_token) if settings.admin_token else None
         self.render = Renderer(self)
+        self.outlooks = Outlooks()  # the forecast page's, shared by the requests
         self.pool = psycopg_pool.ConnectionPool(
             settings.conninfo, min_size=1, max_size=settings.pool_size, open=False,
             kwargs=connection_kwargs(settings.conninfo,

@@ -23,7 +23,7 @@ out = {}
 with Client() as client:                       # CRONJOBS_DATABASE_URL, as the CLI
     made = client.define("report", "0 6 * * *", tz="Europe/Berlin", command="echo hi",
                          overlap="skip", timeout="10m", payload={"days": 7})
-    out["define"] = [made.outcome, made.definition.timezone, made.definition.source]
+    out["define"] = [made.outcome, made.job.timezone, made.job.source]
     assert dataclasses.is_dataclass(made) and type(made).__dataclass_params__.frozen
     out["again"] = client.define("report", "0 6 * * *", tz="Europe/Berlin",
                                  command="echo hi", overlap="skip", timeout="10m",
@@ -36,24 +36,25 @@ with Client() as client:                       # CRONJOBS_DATABASE_URL, as the C
         client.define("bad", "@daily", timeout="soon")
     except UsageError as exc:
         out["bad_timeout"] = exc.message
-    out["jobs"] = [listing.definition.name for listing in client.jobs()]
-    out["job"] = client.job("report").definition.schedule
-    out["next"] = len(client.next_fire_times("report", count=3).slots)
+    out["jobs"] = [job.name for job in client.jobs()]
+    out["job"] = client.job("report").schedule
+    out["next"] = len(client.next_fire_times("report", count=3))
     run = client.trigger("report", payload={"days": 1})
-    out["trigger"] = [run.status, run.trigger, run.payload]
+    out["trigger"] = [run.state, run.trigger, run.payload, run.attempts_used,
+                      run.attempts_allowed]
     try:
         client.trigger("report")
     except Refused as exc:
-        out["refused"] = type(exc).__name__
-    out["runs"] = [(r.job, r.run.id == run.id) for r in client.runs("report")]
+        out["refused"] = [type(exc).__name__, exc.message]
+    out["runs"] = [(r.job, r.id == run.id) for r in client.runs("report")]
     out["run"] = client.run(run.id).job
     later = client.trigger("report", at=dt.datetime.now(dt.timezone.utc)
                            + dt.timedelta(hours=1))
-    out["later"] = [later.status, client.cancel(later.id).status]
-    out["cancel"] = client.cancel(run.id).status
-    out["retry"] = client.retry(run.id).status
+    out["later"] = [later.state, client.cancel(later.id).state]
+    out["cancel"] = client.cancel(run.id).state
+    out["retry"] = client.retry(run.id).state
     out["pause"] = client.pause("report", note="maintenance").pause_note
-    out["resume"] = client.resume("report").paused_at is None
+    out["resume"] = client.resume("report").paused is False
     out["explain"] = client.explain("report").job
     applied = client.apply(sys.argv[1], prune=True)
     out["apply"] = [[d.name for d in applied.added], applied.unchanged, applied.source]
@@ -61,8 +62,8 @@ with Client() as client:                       # CRONJOBS_DATABASE_URL, as the C
     out["export"] = client.export("nightly").jobs
     hooked = client.define("hooked", "@daily", command="true",
                            notify="https://hooks.example.com/T1/s3cret",
-                           notify_on=["recovery", "failure"]).definition
-    out["notify"] = [list(hooked.notify_urls), list(hooked.notify_on)]
+                           notify_on=["recovery", "failure"]).job
+    out["notify"] = [list(hooked.notify), list(hooked.notify_on)]
     out["notify_again"] = client.define(
         "hooked", "@daily", command="true", notify=("https://hooks.example.com/T1/s3cret",),
         notify_on="failure,recovery").outcome
@@ -79,7 +80,7 @@ with Client() as client:                       # CRONJOBS_DATABASE_URL, as the C
         out["masked_notify"] = exc.message
     client.remove("hooked")
     removed = client.remove("report")
-    out["remove"] = [removed.definition.state, removed.cancelled_runs]
+    out["remove"] = [removed.job.state, removed.cancelled_runs]
     try:
         client.job("report")
     except JobNotFound as exc:
@@ -111,8 +112,10 @@ def test_the_client_from_a_plain_python_process(database_url: str, db: psycopg.C
     assert out["jobs"] == ["report"]
     assert out["job"] == "0 6 * * *"
     assert out["next"] == 3
-    assert out["trigger"] == ["queued", "manual", {"days": 1}]
-    assert out["refused"] == "Refused"
+    assert out["trigger"] == ["queued", "manual", {"days": 1}, 0, 3]
+    assert out["refused"] == [
+        "Refused", "'report' has 0 running and 1 waiting run(s) and its overlap policy is "
+        "'skip': pass force=True to run it anyway"]
     assert out["runs"] == [["report", True]]
     assert out["run"] == "report"
     assert out["later"] == ["scheduled", "cancelled"]
@@ -124,7 +127,7 @@ def test_the_client_from_a_plain_python_process(database_url: str, db: psycopg.C
     assert out["apply"] == [["nightly"], 0, "file:jobs.toml"]
     assert out["dry"] is True
     assert out["export"] == {"nightly": {"schedule": "0 3 * * *", "command": "true"}}
-    assert out["notify"] == [["https://hooks.example.com/T1/s3cret"], ["failure", "recovery"]]
+    assert out["notify"] == [["https://hooks.example.com/***"], ["failure", "recovery"]]
     assert out["notify_again"] == "unchanged"
     assert out["notify_masked"] == [["https://hooks.example.com/***"], ["hooked"]]
     assert out["notify_full"] == ["https://hooks.example.com/T1/s3cret"]
@@ -134,7 +137,7 @@ def test_the_client_from_a_plain_python_process(database_url: str, db: psycopg.C
                                     "masked (export with --show-secrets or write the real "
                                     "URL)")
     assert out["remove"] == ["removed", 1]
-    assert out["missing"] == "no job named 'report' (see `cronjobs list`)"
+    assert out["missing"] == "no job named 'report' (see Client.jobs())"
     assert out["error_base"] is True
     # exactly what was asked, nothing more
     assert db.execute("SELECT name, removed_at IS NULL FROM job_definitions ORDER BY id"

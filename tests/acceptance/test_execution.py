@@ -130,13 +130,15 @@ def test_frozen_tick_is_fenced_out(cli: Invoke, database_url: str,
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_sigterm_interrupts_and_requeues(cli: Invoke, database_url: str,
-                                         db: psycopg.Connection[Any], tmp_path: Path) -> None:
+                                         db: psycopg.Connection[Any], tmp_path: Path,
+                                         stop: signal.Signals) -> None:
     _define_slow_once(cli, tmp_path)
     tick = _tick(database_url, "--grace", "2s", "--json")
     wait_for((tmp_path / "pid-1").exists, "the first attempt to start")
     job_pid = int((tmp_path / "pid-1").read_text())
-    tick.send_signal(signal.SIGTERM)
+    tick.send_signal(stop)
     _, err = tick.communicate(timeout=60)
     assert tick.returncode == 0, err
     assert not alive(job_pid)
@@ -146,6 +148,18 @@ def test_sigterm_interrupts_and_requeues(cli: Invoke, database_url: str,
     run_id = db.execute("SELECT id FROM job_runs").fetchone()[0]  # type: ignore[index]
     assert [a[:2] for a in _attempts(db, run_id)] == [(1, "interrupted")]
     assert db.execute("SELECT status FROM job_ticks").fetchone() == ("interrupted",)
+    # an interruption uses no attempt, and every view counts it so (not "1/4")
+    shown = json.loads(cli("show", str(run_id), "--json").stdout)
+    assert (shown["status"], shown["attempts_used"], shown["attempts_allowed"],
+            shown["interrupted_attempts"], [a["counted"] for a in shown["attempts"]]) == (
+        "queued", 0, 3, 1, [False])
+    assert "attempts    0 of 3 used (1 interrupted, not counted)" in cli(
+        "show", str(run_id)).stdout
+    listed = [line for line in cli("runs").stdout.splitlines()
+              if line.startswith(f"{run_id} ")]
+    assert len(listed) == 1 and " queued " in listed[0] and " 0/3 " in listed[0], listed
+    end = json.loads(cli("logs", str(run_id), "--json").stdout.splitlines()[-1])["end"]
+    assert (end["status"], end["attempt"], end["max_attempts"]) == ("queued", 0, 3)
 
 
 def test_failures_are_retried_with_backoff_then_dead(cli: Invoke, database_url: str,

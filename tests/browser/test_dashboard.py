@@ -150,3 +150,46 @@ def test_the_dashboard_is_readable_on_a_phone(browser: Any, server: str, cli: In
     width = page.evaluate("() => document.documentElement.scrollWidth")
     assert width <= 375  # no sideways scrolling of the page
     assert page.locator("tr.job").count() == 2
+
+
+def test_the_forecast_heatmap_shows_the_peak_and_each_job_its_place(
+        browser: Any, server: str, cli: Invoke) -> None:
+    for i in range(12):
+        assert cli("define", f"nightly-{i:02d}", "0 3 * * *", "--command", "true",
+                   "--crowded-threshold", "off").exit_code == 0
+    assert cli("define", "spread", "H 5 * * *", "--command", "true").exit_code == 0
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(server + "/")
+    page.click("a[href='/forecast']")
+    page.wait_for_url(server + "/forecast")
+    cells = page.locator("table.heatmap.day td")
+    assert cells.count() == 24 * 60
+    peak_cell = page.locator('td[data-cell="03:00"]')
+    assert peak_cell.get_attribute("data-count") == "12"
+    assert peak_cell.get_attribute("class") == "h5"  # the busiest: the darkest
+    assert page.locator('td[data-cell="03:01"]').get_attribute("class") == "h0"
+    assert sum(int(c) for c in page.eval_on_selector_all(
+        "table.heatmap td", "cells => cells.map(c => c.dataset.count)")) == 13
+    colours = page.eval_on_selector_all(
+        'td[data-cell="03:00"], td[data-cell="03:01"]',
+        "cells => cells.map(c => getComputedStyle(c).backgroundColor)")
+    assert colours[0] != colours[1]
+    first = page.locator("tr.peak").first
+    assert first.get_attribute("data-fires") == "12"
+    assert first.get_attribute("data-at", timeout=1000).endswith("T03:00:00+00:00")
+    assert first.locator("a.name").count() == 8
+    assert "and 4 more" in first.inner_text()
+    # the week: day of week by hour
+    page.click("text=next week")
+    assert page.locator("table.heatmap.week td").count() == 7 * 24
+    assert page.locator("tr.peak").first.get_attribute("data-fires") == "12"
+    # a job's place in the peaks, with what H would give
+    page.goto(server + "/jobs/nightly-00")
+    place = page.locator("p.place").inner_text()
+    assert "holds 12 run(s) of the fleet: #1 of the day's minutes" in place
+    assert "crowded" in place and "`H 3 * * *` would run at 03:" in place
+    page.goto(server + "/jobs/spread")
+    assert "holds 1 run(s) of the fleet" in page.locator("p.place").inner_text()
+    assert errors == []

@@ -25,7 +25,8 @@ def test_define_shows_the_schedule_in_words(cli: Invoke) -> None:
     data = json.loads(_ok(cli, "define", "close", "0 3 L * *", "--tz", "Europe/Berlin",
                           "--command", "true", "--json"))
     assert data["description"] == BERLIN_LAST_DAY
-    assert list(data) == ["outcome", "job", "description", "next", "warning"]
+    assert list(data) == ["outcome", "job", "description", "next", "warning", "crowding"]
+    assert data["crowding"] is None  # alone in its minute
     text = _ok(cli, "define", "close", "0 3 L * *", "--tz", "Europe/Berlin", "--command",
                "true")
     # the confirmation says it in words; `describe` has it among the settings

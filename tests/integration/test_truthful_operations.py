@@ -159,10 +159,20 @@ def test_ack_all_and_retry_acknowledge_until_it_dies_again(cli: Invoke,
 
     retried = cli("retry", str(first), "--json")
     assert retried.exit_code == 0, retried.stderr
-    assert json.loads(retried.stdout)["acknowledged_at"] is not None
+    # an acknowledgement applies to the death it acknowledged: the queued run has none
+    requeued = json.loads(retried.stdout)
+    assert (requeued["status"], requeued["acknowledged"], requeued["acknowledged_at"],
+            requeued["needs_acknowledgement"], requeued["retry_count"]) == (
+        "queued", False, None, False, 1)
     assert json.loads(cli("status", "--json").stdout)["dead_unacknowledged"] == 1
     _tick(db)  # the retry dies again: a new acknowledgement is needed
     assert json.loads(cli("status", "--json").stdout)["dead_unacknowledged"] == 2
+    # and every view says so alike (the row still holds the retry's acknowledgement)
+    shown = json.loads(cli("show", str(first), "--json").stdout)
+    assert (shown["status"], shown["acknowledged"], shown["acknowledged_at"],
+            shown["acknowledged_by"], shown["needs_acknowledgement"]) == (
+        "dead", False, None, None, True)
+    assert "not acknowledged" in cli("show", str(first)).stdout
 
     everything = cli("ack", "--all", "bad", "--json")
     assert everything.exit_code == 0, everything.stderr

@@ -127,7 +127,11 @@ def test_a_job_page_shows_upcoming_slots_timeline_and_runs_with_attempts(
     assert f'href="/runs/{run_id}"' in page.text
     assert 'class="badge small s-failed"' in page.text  # attempt 1 of the run
     assert "Upcoming" in page.text and "Last 24 hours" in page.text
-    assert page.text.count("<li>") == 8  # the next slots
+    # paused without an end: no slot will run (as `list` and `describe` say)
+    assert page.text.count("<li>") == 0
+    assert "None while paused." in page.text
+    assert cli("resume", "hostile").exit_code == 0
+    assert web.get("/jobs/hostile").text.count("<li>") == 8  # the next slots
 
 
 def test_the_timeline_says_why_slots_were_skipped(web: TestClient, cli: Invoke,

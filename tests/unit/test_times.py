@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from cronjobs.cli.render import runs_list_text
+from cronjobs.core.facts import run_info
 from cronjobs.models import Run
 from cronjobs.timefmt import Times, in_zone, in_zone_named, iso, relative
 from cronjobs.web.render import _local, _utc
@@ -110,12 +111,13 @@ def _run(finished: dt.datetime | None) -> Run:
 
 
 def test_a_runs_table_pinned_in_time_and_zone() -> None:
-    text = runs_list_text([(_run(NOW - dt.timedelta(seconds=30)), "nightly")],
+    text = runs_list_text([run_info(_run(NOW - dt.timedelta(seconds=30)), "nightly", ())],
                           Times(NOW, zone=ZoneInfo("America/New_York")))
     assert [re.split(r"\s{2,}", line) for line in text.splitlines()] == [
-        ["ID", "JOB", "SLOT (EDT)", "TRIGGER", "STATUS", "ATTEMPT", "FINISHED", "ERROR"],
+        ["ID", "JOB", "SLOT (EDT)", "TRIGGER", "STATUS", "ATTEMPTS", "FINISHED", "ERROR"],
         ["7", "nightly", "2026-03-28 20:00 EDT (30 min ago)", "schedule", "succeeded",
          "1/3", "2026-03-28 20:29 EDT (30 s ago)"],
     ]
     # --utc
-    assert "SLOT (UTC)" in runs_list_text([(_run(None), "nightly")], Times(NOW, utc=True))
+    assert "SLOT (UTC)" in runs_list_text([run_info(_run(None), "nightly", ())],
+                                          Times(NOW, utc=True))

@@ -171,7 +171,7 @@ LEFT JOIN LATERAL (
     SELECT array_agg(r.id ORDER BY r.id) AS run_ids,
            array_agg(r.status ORDER BY r.id) AS run_statuses,
            array_agg(r.scheduled_for ORDER BY r.id) AS run_slots,
-           array_agg(coalesce(r.finished_at, r.started_at, r.eligible_at) ORDER BY r.id)
+           array_agg(coalesce(r.finished_at, r.started_at, r.scheduled_for) ORDER BY r.id)
                AS run_times
     FROM (SELECT id, status, scheduled_for, finished_at, started_at, eligible_at
           FROM job_runs WHERE definition_id = d.id ORDER BY id DESC LIMIT %(strip)s) AS r
