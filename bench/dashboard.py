@@ -104,6 +104,15 @@ WHERE r.id > %(after)s
 ORDER BY r.id
 """
 
+# what a finish keeps on each definition (status, /healthz and every page's banner judge a
+# job's lateness by it): without it every job would look overdue
+LAST_SUCCESS = """
+UPDATE job_definitions AS d SET last_succeeded_at = s.at
+FROM (SELECT definition_id, max(finished_at) AS at FROM job_runs
+      WHERE status = 'succeeded' GROUP BY definition_id) AS s
+WHERE s.definition_id = d.id
+"""
+
 TICKS = """
 INSERT INTO job_ticks (worker, tick_at, started_at, finished_at, status)
 SELECT 'bench:1', t, t, t + interval '1 second', 'finished'
@@ -154,6 +163,7 @@ def seed(conn: psycopg.Connection[object], first_day: int, last_day: int, first_
     timed(f"busy runs {first_busy}-{last_busy}", lambda: conn.execute(
         BUSY_RUNS, {"first": first_busy, "last": last_busy, "busy": BUSY, "anchor": ANCHOR}))
     timed("attempts", lambda: conn.execute(ATTEMPTS, {"after": after}))
+    timed("last successes", lambda: conn.execute(LAST_SUCCESS))
     conn.execute("DELETE FROM job_ticks")
     conn.execute(TICKS)
     timed("vacuum analyze", lambda: conn.execute("VACUUM ANALYZE"))

@@ -126,8 +126,14 @@ class Cronjobs(System):
     MODES: ClassVar[dict[str, str]] = {
         "in-process": "cronjobs tick --in-process (no-op Python handlers)",
         "in-process-64": "cronjobs tick --in-process --concurrency 64 (no-op Python handlers)",
+        "in-process-4": "cronjobs tick --in-process --concurrency 4 (the old default)",
+        "in-process-auto": "cronjobs tick --in-process (--concurrency auto, the default)",
         "isolated": "cronjobs tick, isolated handlers (the default mode)",
         "shell": "cronjobs tick, shell commands (true)"}
+    # --concurrency of each mode (None: no flag, the default); 8 where the issue-14 series
+    # measured it
+    CONCURRENCY: ClassVar[dict[str, str | None]] = {
+        "in-process-64": "64", "in-process-4": "4", "in-process-auto": None}
 
     def __init__(self, server: Server, mode: str, appdir: Path, *,
                  cli: Sequence[str] | None = None, tag: str = "", history: int = 0) -> None:
@@ -156,7 +162,8 @@ class Cronjobs(System):
         # in-process handlers are threads: the wide mode runs 64 at once (pgqueuer's
         # concurrency is unbounded by default), so that a pass claims up to 64 runs
         in_process = self.mode.startswith("in-process")
-        return tick_argv("--concurrency", "64" if self.mode == "in-process-64" else "8",
+        threads = self.CONCURRENCY.get(self.mode, "8")
+        return tick_argv(*(["--concurrency", threads] if threads is not None else []),
                          "--max-runtime", "10m", *(["--in-process"] if in_process else []),
                          apps=[] if self.mode == "shell" else ["bench_noop_jobs"],
                          cli=self.cli)
@@ -510,6 +517,14 @@ def _due_once(ctx: Context, system: Cronjobs, argv: list[str], empty_db: str
               ) -> tuple[list[float], float, float, float]:
     """One repetition: (lateness of every run, makespan, spawn → last exit of the ticks,
     the same for empty ticks), all in seconds."""
+    late, finish, wall, empty, _ = due_once(ctx, system, argv, empty_db)
+    return late, finish, wall, empty
+
+
+def due_once(ctx: Context, system: Cronjobs, argv: list[str], empty_db: str
+             ) -> tuple[list[float], float, float, float, float]:
+    """As _due_once, and when the last of the ticks started (job_ticks.started_at - t0: what
+    the ticks took to start and connect, before any work)."""
     due, ticks = ctx.due, ctx.due_ticks
     db = ctx.server.create_database("due", template=system.template())
     try:
@@ -534,11 +549,14 @@ def _due_once(ctx: Context, system: Cronjobs, argv: list[str], empty_db: str
             FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
             WHERE d.name LIKE 'due-%%' AND r.scheduled_for = %(minute)s
               AND r.status = 'succeeded'""", {"t0": t0, "minute": minute})
+        started = sql(ctx.server, db, "SELECT extract(epoch FROM max(started_at) - %s)::float8 "
+                      "FROM job_ticks", (t0,))[0][0]
     finally:
         ctx.server.drop_database(db)
     if len(rows) != due:
         raise RuntimeError(f"expected {due} succeeded runs, found {len(rows)}")
-    return ([float(r[0]) for r in rows], max(float(r[1]) for r in rows), wall, empty)
+    return ([float(r[0]) for r in rows], max(float(r[1]) for r in rows), wall, empty,
+            float(started or 0.0))
 
 
 BENCHMARKS = {"engine": bench_engine, "claim_rows": bench_claim_rows,

@@ -31,6 +31,7 @@ from typing import Any
 
 import benchlib
 import engine
+import sizing
 import storage
 from benchlib import Server, log
 from common import Context, Section
@@ -54,6 +55,7 @@ BENCHMARKS: dict[str, Callable[[Context], Section]] = {
     "memory": bench_memory,
     "pgbench": bench_pgbench,
     **engine.BENCHMARKS,
+    **sizing.BENCHMARKS,
     "engine_compare": bench_engine_compare,
     "upgrade": bench_upgrade,
     **storage.BENCHMARKS,
@@ -63,7 +65,7 @@ GROUPS: dict[str, tuple[str, ...]] = {**engine.GROUPS, **storage.GROUPS}
 # run only when named in --only (it installs two versions of cronjobs with pip)
 # (and the upgrade and storage benchmarks: at full size they load millions of runs and run
 # for long)
-OPT_IN = ("engine_compare", "upgrade", *storage.BENCHMARKS)
+OPT_IN = ("engine_compare", "upgrade", *storage.BENCHMARKS, *sizing.BENCHMARKS)
 
 
 def machine(server: Server) -> dict[str, Any]:

@@ -180,6 +180,21 @@ class Health:
 
 
 @dataclass(frozen=True)
+class StartLateness:
+    """How late runs started (started_at - scheduled_for, in seconds) over the last hour and
+    the last day before an instant: p50 and p99 of the runs started in each (None: no run
+    started). Scheduled and manual runs, on their first attempt (see start_lateness in
+    db/queries/reports.sql)."""
+
+    hour_runs: int
+    hour_p50: float | None
+    hour_p99: float | None
+    day_runs: int
+    day_p50: float | None
+    day_p99: float | None
+
+
+@dataclass(frozen=True)
 class RunningRun:
     """A run held by a worker, as ``status`` lists it."""
 

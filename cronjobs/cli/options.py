@@ -224,7 +224,7 @@ def threshold_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _THRESHOLD_NAMES = ("max_tick_age", "max_backlog_age", "max_dead_tuples", "max_xmin_age",
-                    "max_retention_lag")
+                    "max_retention_lag", "max_lateness")
 
 
 def _threshold_options() -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
@@ -244,11 +244,16 @@ def _threshold_options() -> list[Callable[[Callable[..., Any]], Callable[..., An
         click.option("--max-retention-lag", default="2d", show_default=True,
                      help="The oldest history partition still there this long after its day "
                           "ended is a problem: the tick's retention is not running."),
+        click.option("--max-lateness", default=None, metavar="DURATION",
+                     help="Runs starting late are a problem when the p99 of their start "
+                          "lateness (started_at - scheduled_for) over the last hour is above "
+                          "this, e.g. 30s. Default: not judged."),
     ]
 
 
 def parse_thresholds(*, max_tick_age: str, max_backlog_age: str, max_dead_tuples: int,
-                     max_xmin_age: str, max_retention_lag: str) -> Thresholds:
+                     max_xmin_age: str, max_retention_lag: str,
+                     max_lateness: str | None = None) -> Thresholds:
     minute, month = dt.timedelta(minutes=1), dt.timedelta(days=30)
     return Thresholds(
         max_tick_age=parse_bounded(max_tick_age, option="--max-tick-age", minimum=minute,
@@ -260,7 +265,10 @@ def parse_thresholds(*, max_tick_age: str, max_backlog_age: str, max_dead_tuples
                                    minimum=dt.timedelta(seconds=1), maximum=month),
         max_retention_lag=parse_bounded(max_retention_lag, option="--max-retention-lag",
                                         minimum=dt.timedelta(hours=1),
-                                        maximum=dt.timedelta(days=365)))
+                                        maximum=dt.timedelta(days=365)),
+        max_lateness=parse_bounded(max_lateness, option="--max-lateness",
+                                   minimum=dt.timedelta(seconds=1), maximum=month)
+        if max_lateness is not None else None)
 
 
 def crowded_option(func: Callable[..., Any]) -> Callable[..., Any]:

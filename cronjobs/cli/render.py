@@ -11,12 +11,20 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronjobs.core.explain import REASONS, Explanation
-from cronjobs.core.health import DEFAULT_ROWS_CAP, Status, Storage, describe_holder, storage_json
+from cronjobs.core.health import (
+    DEFAULT_ROWS_CAP,
+    Status,
+    Storage,
+    describe_holder,
+    lateness_json,
+    seconds_text,
+    storage_json,
+)
 from cronjobs.core.materialise import BackfillReport, Decided
 from cronjobs.core.retention import Retention
 from cronjobs.durations import format_duration
 from cronjobs.models import Definition, LostTick, WaitingRuns
-from cronjobs.reports import Delivery, GroupUsage
+from cronjobs.reports import Delivery, GroupUsage, StartLateness
 from cronjobs.tick import TickReport
 from cronjobs.timefmt import Times, in_zone, iso
 from cronjobs.validation import mask_url
@@ -330,6 +338,7 @@ def tick_json(report: TickReport) -> dict[str, Any]:
         "now": instant(report.now),
         "dry_run": report.dry_run,
         "counts": report.counts(),
+        "concurrency": report.execute.concurrency,  # runs at once (auto: as sized)
         "invalid": m.invalid,
         "decisions": [decided_json(d) for d in m.decisions],
         "runs": [{"run_id": f.run_id, "job": f.job, "attempt": f.attempt,
@@ -659,8 +668,20 @@ def status_json(st: Status) -> dict[str, Any]:
                   "overdue": st.overdue.get(j.name),
                   "dead_unacknowledged": j.dead_unacknowledged} for j in st.jobs],
         "warnings": st.warnings,
+        "start_lateness": lateness_json(st.lateness) if st.lateness is not None else None,
         "storage": storage_json(st.storage) if st.storage is not None else None,
     }
+
+
+def lateness_lines(late: StartLateness) -> list[str]:
+    """`cronjobs status`'s start lateness: p50 / p99 over the last hour and the last day."""
+    def window(runs: int, p50: float | None, p99: float | None) -> str:
+        if runs == 0 or p50 is None or p99 is None:
+            return "no run started"
+        return f"p50 {seconds_text(p50)}, p99 {seconds_text(p99)} ({runs} run(s))"
+
+    return [f"start lateness  last hour {window(late.hour_runs, late.hour_p50, late.hour_p99)}"
+            f"; last day {window(late.day_runs, late.day_p50, late.day_p99)}"]
 
 
 def storage_lines(st: Storage, at: Any) -> list[str]:
@@ -731,6 +752,8 @@ def status_text(st: Status, times: Times) -> str:
         f"jobs            {n.jobs} ({sum(1 for j in st.jobs if j.paused_at)} paused, "
         f"{sum(1 for j in st.jobs if j.invalid_reason)} invalid)",
     ]
+    if st.lateness is not None:
+        lines += lateness_lines(st.lateness)
     if st.storage is not None:
         lines += storage_lines(st.storage, at)
     if st.running:

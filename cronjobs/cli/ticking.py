@@ -33,6 +33,7 @@ from cronjobs.cli.render import (
 from cronjobs.db.connect import worker_name
 from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
+from cronjobs.execution.sizing import FLOOR, MAX_THREADS, PROCESSES_PER_CORE, THREADS_PER_CORE
 from cronjobs.instants import parse_instant
 from cronjobs.tick import TickOptions
 from cronjobs.tick import tick as run_tick
@@ -43,9 +44,35 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # -- how ticks run: the options `tick` and `worker` share -------------------------------------
 
+
+class Concurrency(click.ParamType[int | None]):
+    """``auto`` (None: the tick sizes itself) or a number of runs, 1 to MAX_THREADS."""
+
+    name = "auto|N"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+            return None
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is neither auto nor a number of runs", param, ctx)
+        if not 1 <= number <= MAX_THREADS:
+            self.fail(f"{number} is not auto or a number from 1 to {MAX_THREADS}", param, ctx)
+        return number
+
+
 _RUN_OPTIONS = (
-    click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
-                 help="Runs executed at the same time by a tick."),
+    click.option("--concurrency", type=Concurrency(), default="auto", show_default=True,
+                 metavar="auto|N",
+                 help="Runs executed at the same time by a tick: a number (1 to "
+                      f"{MAX_THREADS}), or auto: sized from the runs due when the tick "
+                      f"starts: one per due run, at least {FLOOR}, at most "
+                      f"{THREADS_PER_CORE} per core for --in-process handlers (threads) and "
+                      f"{PROCESSES_PER_CORE} per core (at least {FLOOR}) while more runs "
+                      "that need a process of their own (shell commands, isolated "
+                      "handlers) are due than that."),
     click.option("--max-runtime", default="45s", show_default=True, metavar="DURATION",
                  help="Stop claiming after this long, so that ticks started every minute do "
                       "not pile up; runs already started are finished."),
@@ -89,7 +116,7 @@ def run_options(func: F) -> F:
     return func
 
 
-def tick_options(app: App, *, concurrency: int, max_runtime: str, grace: str,
+def tick_options(app: App, *, concurrency: int | None, max_runtime: str, grace: str,
                  alert_command: str | None, retention: str | None, handlers_only: bool,
                  allowed_commands: tuple[str, ...], in_process: bool,
                  dashboard_url: str | None, notify_deadline: str = "24h",
@@ -168,7 +195,7 @@ def tick(app: App, /, now: str | None, allow_future: bool, dry_run: bool, max_ru
     Examples:
       cronjobs tick --dry-run                 # what is due now; writes nothing
       cronjobs tick -v --app myapp.jobs       # a crontab line: * * * * * cronjobs tick …
-      cronjobs tick --concurrency 8 --retention 30d --json
+      cronjobs tick --concurrency 8 --retention 30d --json   # 8 at once, not auto
       cronjobs tick --dashboard-url https://cron.example.com   # links in notifications
     """
     if options_stdin:

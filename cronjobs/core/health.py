@@ -23,6 +23,7 @@ from cronjobs.reports import (
     HotTable,
     JobHealth,
     RunningRun,
+    StartLateness,
     XminHolder,
 )
 from cronjobs.timefmt import in_zone
@@ -52,6 +53,8 @@ class Thresholds:
     max_xmin_age: dt.timedelta = dt.timedelta(hours=1)
     # how long after its last retirement instant the oldest history partition may remain
     max_retention_lag: dt.timedelta = dt.timedelta(days=2)
+    # the p99 start lateness of the last hour's runs (None: not judged)
+    max_lateness: dt.timedelta | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,25 @@ class Storage:
         return self.now - until if until is not None and until < self.now else None
 
 
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong, as `status --check`, /healthz and the dashboard's banner report it:
+    ``text`` is the line they print; ``job`` and ``run`` are what it concerns (the banner
+    links to them), and ``acknowledge`` says that acknowledging the job's dead runs clears
+    it. ``advice`` is the part of the text that says what to type at a terminal (the
+    banner shows the text without it, and offers its own links and buttons)."""
+
+    what: str
+    advice: str | None = None
+    job: str | None = None
+    run: int | None = None
+    acknowledge: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.what if self.advice is None else f"{self.what}; {self.advice}"
+
+
 @dataclass
 class Status:
     now: dt.datetime
@@ -93,7 +115,8 @@ class Status:
     jobs: list[JobHealth]
     # why a job is overdue (its last success is older than its schedule allows), by name
     overdue: dict[str, str] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+    # what is wrong, in the order `status` prints it (``problems`` holds their lines)
+    issues: list[Problem] = field(default_factory=list)
     # due handler runs whose handler no recent tick loaded
     waiting: list[WaitingRuns] = field(default_factory=list)
     # groups whose due runs wait for a free slot (their limit is reached)
@@ -102,10 +125,16 @@ class Status:
     storage: Storage | None = None
     # worth a look, but not a problem: `status --check` stays green
     warnings: list[str] = field(default_factory=list)
+    # p50 / p99 start lateness over the last hour and day (None only for one built by hand)
+    lateness: StartLateness | None = None
+
+    @property
+    def problems(self) -> list[str]:
+        return [issue.text for issue in self.issues]
 
     @property
     def healthy(self) -> bool:
-        return not self.problems
+        return not self.issues
 
     @property
     def dead_unacknowledged(self) -> int:
@@ -135,45 +164,80 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     result.waiting = waiting_for_handlers(store, now, thresholds.max_tick_age)
     result.groups = waiting_for_groups(store, now)
     last_tick = numbers.last_tick_at
+    found = result.issues
     if last_tick is None:
-        result.problems.append("no tick has ever run: is `cronjobs tick` in a crontab or a "
-                               "Kubernetes CronJob?")
+        found.append(Problem("no tick has ever run: is `cronjobs tick` in a crontab or a "
+                             "Kubernetes CronJob?"))
     elif now - last_tick > thresholds.max_tick_age:
-        result.problems.append(f"no tick for {_age(now - last_tick)} (threshold "
-                               f"{_age(thresholds.max_tick_age)}): is the crontab or CronJob "
-                               "still running?")
+        found.append(Problem(f"no tick for {_age(now - last_tick)} (threshold "
+                             f"{_age(thresholds.max_tick_age)}): is the crontab or CronJob "
+                             "still running?"))
     oldest = numbers.backlog_oldest
     if oldest is not None and now - oldest > thresholds.max_backlog_age:
-        result.problems.append(f"{numbers.backlog} due run(s) unclaimed, the oldest for "
-                               f"{_age(now - oldest)}")
+        found.append(Problem(f"{numbers.backlog} due run(s) unclaimed, the oldest for "
+                             f"{_age(now - oldest)}"))
     for wait in result.waiting:
         if now - wait.oldest > thresholds.max_backlog_age:
-            result.problems.append(
+            found.append(Problem(
                 f"{wait.runs} due run(s) wait for handler {wait.handler!r}, the oldest "
                 f"for {_age(now - wait.oldest)}: no tick of the last "
-                f"{_age(thresholds.max_tick_age)} registers it (try --app MODULE on a tick)")
+                f"{_age(thresholds.max_tick_age)} registers it (try --app MODULE on a tick)"))
     for run in running:
         if run.lease_expires_at < now:
-            result.problems.append(f"run {run.id} of {run.job!r}: lease expired "
-                                   f"{_age(now - run.lease_expires_at)} ago (worker "
-                                   f"{run.lease_owner}); the next tick reclaims it")
+            found.append(Problem(f"run {run.id} of {run.job!r}: lease expired "
+                                 f"{_age(now - run.lease_expires_at)} ago (worker "
+                                 f"{run.lease_owner}); the next tick reclaims it",
+                                 job=run.job, run=run.id))
     for job in jobs:
         if job.dead_unacknowledged:
             # Red until a person acts, however long ago the run died.
             latest = job.latest_dead_id
-            result.problems.append(
+            found.append(Problem(
                 f"job {job.name!r}: {job.dead_unacknowledged} dead run(s) not "
-                f"acknowledged (latest: run {latest}); see `cronjobs show {latest}`, then "
-                f"`cronjobs retry {latest}` or `cronjobs ack --all {job.name}`")
+                f"acknowledged (latest: run {latest})",
+                advice=f"see `cronjobs show {latest}`, then `cronjobs retry {latest}` or "
+                       f"`cronjobs ack --all {job.name}`",
+                job=job.name, run=latest, acknowledge=True))
         if job.invalid_reason:
-            result.problems.append(f"job {job.name!r} is invalid: {job.invalid_reason}")
+            found.append(Problem(f"job {job.name!r} is invalid: {job.invalid_reason}",
+                                 job=job.name))
         if job.name in overdue:
-            result.problems.append(f"job {job.name!r}: {overdue[job.name]}")
+            found.append(Problem(f"job {job.name!r}: {overdue[job.name]}", job=job.name))
+    result.lateness = store.reports.start_lateness(now=now)
+    found += [Problem(text) for text in judge_lateness(result.lateness, thresholds)]
     result.storage = storage(store, now, exact_sizes=exact_sizes)
     problems, warnings = judge_storage(result.storage, thresholds)
-    result.problems += problems
+    found += [Problem(text) for text in problems]
     result.warnings += warnings
     return result
+
+
+def judge_lateness(late: StartLateness, thresholds: Thresholds) -> list[str]:
+    """A problem when the p99 start lateness of the last hour is above --max-lateness (equal
+    is fine; no run started in the hour: nothing to judge)."""
+    limit = thresholds.max_lateness
+    if limit is None or late.hour_p99 is None or late.hour_p99 <= limit.total_seconds():
+        return []
+    return [f"runs start late: p99 {seconds_text(late.hour_p99)} over the last hour "
+            f"({late.hour_runs} run(s); threshold {seconds_text(limit.total_seconds())})"]
+
+
+def seconds_text(seconds: float) -> str:
+    """A lateness, to the millisecond below a minute (0.25s, 12.5s, 3m05s, 2h10m)."""
+    if abs(seconds) < 60:
+        return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+    hours, rest = divmod(round(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def lateness_json(late: StartLateness) -> dict[str, Any]:
+    """Start lateness as `status --json` and /healthz show it: per window, the runs started
+    and p50 / p99 in seconds (None: no run started)."""
+    return {"last_hour": {"runs": late.hour_runs, "p50_seconds": late.hour_p50,
+                          "p99_seconds": late.hour_p99},
+            "last_day": {"runs": late.day_runs, "p50_seconds": late.day_p50,
+                         "p99_seconds": late.day_p99}}
 
 
 def storage(store: Store, now: dt.datetime, *, exact_sizes: bool = True) -> Storage:

@@ -82,6 +82,19 @@ class _Snapshot(Collector):
                      "Due runs waiting for a handler that no recent tick has loaded (see --app).",
                      [({"handler": w.handler}, w.runs) for w in st.waiting])
         yield _gauge("cronjobs_running_runs", "Runs held by a worker.", [({}, n.running)])
+        late = st.lateness
+        if late is not None:
+            windows = (("1h", late.hour_runs, late.hour_p50, late.hour_p99),
+                       ("1d", late.day_runs, late.day_p50, late.day_p99))
+            yield _gauge("cronjobs_start_lateness_seconds",
+                         "Start lateness (started_at - scheduled_for) of the scheduled and "
+                         "manual runs whose first attempt started in the window, by quantile "
+                         "(no series: no run started).",
+                         [({"window": w, "quantile": q}, v) for w, _, p50, p99 in windows
+                          for q, v in (("0.5", p50), ("0.99", p99)) if v is not None])
+            yield _gauge("cronjobs_started_runs",
+                         "The runs cronjobs_start_lateness_seconds counts, by window.",
+                         [({"window": w}, runs) for w, runs, _, _ in windows])
         yield _gauge("cronjobs_healthy",
                      "1 when `cronjobs status --check` finds nothing wrong, else 0.",
                      [({}, 1.0 if st.healthy else 0.0)])

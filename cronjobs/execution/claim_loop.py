@@ -12,7 +12,9 @@ import fnmatch
 import logging
 import time
 
+from cronjobs.clock import Clock
 from cronjobs.errors import CronjobsError
+from cronjobs.execution import sizing
 from cronjobs.execution.context import JobContext
 from cronjobs.execution.lease_keeper import LeaseKeeper
 from cronjobs.execution.observe import Observer
@@ -37,8 +39,11 @@ class ClaimLoop:
 
     def __init__(self, db: Database, options: TickOptions, active: dict[int, Active],
                  report: ExecReport, runners: Runners, leases: LeaseKeeper,
-                 observer: Observer, *, due_at: dt.datetime | None) -> None:
+                 observer: Observer, *, due_at: dt.datetime | None, clock: Clock,
+                 handlers: tuple[str, ...]) -> None:
         self.db = db
+        self.clock = clock
+        self.handlers = handlers  # the handlers this tick has (only their runs are claimed)
         self.options = options
         self.active = active
         self.report = report
@@ -53,8 +58,42 @@ class ClaimLoop:
         self._retry = CLAIM_RETRY[0]
         self._waited = False  # waited for runs other ticks were materialising
         self._gathering: float | None = None  # since when a free slot waits (GATHER)
+        # the runs run at once: --concurrency N, or sized by size() (--concurrency auto)
+        self.concurrency = options.concurrency or sizing.FLOOR
+        self._cores = sizing.cores()
+        self._sized_at: float | None = None  # monotonic time of the last count (auto)
+        self._saturated = False  # the last count reached its limit (auto)
 
     # -- capacity and back-off ------------------------------------------------------------
+
+    def size(self, now: float) -> None:
+        """``--concurrency auto``: size the tick from the runs due now (the rule is in
+        :mod:`cronjobs.execution.sizing`); only ever upwards within a tick."""
+        if self.options.concurrency is not None or self.options.run_ids is not None:
+            return
+        self._sized_at = now
+        at = self.clock.now()
+        handler_runs, commands = self.db.call(lambda s: s.queue.claimable_backlog(
+            now=at, handlers=self.handlers, limit=sizing.MAX_THREADS))
+        # counted up to the limit: a count that reached it cannot grow the size any more
+        self._saturated = handler_runs + commands >= sizing.MAX_THREADS
+        backlog = sizing.Backlog.of(handlers=handler_runs, commands=commands,
+                                    in_process=self.options.in_process)
+        size = sizing.auto_concurrency(backlog, cores=self._cores)
+        if size > self.concurrency:
+            log.debug("concurrency %s", size, extra={
+                "action": "size", "concurrency": size, "due_threads": backlog.threads,
+                "due_processes": backlog.processes})
+            self.concurrency = size
+        self.report.concurrency = max(self.report.concurrency, self.concurrency)
+
+    def _resize(self, now: float) -> None:
+        """After a claim that filled every free slot: count the backlog again (at most once
+        a RESIZE_EVERY), in case more came due than the tick was sized for."""
+        if (self._sized_at is not None and not self._saturated
+                and now - self._sized_at >= sizing.RESIZE_EVERY
+                and self.concurrency < sizing.thread_cap(self._cores)):
+            self.size(now)
 
     def stop(self) -> None:
         """Claim no more."""
@@ -81,7 +120,7 @@ class ClaimLoop:
         the slots are free, for up to GATHER (so that short jobs come in batches)."""
         if not self.claiming:
             return 0
-        concurrency = self.options.concurrency
+        concurrency = self.concurrency
         free = concurrency - len(self.active)
         if 0 < free < (concurrency + 1) // 2 and self.active:
             if self._gathering is None:
@@ -105,6 +144,7 @@ class ClaimLoop:
         False when the tick is done: nothing is due, nothing runs, nothing is on its way."""
         if got >= free:
             self._retry = CLAIM_RETRY[0]
+            self._resize(now)
             return True
         # Nothing more is due now. Stay while runs are still being materialised by other
         # ticks (they will be due in a moment, so look again soon rather than later). Once

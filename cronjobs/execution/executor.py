@@ -66,13 +66,16 @@ class Executor:
         self.completer = Completer(db, clock, options, self.report, self.observer,
                                    self.alerts, tick_id=tick_id, handlers=handlers)
         self.claims = ClaimLoop(db, options, self.active, self.report, self.runners,
-                                self.leases, self.observer, due_at=due_at)
+                                self.leases, self.observer, due_at=due_at, clock=clock,
+                                handlers=handlers)
 
     def run(self) -> ExecReport:
         self.claims.started = time.monotonic()  # --max-runtime counts from here
         self.reclaimer.reclaim()
         if self.claims.capacity_left() == 0:
             return self.report
+        self.report.concurrency = self.claims.concurrency
+        self.claims.size(time.monotonic())  # --concurrency auto: from what is due now
         try:
             self._loop()
         finally:

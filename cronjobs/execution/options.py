@@ -19,7 +19,7 @@ class TickOptions:
     allow_future: bool = False  # a `now` ahead of the database's clock ticks for real
     dry_run: bool = False
     worker: str = "cronjobs"  # who holds the leases: `host:pid` of the ticking process
-    concurrency: int = 4
+    concurrency: int | None = None  # runs at once; None: sized by the tick (sizing.py)
     max_runs: int | None = None
     max_runtime: float = 45.0  # seconds of claiming
     grace: float = 25.0  # seconds running jobs get after SIGTERM when the tick is stopped

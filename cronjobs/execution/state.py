@@ -43,6 +43,7 @@ class ExecReport:
     cancelled: int = 0
     interrupted: int = 0
     lost: int = 0
+    concurrency: int = 0  # the most runs it would run at once (--concurrency, or sized)
     finished: list[Finished] = field(default_factory=list)
 
 

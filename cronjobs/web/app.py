@@ -1,5 +1,6 @@
 """The Starlette application: its routes, its connection pool and how errors become short
-4xx/5xx answers (never a traceback)."""
+4xx/5xx answers (never a traceback): a page in the site's layout for a browser, one line of
+text for a script (see errors.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from cronjobs.db.config import scrub
 from cronjobs.errors import (
@@ -26,6 +28,7 @@ from cronjobs.errors import (
     UsageError,
 )
 from cronjobs.web import actions, forecast, pages
+from cronjobs.web.errors import WEB_WORDS, answer
 from cronjobs.web.security import Bounded
 from cronjobs.web.site import Settings, Site
 
@@ -52,6 +55,7 @@ def create_app(settings: Settings) -> Starlette:
             Route("/jobs/{name}/trigger", actions.trigger, methods=["POST"]),
             Route("/jobs/{name}/pause", actions.pause, methods=["POST"]),
             Route("/jobs/{name}/resume", actions.resume, methods=["POST"]),
+            Route("/jobs/{name}/ack", actions.ack_all, methods=["POST"]),
             Route("/runs/{run_id}/retry", actions.retry, methods=["POST"]),
             Route("/runs/{run_id}/cancel", actions.cancel, methods=["POST"]),
             Route("/runs/{run_id}/ack", actions.ack, methods=["POST"]),
@@ -70,19 +74,22 @@ def create_app(settings: Settings) -> Starlette:
     app.state.site = site
     # /jobs/NAME/ is not /jobs/NAME: a 404, never a redirect that turns one path into another
     app.router.redirect_slashes = False
-    app.add_middleware(Bounded)
+    app.add_middleware(Bounded, refuse=_refusal)
     return app
 
 
-def _text(status: int, message: str) -> PlainTextResponse:
-    return PlainTextResponse(scrub(message) + "\n", status_code=status,
-                             headers={"cache-control": "no-store"})
+async def _refusal(scope: Scope, status: int, message: str) -> Response:
+    """The answer of the size bounds (security.Bounded): 413 or 414, and the connection
+    closed once it is sent."""
+    response = answer(Request(scope), status, message, WEB_WORDS.get(status))
+    response.headers["connection"] = "close"
+    return response
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     if not isinstance(exc, HTTPException):  # pragma: no cover - registered for it alone
         raise exc
-    return _text(exc.status_code, exc.detail)
+    return answer(request, exc.status_code, exc.detail, WEB_WORDS.get(exc.status_code))
 
 
 STATUS_OF: list[tuple[type[CronjobsError], int]] = [
@@ -97,12 +104,12 @@ async def _cronjobs_error(request: Request, exc: Exception) -> Response:
     if status == 500:
         log.error("error on %s %s: %s", request.method, request.url.path, scrub(exc.message),
                   extra={"action": "serve"})
-        return _text(500, "internal error (see the server's log)")
-    return _text(status, exc.message)
+        return answer(request, 500, "internal error (see the server's log)", WEB_WORDS[500])
+    return answer(request, status, exc.message)
 
 
 async def _internal(request: Request, exc: Exception) -> Response:
     log.exception("internal error on %s %s", request.method, request.url.path,
                   extra={"action": "serve"})
-    return _text(500, "internal error (see the server's log)")
+    return answer(request, 500, "internal error (see the server's log)", WEB_WORDS[500])
 

@@ -14,9 +14,10 @@ def page(request: Request) -> Response:
     view = request.query_params.get("view", "day")
     with site.store() as store:
         seen = site.outlooks.get(store, view)
+        health = site.verdict(store)
     top = seen.heatmap.top
     levels = [[0 if count == 0 else max(1, -(-count * 5 // top)) for count in row]
               for row in seen.heatmap.cells]
     return site.render.page(request, "forecast.html", {
         "view": view, "ol": seen, "fc": seen.forecast, "map": seen.heatmap,
-        "levels": levels})
+        "levels": levels, "health": health})

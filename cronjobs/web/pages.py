@@ -1,5 +1,7 @@
 """What the server shows: the dashboard, a job's page, a run's page, /healthz and /metrics.
-Each reads through the core functions the commands use, on one pooled connection."""
+Each reads through the core functions the commands use, on one pooled connection. Every page
+leads with the health banner: the verdict of /healthz (and `status --check`), computed once
+per page by Site.verdict."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from cronjobs.core.forecast import job_outlook
-from cronjobs.core.health import status, storage_json
+from cronjobs.core.health import lateness_json, storage_json
 from cronjobs.core.metrics import CONTENT_TYPE
 from cronjobs.core.metrics import metrics as exposition
 from cronjobs.core.operations import MAX_RUN_ID, show
@@ -37,8 +39,10 @@ def dashboard(request: Request) -> Response:
     params = request.query_params
     with site.store() as store:
         page = overview(store, after=params.get("after", ""), search=params.get("q"))
+        health = site.verdict(store)
     words = {line.definition.id: schedule_words(line.definition) for line in page.jobs}
-    return site.render.page(request, "dashboard.html", {"ov": page, "words": words})
+    return site.render.page(request, "dashboard.html", {"ov": page, "words": words,
+                                                        "health": health})
 
 
 def job(request: Request) -> Response:
@@ -49,9 +53,10 @@ def job(request: Request) -> Response:
         place, crowded = job_outlook(site.outlooks.get(store, "day"), definition.name,
                                      definition.schedule, definition.timezone,
                                      definition.paused_until)
+        health = site.verdict(store)
     return site.render.page(request, "job.html", {
         "page": page, "job": definition, "words": schedule_words(definition),
-        "place": place, "crowded": crowded})
+        "place": place, "crowded": crowded, "health": health})
 
 
 def run(request: Request) -> Response:
@@ -59,7 +64,9 @@ def run(request: Request) -> Response:
     run_id = run_id_of(request)
     with site.store() as store:
         detail = show(store, run_id)
-    return site.render.page(request, "run.html", {"detail": detail, "run": detail.run})
+        health = site.verdict(store)
+    return site.render.page(request, "run.html", {"detail": detail, "run": detail.run,
+                                                  "health": health})
 
 
 async def healthz(request: Request) -> Response:
@@ -79,13 +86,13 @@ async def healthz(request: Request) -> Response:
             if scope == "server":
                 return {"healthy": True, "checked_at": store.now().isoformat(),
                         "problems": []}
-            # (sizes estimated from the catalog: exact ones cost 0.1 ms a partition)
-            verdict = status(store, site.settings.thresholds, exact_sizes=False,
-                             every_job=False)
-            return {"healthy": verdict.healthy, "checked_at": verdict.now.isoformat(),
-                    "problems": verdict.problems, "warnings": verdict.warnings,
-                    "storage": storage_json(verdict.storage)
-                    if verdict.storage is not None else None}
+            found = site.verdict(store, fresh=True)
+            return {"healthy": found.healthy, "checked_at": found.now.isoformat(),
+                    "problems": found.problems, "warnings": found.warnings,
+                    "start_lateness": lateness_json(found.lateness)
+                    if found.lateness is not None else None,
+                    "storage": storage_json(found.storage)
+                    if found.storage is not None else None}
 
     try:
         answer = await run_in_threadpool(check)

@@ -5,6 +5,7 @@ part of the page alone."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -14,9 +15,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from cronjobs import __version__
+from cronjobs.core.health import seconds_text
 from cronjobs.durations import format_duration
 from cronjobs.reports import Delivery
 from cronjobs.timefmt import Times, in_zone_named, iso
+from cronjobs.web.errors import TITLES, back_of
 
 if TYPE_CHECKING:
     from cronjobs.web.site import Site
@@ -53,6 +56,16 @@ def _duration(value: dt.timedelta | None) -> str:
     return format_duration(dt.timedelta(seconds=round(value.total_seconds())))
 
 
+def _pretty(value: object) -> str:
+    """A handler's result (any JSON value) as indented JSON text (then autoescaped)."""
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _seconds(value: float | None) -> str:
+    """A start lateness in seconds (as `cronjobs status` writes it)."""
+    return "-" if value is None else seconds_text(value)
+
+
 def _standing(delivery: Delivery) -> str:
     """Where a notification stands, in the words of `cronjobs show`."""
     return delivery.standing(_utc)
@@ -70,20 +83,32 @@ class Renderer:
             loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.env.filters.update(iso=_iso, utc=_utc, local=_local, duration=_duration,
-                                path=_path, standing=_standing)
+                                path=_path, pretty=_pretty, seconds=_seconds,
+                                standing=_standing)
         self.env.globals.update(version=__version__, statuses=STATUSES)
 
     def page(self, request: Request, name: str, context: dict[str, Any],
-             status: int = 200) -> HTMLResponse:
-        """The page ``name``, or its live part (``live/name``) for the refresh."""
-        fragment = request.headers.get(FRAGMENT_HEADER) == "1"
+             status: int = 200, *, live: bool = True) -> HTMLResponse:
+        """The page ``name``, or (when ``live``) its live part for the refresh: the health
+        banner and ``live/name``. ``context["health"]``: the verdict the banner shows (see
+        Site.verdict); without it, the page has no banner."""
+        fragment = live and request.headers.get(FRAGMENT_HEADER) == "1"
         admin = self.site.admin
         signed_in = admin is not None and admin.signed_in(request)
-        context = {**context, "request_path": request.url.path,
+        context = {"request_path": request.url.path, "health": None,
                    "admin": admin is not None, "signed_in": signed_in,
                    "csrf": admin.csrf if admin is not None and signed_in else "",
                    "refresh": int(self.site.settings.refresh.total_seconds()),
-                   "done": request.query_params.get("done", "")}
-        template = self.env.get_template(f"live/{name}" if fragment else name)
+                   "done": request.query_params.get("done", ""), **context,
+                   "live_template": f"live/{name}"}
+        template = self.env.get_template("live/_fragment.html" if fragment else name)
         return HTMLResponse(template.render(context), status_code=status,
                             headers={"cache-control": "no-store", "vary": "X-Fragment"})
+
+    def error(self, request: Request, status: int, message: str) -> HTMLResponse:
+        """An error in the site's layout: what went wrong, in words for the web, and the
+        way back (see errors.py)."""
+        return self.page(request, "error.html", {
+            "status": status, "title": TITLES.get(status, "Something went wrong"),
+            "message": message, "back": back_of(request), "refresh": 0}, status=status,
+            live=False)

@@ -9,8 +9,10 @@ accepts them, none reveals the token, and changing the token signs everybody out
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +23,11 @@ SESSION_COOKIE = "cronjobs_admin"
 CSRF_FIELD = "csrf"
 MAX_BODY_BYTES = 16 * 1024  # the largest form is a sign-in: far below this
 MAX_TARGET_BYTES = 2048  # path and query string
+# A body over MAX_BODY_BYTES is read and dropped before the 413 is sent, up to this much and
+# for this long: a client still sending when the server closes the connection gets a reset
+# instead of the answer. Past these bounds the 413 is sent anyway (and may be lost).
+DRAIN_BYTES = 64 * 1024 * 1024
+DRAIN_SECONDS = 10.0
 
 HEADERS = [
     # no inline script or style anywhere: what a job's output holds can never run
@@ -37,6 +44,8 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+# (scope, status, message) -> the ASGI response that refuses the request
+Refuse = Callable[[Scope, int, str], Awaitable[ASGIApp]]
 
 
 class Admin:
@@ -89,53 +98,100 @@ def local_path(target: str) -> str:
 
 class Bounded:
     """ASGI middleware: a request target or body over its bound is refused (414, 413)
-    before anything reads it, and every response carries the security headers."""
+    before the application reads it, and every response carries the security headers.
+    ``refuse`` makes the refusal (by default one line of text).
 
-    def __init__(self, app: ASGIApp) -> None:
+    Whatever the answer, what is left of the request's body is read and dropped before it
+    is sent (see DRAIN_BYTES), unless the client waits for a "100 Continue" before sending
+    it: a client still sending when the server closes the connection would get a reset
+    instead of the answer."""
+
+    def __init__(self, app: ASGIApp, refuse: Refuse | None = None) -> None:
         self.app = app
+        self.refuse = refuse or _text
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        target = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
-        if target > MAX_TARGET_BYTES:
-            await _refuse(send, 414, "request target too long")
-            return
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length", b"0")
-        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
-            await _refuse(send, 413, f"request body larger than {MAX_BODY_BYTES} bytes")
-            return
+        waits = headers.get(b"expect", b"").lower() == b"100-continue"
+        # the body is read to its end (or was empty, or the client waits to send it)
+        read = waits or (length == b"0" and b"transfer-encoding" not in headers)
         seen = 0
 
         async def bounded() -> Message:
-            nonlocal seen
+            nonlocal seen, read
             message = await receive()
+            read = read or message["type"] != "http.request" or not message.get("more_body")
             seen += len(message.get("body", b""))
             if seen > MAX_BODY_BYTES:
                 raise _TooLarge
             return message
 
         async def secured(message: Message) -> None:
+            nonlocal read
             if message["type"] == "http.response.start":
+                if not read:
+                    read = True
+                    await _drain(receive, int(length) if length.isdigit() else DRAIN_BYTES)
                 message["headers"] = [*message.get("headers", []), *HEADERS]
             await send(message)
 
+        async def refused(status: int, text: str) -> None:
+            answer = await self.refuse(scope, status, text)
+            await answer(scope, receive, secured)
+
+        too_large = f"request body larger than {MAX_BODY_BYTES} bytes"
+        target = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        if target > MAX_TARGET_BYTES:
+            await refused(414, "request target too long")
+            return
+        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+            await refused(413, too_large)
+            return
         try:
             await self.app(scope, bounded, secured)
         except _TooLarge:
-            await _refuse(send, 413, f"request body larger than {MAX_BODY_BYTES} bytes")
+            await refused(413, too_large)
+
+
+async def _drain(receive: Receive, length: int) -> None:
+    """Read and drop what is left of a request's body, when ``length`` (its declared
+    length, else DRAIN_BYTES) is at most DRAIN_BYTES, for DRAIN_SECONDS at most."""
+    if length > DRAIN_BYTES:
+        return
+    seen = 0
+    deadline = time.monotonic() + DRAIN_SECONDS
+    while seen <= length:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        try:
+            message = await asyncio.wait_for(receive(), left)
+        except TimeoutError:
+            return
+        if message["type"] != "http.request":
+            return
+        seen += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 class _TooLarge(Exception):
     pass
 
 
-async def _refuse(send: Send, status: int, text: str) -> None:
+async def _text(scope: Scope, status: int, text: str) -> ASGIApp:
+    """A refusal as one line of text (the connection closed once it is sent)."""
     body = (text + "\n").encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close"), *HEADERS]})
-    await send({"type": "http.response.body", "body": body})
+
+    async def respond(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+    return respond

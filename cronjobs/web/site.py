@@ -1,17 +1,19 @@
-"""What every route shares: how the server was started, its pool of connections and its
-templates."""
+"""What every route shares: how the server was started, its pool of connections, its
+templates and the latest verdict on the installation's health."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import psycopg_pool
 from starlette.requests import Request
 
-from cronjobs.core.health import Thresholds
+from cronjobs.core.health import Status, Thresholds, status
 from cronjobs.db.connect import SESSION_OPTIONS, connection_kwargs
 from cronjobs.db.store import Store
 from cronjobs.errors import DatabaseUnavailable
@@ -37,6 +39,8 @@ class Settings:
     pool_size: int = 4
     pool_timeout: float = 10.0  # seconds a request waits for a connection, then 503
     application_name: str = "cronjobs serve"
+    # how long every page's health banner may reuse the latest verdict (see Site.verdict)
+    verdict_for: dt.timedelta = dt.timedelta(seconds=5)
 
 
 class Site:
@@ -55,6 +59,8 @@ class Site:
             check=psycopg_pool.ConnectionPool.check_connection,
             timeout=settings.pool_timeout,
             name="cronjobs-serve")
+        self._verdict: tuple[float, Status] | None = None  # (monotonic time, verdict)
+        self._verdict_lock = threading.Lock()
 
     @contextlib.contextmanager
     def store(self) -> Iterator[Store]:
@@ -66,6 +72,31 @@ class Site:
             raise DatabaseUnavailable(
                 "the database is busy or unreachable: no connection within "
                 f"{self.settings.pool_timeout:g} s") from exc
+
+
+    def verdict(self, store: Store, *, fresh: bool = False) -> Status:
+        """The installation's health as /healthz answers it and every page's banner shows
+        it: `status --check`'s verdict, with the server's thresholds (only the jobs that may
+        have a problem are read, the history's sizes are estimated: a fraction of the work).
+
+        /healthz asks for a ``fresh`` one. A page reuses the latest if it is younger than
+        ``verdict_for`` (the banner says when it was checked): with many jobs a verdict can
+        cost a second, and every open page refreshes every few seconds. One is worked out
+        at a time; the pages that ask meanwhile wait for it. An action forgets it."""
+        with self._verdict_lock:
+            kept = self._verdict
+            age = self.settings.verdict_for.total_seconds()
+            if not fresh and kept is not None and time.monotonic() - kept[0] < age:
+                return kept[1]
+            found = status(store, self.settings.thresholds, exact_sizes=False,
+                           every_job=False)
+            self._verdict = (time.monotonic(), found)
+            return found
+
+    def forget_verdict(self) -> None:
+        """After an action: the next page works the verdict out again."""
+        with self._verdict_lock:
+            self._verdict = None
 
 
 def site_of(request: Request) -> Site:

@@ -116,3 +116,44 @@ def test_the_tick_imports_nothing_of_the_web_extra_nor_prometheus(database_url: 
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, timeout=120, check=False)
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stderr
+
+
+def test_a_body_far_over_the_bound_gets_its_413_read(
+        served: tuple[str, Path, subprocess.Popen[str]], db: psycopg.Connection[Any]) -> None:
+    """The server reads and drops what the client sends before it answers and closes: a
+    client that writes its whole body first reads the 413, not a reset connection."""
+    base, log, process = served
+    before = snapshot(db)
+    body = b"token=" + b"x" * (20 * 1024 * 1024)
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    port = int(base.rsplit(":", 1)[1])
+    for _ in range(3):  # a client that writes all it has, then reads (it was reset)
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+            client.sendall(b"POST /signin HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                           b"application/x-www-form-urlencoded\r\nContent-Length: "
+                           + str(len(body)).encode() + b"\r\n\r\n" + body)
+            answer = client.makefile("rb").read()
+        assert answer.startswith(b"HTTP/1.1 413 Request Entity Too Large\r\n"), answer[:200]
+        assert answer.endswith(b"\r\n\r\nrequest body larger than 16384 bytes\n")
+        assert b"\r\nconnection: close\r\n" in answer
+    page = httpx.post(base + "/signin", content=body, timeout=30,
+                      headers={**form, "Accept": "text/html"})
+    assert page.status_code == 413 and '<h1 id="oops-title">Too large</h1>' in page.text
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        for _ in range(20 * 1024):
+            yield b"x" * 1024
+
+    # (the form's 4 KiB field bound (400) or the body's bound (413), whichever the chunks
+    # as they arrive reach first: either way, an answer the client reads)
+    streamed = httpx.post(base + "/signin", content=chunks(), headers=form, timeout=30)
+    assert streamed.status_code in (400, 413)
+    # a client that waits for "100 Continue" gets the 413 instead, and sends nothing
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        client.sendall(b"POST /signin HTTP/1.1\r\nHost: x\r\nContent-Length: 20971520\r\n"
+                       b"Expect: 100-continue\r\n\r\n")
+        head = client.recv(4096)
+    assert head.startswith(b"HTTP/1.1 413 ")
+    assert snapshot(db) == before
+    assert process.poll() is None
+    assert "Traceback" not in log.read_text()

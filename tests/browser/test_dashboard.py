@@ -152,6 +152,235 @@ def test_the_dashboard_is_readable_on_a_phone(browser: Any, server: str, cli: In
     assert page.locator("tr.job").count() == 2
 
 
+# -- health first, at desktop and phone width -------------------------------------------------
+
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+WIDTHS = [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")]
+
+
+def _open(browser: Any, viewport: dict[str, int]) -> tuple[Any, list[str]]:
+    """A page of that size, and the script errors it will meet."""
+    page = browser.new_page(viewport=viewport, device_scale_factor=2 if viewport == PHONE
+                            else 1)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    return page, errors
+
+
+def _fits(page: Any, errors: list[str], viewport: dict[str, int]) -> None:
+    """No sideways scrolling of the page, no script error."""
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    assert width <= viewport["width"], (page.url, width)
+    assert errors == []
+
+
+def _on_screen(locator: Any, viewport: dict[str, int]) -> None:
+    """Visible, and wholly within the width of the screen."""
+    assert locator.is_visible()
+    box = locator.bounding_box()
+    assert box is not None
+    assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], box
+
+
+def _fields_unbroken(page: Any) -> None:
+    """Every field of every cron expression on the page is on one line."""
+    lines = page.evaluate("() => Array.from(document.querySelectorAll('code.cron span'))"
+                          ".map(s => s.getClientRects().length)")
+    assert lines and set(lines) == {1}, lines
+
+
+@pytest.mark.parametrize("viewport", WIDTHS)
+def test_the_banner_says_what_healthz_says_and_clears_when_acknowledged(
+        browser: Any, server: str, cli: Invoke, db: psycopg.Connection[Any],
+        viewport: dict[str, int]) -> None:
+    _, bad = _seed(cli, db)
+    page, errors = _open(browser, viewport)
+    page.goto(server + "/")
+    banner = page.locator("#health")
+    # first on the page, before the cards
+    assert page.evaluate("() => document.querySelector('main').firstElementChild.id") == "health"
+    assert "bad" in (banner.get_attribute("class") or "")
+    healthz = page.request.get(server + "/healthz")
+    assert healthz.status == 503
+    problems = healthz.json()["problems"]
+    whats = banner.locator("li.problem .what").all_inner_texts()
+    assert len(whats) == len(problems) == 1
+    assert problems[0].startswith(whats[0])
+    assert whats[0] == f"job 'flaky': 1 dead run(s) not acknowledged (latest: run {bad})"
+    _on_screen(banner.locator("li.problem .what"), viewport)
+    _on_screen(banner.get_by_role("link", name=f"run {bad}"), viewport)
+    assert page.locator(".card.dead").get_attribute("class") == "card dead bad"
+    _fits(page, errors, viewport)
+    # its link leads to the run
+    banner.get_by_role("link", name=f"run {bad}").click()
+    page.wait_for_url(f"{server}/runs/{bad}")
+    assert page.locator("#health li.problem").count() == 1  # on every page
+    # signed in, the banner's button acknowledges, and the page comes back healthy
+    page.fill('input[name="token"]', TOKEN)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url(f"{server}/runs/{bad}")
+    page.goto(server + "/")
+    button = page.locator("#health button", has_text="Acknowledge")
+    _on_screen(button, viewport)
+    button.click()
+    page.wait_for_url(server + "/?done=acknowledged-all")
+    page.wait_for_load_state()
+    assert page.locator("#health").get_attribute("class") == "banner ok"
+    assert page.locator("#health h2").inner_text().startswith("All well: no problem found")
+    assert page.locator("#health li.problem").count() == 0
+    assert page.locator(".card.dead").get_attribute("class") == "card dead"
+    assert page.locator(".card.dead .sub").inner_text() == "all acknowledged"
+    assert page.request.get(server + "/healthz").status == 200
+    _fits(page, errors, viewport)
+
+
+@pytest.mark.parametrize("viewport", WIDTHS)
+def test_what_is_failing_is_visible_without_scrolling_sideways(
+        browser: Any, server: str, cli: Invoke, db: psycopg.Connection[Any],
+        viewport: dict[str, int]) -> None:
+    ok, bad = _seed(cli, db)
+    assert cli("define", "long-schedule", "0,15,30,45 8-18 * JAN-MAR,OCT-DEC MON-FRI",
+               "--command", "python -m a.rather.long.module.name --with-a-long-option "
+               "--and-another-one=/a/long/path/on/disk").exit_code == 0
+    page, errors = _open(browser, viewport)
+    page.goto(server + "/")
+    flaky = page.locator('tr[data-job="flaky"]')
+    _on_screen(flaky.locator("a.name"), viewport)
+    _on_screen(flaky.locator(".badge.s-dead"), viewport)  # its state: dead
+    _on_screen(flaky.locator(".badge.s-problem"), viewport)  # and a problem
+    _on_screen(page.locator('tr[data-job="long-schedule"] code.cron'), viewport)
+    _fields_unbroken(page)
+    _fits(page, errors, viewport)
+    # a job's page: its runs table whole, the schedule unbroken
+    page.goto(server + "/jobs/flaky")
+    row = page.locator("table.runs tbody tr").first
+    _on_screen(row, viewport)
+    _on_screen(row.locator(f'a[href="/runs/{bad}"]'), viewport)
+    _on_screen(row.locator(".c-status .badge.s-dead").first, viewport)  # dead
+    _on_screen(row.locator(".c-status .badge.small.s-dead"), viewport)  # not acknowledged
+    _on_screen(row.locator(".c-error"), viewport)
+    _on_screen(page.locator("table.timeline tbody tr").first, viewport)
+    _fields_unbroken(page)
+    _fits(page, errors, viewport)
+    page.goto(server + "/jobs/long-schedule")
+    _fields_unbroken(page)
+    _fits(page, errors, viewport)
+    page.goto(f"{server}/runs/{ok}")
+    _on_screen(page.locator("pre.output"), viewport)
+    _fits(page, errors, viewport)
+
+
+RESULT_JOBS = '''
+import cronjobs
+
+
+@cronjobs.job("weekly-totals")
+def weekly_totals(ctx):
+    print("counting")
+    return {"orders": 1284, "refunds": 3, "regions": ["eu", "us"], "note": "<i>as text</i>"}
+'''
+
+
+@pytest.mark.parametrize("viewport", WIDTHS)
+def test_the_run_page_shows_the_handlers_result(
+        browser: Any, server: str, cli: Invoke, db: psycopg.Connection[Any], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, viewport: dict[str, int]) -> None:
+    (tmp_path / "browser_result_jobs.py").write_text(RESULT_JOBS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert cli("define", "weekly-totals", "0 6 * * 1").exit_code == 0
+    run_id = json.loads(cli("trigger", "weekly-totals", "--json").stdout)["id"]
+    tick(Store(db), TickOptions(worker="browser-test", apps=("browser_result_jobs",),
+                                in_process=True))
+    page, errors = _open(browser, viewport)
+    page.goto(f"{server}/runs/{run_id}")
+    result = page.locator("pre.result")
+    _on_screen(result, viewport)
+    assert json.loads(result.inner_text()) == {
+        "orders": 1284, "refunds": 3, "regions": ["eu", "us"], "note": "<i>as text</i>"}
+    assert result.locator("i").count() == 0  # text, not markup
+    assert page.locator("dt", has_text="Result").is_visible()
+    _fits(page, errors, viewport)
+
+
+@pytest.mark.parametrize("viewport", WIDTHS)
+def test_error_pages_are_styled_worded_for_the_web_and_lead_back(
+        browser: Any, server: str, cli: Invoke, db: psycopg.Connection[Any],
+        viewport: dict[str, int]) -> None:
+    _seed(cli, db)
+    page, errors = _open(browser, viewport)
+    for path, status, title, message in (
+            ("/jobs/nope", 404, "Not found", "No job named 'nope'."),
+            ("/runs/987654", 404, "Not found", "No run with id 987654."),
+            ("/nowhere/at/all", 404, "Not found", "There is no page at this address."),
+            ("/runs/x", 400, "That address is not valid",
+             "Malformed run id: run ids are positive integers."),
+            ("/jobs/flaky/trigger", 405, "Not allowed here",
+             "This address does not take that kind of request: use the dashboard's links "
+             "and buttons instead.")):
+        answer = page.goto(server + path)
+        assert answer is not None and answer.status == status, path
+        assert page.locator(".oops h1").inner_text() == title
+        assert page.locator(".oops .message").inner_text() == message
+        assert "`" not in page.locator("main").inner_text()
+        # in the site's layout: its header, its stylesheet
+        _on_screen(page.locator("header.top .brand"), viewport)
+        assert page.evaluate("() => getComputedStyle(document.querySelector('.oops'))"
+                             ".borderTopStyle") == "solid"
+        back = page.get_by_role("link", name="Back to the dashboard")
+        _on_screen(back, viewport)
+        _fits(page, errors, viewport)
+        back.click()
+        page.wait_for_url(server + "/")
+        assert page.locator("#health").count() == 1
+    # a wrong token: a page that says so, and leads back to where it was typed
+    page.goto(server + "/jobs/flaky")
+    page.fill('input[name="token"]', "not-the-token-at-all")
+    page.click("button:has-text('Sign in')")
+    assert page.locator(".oops h1").inner_text() == "Not allowed"
+    assert page.locator(".oops .message").inner_text() == (
+        "That is the wrong admin token: you are not signed in.")
+    _fits(page, errors, viewport)
+    page.get_by_role("link", name="Back to the page you came from").click()
+    page.wait_for_url(server + "/jobs/flaky")
+
+
+# -- the docs' screenshots --------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_the_docs_screenshots(browser: Any, server: str, cli: Invoke,
+                              db: psycopg.Connection[Any]) -> None:
+    """The dashboard of docs/dashboard.md, with showcase's jobs: checked on every run, and
+    written to docs/dashboard.png and docs/dashboard-phone.png with CRONJOBS_SCREENSHOTS=1
+    (docs/screenshot.py)."""
+    from showcase import DEAD, JOBS, seed
+
+    seed(cli, db)
+    shots = {DESKTOP["width"]: DOCS / "dashboard.png",
+             PHONE["width"]: DOCS / "dashboard-phone.png"}
+    for viewport in (DESKTOP, PHONE):
+        context = browser.new_context(viewport=viewport, color_scheme="light",
+                                      timezone_id="Europe/London", locale="en-GB",
+                                      device_scale_factor=1 if viewport == DESKTOP else 2)
+        page = context.new_page()
+        page.goto(server + "/")
+        assert page.locator("tr.job").count() == len(JOBS)
+        problems = page.locator("#health li.problem")
+        assert sorted(problems.evaluate_all("(items) => items.map(i => i.dataset.job)")) == (
+            sorted(DEAD))
+        for job in DEAD:
+            _on_screen(page.locator(f'tr[data-job="{job}"] a.name'), viewport)
+            _on_screen(page.locator(f'tr[data-job="{job}"] .badge.s-problem'), viewport)
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"]
+        if os.environ.get("CRONJOBS_SCREENSHOTS") == "1":
+            page.wait_for_timeout(300)
+            # the whole page on a desktop; on a phone, the first screen
+            page.screenshot(path=str(shots[viewport["width"]]), full_page=viewport == DESKTOP)
+        context.close()
+
+
 def test_the_forecast_heatmap_shows_the_peak_and_each_job_its_place(
         browser: Any, server: str, cli: Invoke) -> None:
     for i in range(12):

@@ -60,6 +60,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("define", ["NAME", "@daily", "--command", "true", "--notify", "TEXT"]),
     ("define", ["NAME", "@daily", "--notify", "https://example.com/x", "--notify-on", "TEXT"]),
     ("status", ["--max-tick-age", "TEXT"]),
+    ("status", ["--check", "--max-lateness", "TEXT"]),
     ("prune", ["--older-than", "TEXT", "--keep-last", "TEXT"]),
     ("tick", ["--now", "TEXT", "--max-runs", "0", "--concurrency", "TEXT"]),
     ("apply", ["TEXT", "--dry-run"]),

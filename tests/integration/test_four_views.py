@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from markupsafe import escape
 from starlette.testclient import TestClient
 
 from conftest import Invoke, wait_for
@@ -153,10 +154,11 @@ def _check_run(run_id: int, want: Expected, *, cli: Invoke, client: Client,
     assert ("<dt>Result</dt>" in body) == (want.result is not None), where
     if want.result is not None:
         assert "<b>done</b>" not in body  # escaped
-        assert '"rows": 3' in body, where
+        assert str(escape('"rows": 3')) in body, where  # indented JSON, escaped
     # and the job's page lists it alike
     job_page = web.get(f"/jobs/{info.job}").text
-    cell = re.search(rf'<a href="/runs/{run_id}">{run_id}</a>.*?</tr>', job_page, re.DOTALL)
+    cell = re.search(rf'<a href="/runs/{run_id}"><span class="phone">run </span>{run_id}</a>'
+                     r'.*?</tr>', job_page, re.DOTALL)
     assert cell is not None, where
     assert f"s-{want.state}\">{want.state}</span>" in cell.group(0), where
     assert f"{want.used} of {want.allowed} used" in cell.group(0), where

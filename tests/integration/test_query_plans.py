@@ -145,7 +145,7 @@ def _plan_nodes(conn: psycopg.Connection[Any], name: str) -> list[dict[str, Any]
     now = conn.execute("SELECT now()").fetchone()
     assert now is not None
     with conn.transaction(force_rollback=True):
-        if _query_name(name) in PASS:  # as the store runs it
+        if _query_name(name) in (*PASS, "claimable_backlog"):  # as the store runs it
             conn.execute(sql.query("claim_plan"), {"generic": False})
         row = conn.execute(b"EXPLAIN (FORMAT JSON) " + sql.query(_query_name(name)).encode(),
                            _params(name, now[0])).fetchone()
@@ -163,6 +163,8 @@ HOT_QUERIES = {
     "claim_runs": {"job_runs_queue_claim_idx", "job_definitions_pkey"},
     # `trigger --run`: the claim given ids (a plan for them: see QueueStore._claim_later)
     "claim_runs[by id]": {"job_runs_queue_pkey", "job_definitions_pkey"},
+    # --concurrency auto: the first entries of the claim's index, as the claim reads them
+    "claimable_backlog": {"job_runs_queue_claim_idx", "job_definitions_pkey"},
     "waiting_for_handlers": {"job_runs_queue_definition_idx"},
     "reclaim_expired": {"job_runs_queue_running_idx"},
     "active_runs": {"job_runs_queue_definition_idx"},
@@ -243,6 +245,13 @@ DASHBOARD_QUERIES: dict[str, tuple[dict[str, Any], set[str]]] = {
                           "job_attempts_history_default_run_id_attempt_idx"}),
     "run_by_id": ({"id": 1}, {"job_runs_queue_pkey", "job_runs_history_default_id_idx",
                               "job_definitions_pkey"}),
+    # start lateness (status, /metrics, the dashboard): the day's runs by their finish, the
+    # running ones by their start
+    "start_lateness": ({"now": dt.datetime.now(dt.UTC),
+                        "hour": dt.datetime.now(dt.UTC) - dt.timedelta(hours=1),
+                        "day": dt.datetime.now(dt.UTC) - dt.timedelta(days=1)},
+                       {"job_runs_history_default_finished_at_idx",
+                        "job_runs_queue_running_idx"}),
 }
 
 

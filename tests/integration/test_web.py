@@ -3,17 +3,21 @@ from real ticks: pages, /healthz, /metrics, the actions and their token, bad req
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import html
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.testclient import TestClient
 
 from conftest import Invoke, count, snapshot
@@ -470,4 +474,291 @@ def test_schedules_are_shown_in_words_beside_the_cron_expression(
     assert "last weekday" in described and described.endswith("(Europe/Berlin)")
     for page in (web.get("/").text, web.get("/jobs/month_end").text):
         assert html.escape(described, quote=False) in page
-        assert "<code>0 18 LW * *</code>" in page
+        # each field unbreakable, so that the expression wraps between fields only
+        assert ('<code class="cron"><span>0</span> <span>18</span> <span>LW</span> '
+                '<span>*</span> <span>*</span></code>') in page
+
+
+# -- the health banner ------------------------------------------------------------------------
+
+BANNER = re.compile(r'<section id="health" class="banner (ok|bad)".*?</section>', re.S)
+
+
+def _banner(body: str) -> tuple[str, list[str]]:
+    """The banner's colour and the words of each problem it lists."""
+    found = BANNER.search(body)
+    assert found is not None, "no health banner"
+    whats = [html.unescape(w) for w in re.findall(r'<span class="what">(.*?)</span>', found[0])]
+    return found[1], whats
+
+
+def _dead_history(cli: Invoke, db: psycopg.Connection[Any]) -> int:
+    _define(cli, "flaky", "exit 7", "--max-attempts", "1")
+    _define(cli, "fine", "true")
+    run_id = _trigger(cli, "flaky")
+    _trigger(cli, "fine")
+    _tick(db)
+    return run_id
+
+
+def test_every_page_leads_with_what_healthz_and_status_check_report(
+        web: TestClient, cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    _define(cli, "fine", "true")
+    # no tick yet: the one problem, on every page, in the same words
+    expected = web.get("/healthz").json()["problems"]
+    assert expected == json.loads(cli("status", "--json").stdout)["problems"]
+    assert len(expected) == 1
+    assert _banner(web.get("/").text) == ("bad", expected)
+    assert _banner(web.get("/jobs/fine").text) == ("bad", expected)
+    # a dead run: its problem, with links to the run and the job
+    dead = _dead_history(cli, db)
+    problems = web.get("/healthz").json()["problems"]
+    assert problems == json.loads(cli("status", "--json").stdout)["problems"]
+    assert len(problems) == 1
+    for path in ("/", "/jobs/fine", f"/runs/{dead}", "/jobs/flaky"):
+        body = web.get(path).text
+        colour, whats = _banner(body)
+        assert colour == "bad" and len(whats) == len(problems)
+        # the banner says what /healthz says, without what to type at a terminal
+        assert [p.startswith(w) for w, p in zip(whats, problems, strict=True)] == [True]
+        assert whats == [f"job 'flaky': 1 dead run(s) not acknowledged (latest: run {dead})"]
+        banner = BANNER.search(body)
+        assert banner is not None
+        assert f'<a href="/runs/{dead}">run {dead}</a>' in banner[0]
+        assert '<a href="/jobs/flaky">job flaky</a>' in banner[0]
+        assert "cronjobs ack" not in banner[0]
+        assert "/ack" not in banner[0]  # a read-only server offers no button
+    # the refresh gets the banner too
+    part = web.get("/", headers={"X-Fragment": "1"}).text
+    assert _banner(part)[0] == "bad"
+    # acknowledged: all well, and the dead card is no longer red
+    assert cli("ack", "--all", "flaky").exit_code == 0
+    assert web.get("/healthz").json()["problems"] == []
+    body = web.get("/").text
+    assert _banner(body) == ("ok", [])
+    assert "All well: no problem found" in body
+    card = re.search(r'<div class="card dead( bad)?">.*?</div>', body)
+    assert card is not None
+    assert card[1] is None and "all acknowledged" in card[0] and '"value">1<' in card[0]
+
+
+def test_a_long_list_of_problems_folds_but_names_them_all(
+        web: TestClient, cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    for i in range(12):
+        _define(cli, f"broken{i:02d}", "exit 1", "--max-attempts", "1")
+        _trigger(cli, f"broken{i:02d}")
+    _tick(db)
+    problems = web.get("/healthz").json()["problems"]
+    assert len(problems) == 12
+    body = web.get("/").text
+    banner = BANNER.search(body)
+    assert banner is not None
+    assert 'data-problems="12"' in banner[0]
+    assert "12 problems need attention" in banner[0]
+    open_part, folded = banner[0].split('<details class="more">')
+    assert open_part.count('<li class="problem"') == 10
+    assert "<summary>2 more problems</summary>" in folded
+    assert folded.count('<li class="problem"') == 2
+    colour, whats = _banner(body)
+    assert colour == "bad"
+    assert [p.startswith(w) for w, p in zip(whats, problems, strict=True)] == [True] * 12
+
+
+def test_pages_reuse_a_recent_verdict_and_an_action_forgets_it(
+        database_url: str, cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    _dead_history(cli, db)
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    with _client(database_url, token=TOKEN, verdict_for=dt.timedelta(minutes=5)) as client:
+        assert _banner(client.get("/").text)[0] == "bad"
+        assert cli("ack", "--all", "flaky").exit_code == 0
+        assert _banner(client.get("/jobs/fine").text)[0] == "bad"  # the kept verdict
+        assert client.get("/healthz").status_code == 200  # always worked out, then kept
+        assert _banner(client.get("/").text)[0] == "ok"
+        _define(cli, "flaky2", "exit 1", "--max-attempts", "1")
+        _trigger(cli, "flaky2")
+        _tick(db)
+        assert _banner(client.get("/").text)[0] == "ok"  # kept
+        assert client.post("/jobs/fine/pause", headers=bearer).status_code == 200
+        assert _banner(client.get("/").text) == (
+            "bad", [f"job 'flaky2': 1 dead run(s) not acknowledged (latest: run "
+                    f"{_latest_run(db)})"])
+    with _client(database_url, verdict_for=dt.timedelta(0)) as client:
+        assert _banner(client.get("/").text)[0] == "bad"
+        assert cli("ack", "--all", "flaky2").exit_code == 0
+        assert _banner(client.get("/").text)[0] == "ok"
+
+
+def _latest_run(db: psycopg.Connection[Any]) -> int:
+    row = db.execute("SELECT max(id) FROM job_runs").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_the_dead_card_is_red_while_a_dead_run_is_not_acknowledged(
+        web: TestClient, cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    _dead_history(cli, db)
+    card = re.search(r'<div class="card dead( bad)?">.*?</div>', web.get("/").text)
+    assert card is not None
+    assert card[1] == " bad" and "1 not acknowledged" in card[0]
+    row = re.search(r'<tr class="job( trouble)?" data-job="flaky">', web.get("/").text)
+    assert row is not None and row[1] == " trouble"
+    assert '<tr class="job" data-job="fine">' in web.get("/").text
+
+
+def test_the_banner_acknowledges_and_returns_to_its_page(
+        admin: TestClient, cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    dead = _dead_history(cli, db)
+    signed = admin.post("/signin", data={"token": TOKEN, "next": "/"})
+    assert signed.status_code == 303
+    body = admin.get("/jobs/fine").text
+    colour, whats = _banner(body)
+    assert colour == "bad" and len(whats) == 1
+    banner = BANNER.search(body)
+    assert banner is not None
+    assert '<form class="inline" method="post" action="/jobs/flaky/ack">' in banner[0]
+    assert '<input type="hidden" name="next" value="/jobs/fine">' in banner[0]
+    csrf = re.search(r'name="csrf" value="([0-9a-f]{64})"', banner[0])
+    assert csrf is not None
+    done = admin.post("/jobs/flaky/ack", data={CSRF_FIELD: csrf[1], "next": "/jobs/fine"})
+    assert (done.status_code, done.headers["location"]) == (
+        303, "/jobs/fine?done=acknowledged-all")
+    after = admin.get(done.headers["location"]).text
+    assert _banner(after) == ("ok", [])
+    assert "the job&#39;s dead runs no longer count as a problem" in after
+    assert db.execute("SELECT acknowledged_by FROM job_runs WHERE id = %s",
+                      (dead,)).fetchone() == ("dashboard",)
+    # never to another site
+    again = admin.post("/jobs/flaky/ack", data={CSRF_FIELD: csrf[1],
+                                                "next": "https://evil.example/"})
+    assert again.headers["location"] == "/?done=acknowledged-all"
+    # as a script: JSON, with the runs it acknowledged (none left)
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    assert admin.post("/jobs/flaky/ack", headers=bearer).json() == {
+        "done": "acknowledged-all", "job": "flaky", "run_ids": []}
+    assert admin.post("/jobs/nope/ack", headers=bearer).status_code == 404
+    assert admin.post("/jobs/flaky/ack").status_code == 403
+
+
+def test_the_run_page_shows_the_handlers_result(
+        web: TestClient, cli: Invoke, store: Store, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "dash_result_jobs.py").write_text(
+        "import cronjobs\n\n\n@cronjobs.job('totals')\ndef totals(ctx):\n"
+        "    return {'rows': 42, 'note': '<b>not markup</b>', 'days': [1, 2]}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert cli("define", "totals", "0 0 1 1 *").exit_code == 0
+    run_id = _trigger(cli, "totals")
+    tick(store, TickOptions(worker="w", apps=("dash_result_jobs",), in_process=True))
+    body = web.get(f"/runs/{run_id}").text
+    shown = re.search(r'<dt>Result</dt><dd><pre class="result">(.*?)</pre></dd>', body, re.S)
+    assert shown is not None
+    assert json.loads(html.unescape(shown[1])) == {
+        "rows": 42, "note": "<b>not markup</b>", "days": [1, 2]}
+    assert "<b>not markup</b>" not in body
+    # a shell command's run has no result: no empty row
+    _define(cli, "plain", "true")
+    plain = _trigger(cli, "plain")
+    _tick(store.conn)
+    assert "<dt>Result</dt>" not in web.get(f"/runs/{plain}").text
+
+
+# -- error pages ------------------------------------------------------------------------------
+
+HTML = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+
+
+def _error_page(answer: Any) -> tuple[str, str, str, str]:
+    """An error page's title, message, link back and its words."""
+    assert answer.headers["content-type"].startswith("text/html")
+    body = answer.text
+    assert '<link rel="stylesheet" href="/static/app.css">' in body  # the site's layout
+    assert "Traceback" not in body and "`" not in body and "--" not in body.split(
+        '<section class="oops"')[1]
+    found = re.search(r'<h1 id="oops-title">(.*?)</h1>\s*<p class="message">(.*?)</p>\s*'
+                      r'<p class="back"><a class="btn" href="([^"]*)">(.*?)</a>', body, re.S)
+    assert found is not None, body
+    title, message, href, words = (html.unescape(part) for part in found.groups())
+    return title, message, href, words
+
+
+@pytest.mark.parametrize(("path", "status", "title", "message"), [
+    ("/jobs/nope", 404, "Not found", "No job named 'nope'."),
+    ("/runs/12345", 404, "Not found", "No run with id 12345."),
+    ("/nowhere", 404, "Not found", "There is no page at this address."),
+    ("/runs/abc", 400, "That address is not valid",
+     "Malformed run id: run ids are positive integers."),
+    ("/jobs/" + "a" * 3000, 414, "Address too long",
+     "The address was longer than the dashboard accepts."),
+])
+def test_a_browser_gets_error_pages_in_the_sites_layout(
+        web: TestClient, path: str, status: int, title: str, message: str) -> None:
+    answer = web.get(path, headers=HTML)
+    assert answer.status_code == status
+    assert _error_page(answer) == (title, message, "/", "Back to the dashboard")
+    assert answer.headers["content-security-policy"].startswith("default-src 'none'")
+    # a script still gets its one line
+    assert web.get(path).headers["content-type"].startswith("text/plain")
+
+
+def test_error_pages_of_actions_lead_back_to_their_page(
+        admin: TestClient, cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    _define(cli, "ok", "true")
+    run_id = _trigger(cli, "ok")
+    _tick(db)
+    refused = admin.post(f"/runs/{run_id}/retry", headers=HTML)  # not signed in
+    assert refused.status_code == 403
+    assert _error_page(refused) == (
+        "Not allowed", "This action needs the admin token: sign in (at the top of the page) "
+        "first. Nothing was changed.", f"/runs/{run_id}", f"Back to run {run_id}")
+    wrong = admin.post("/signin", data={"token": "not-it", "next": "/jobs/ok"},
+                       headers={**HTML, "Referer": "http://testserver/jobs/ok"})
+    assert wrong.status_code == 403
+    assert _error_page(wrong) == ("Not allowed",
+                                  "That is the wrong admin token: you are not signed in.",
+                                  "/jobs/ok", "Back to the page you came from")
+    admin.post("/signin", data={"token": TOKEN})
+    csrf = re.search(r'name="csrf" value="([0-9a-f]{64})"', admin.get("/jobs/ok").text)
+    assert csrf is not None
+    late = admin.post(f"/runs/{run_id}/cancel", data={CSRF_FIELD: csrf[1]}, headers=HTML)
+    assert late.status_code == 409
+    title, message, href, _ = _error_page(late)
+    assert (title, href) == ("Not possible now", f"/runs/{run_id}")
+    assert message == f"Run {run_id} of 'ok' is succeeded: it has already finished."
+    wrong_method = admin.get("/jobs/ok/trigger", headers=HTML)
+    assert wrong_method.status_code == 405
+    assert _error_page(wrong_method)[:2] == (
+        "Not allowed here", "This address does not take that kind of request: use the "
+        "dashboard's links and buttons instead.")
+    big = admin.post("/signin", content=b"token=" + b"x" * (MAX_BODY_BYTES + 1),
+                     headers={**HTML, "Content-Type": "application/x-www-form-urlencoded"})
+    assert big.status_code == 413
+    assert _error_page(big)[:2] == (
+        "Too large", "The request was larger than the dashboard accepts. Nothing was changed.")
+    assert big.headers["connection"] == "close"
+
+
+def test_an_internal_error_is_a_page_that_says_nothing_of_it(database_url: str) -> None:
+    # (no request makes this server fail: its handler for what nobody foresaw, called as
+    # Starlette calls it)
+    app = create_app(Settings(conninfo=database_url))
+    handler = app.exception_handlers[Exception]
+    scope = {"type": "http", "method": "GET", "path": "/jobs/x", "raw_path": b"/jobs/x",
+             "query_string": b"", "headers": [(b"accept", b"text/html")], "app": app}
+    answer = asyncio.run(handler(Request(scope), RuntimeError("secret detail")))
+    assert isinstance(answer, Response)
+    assert answer.status_code == 500
+    body = bytes(answer.body).decode()
+    assert "secret detail" not in body and "Something went wrong" in body
+    assert 'href="/">Back to the dashboard</a>' in body
+
+
+def test_web_words_leave_out_command_line_hints() -> None:
+    from cronjobs.web.errors import web_words
+
+    assert web_words("no job named 'x' (see `cronjobs list`)") == "No job named 'x'."
+    assert web_words("run 3 of 'x' succeeded; use --force to run its slot again") == (
+        "Run 3 of 'x' succeeded.")
+    assert web_words("The database schema is missing or out of date; run "
+                     "`cronjobs migrate`.") == "The database schema is missing or out of date."
+    assert web_words("malformed run id: run ids are positive integers") == (
+        "Malformed run id: run ids are positive integers.")

@@ -188,6 +188,27 @@ WITH group_room AS (
 )
 SELECT * FROM claimed;
 
+-- name: claimable_backlog
+-- How many runs a claim could take now, counted up to %(limit)s, by kind: what a tick with
+-- `--concurrency auto` sizes itself from (cronjobs/execution/sizing.py). The first entries
+-- of job_runs_queue_claim_idx in its order, as claim_runs reads them, with the claim's one
+-- look at each run's job (a command, or a handler this worker has; not paused). Group
+-- limits and exclusivity are left out: a slot more or less. Run after claim_plan, in its
+-- transaction (the range scan, never the queue whole).
+SELECT count(*) FILTER (WHERE due.kind = 'handler')::int AS handlers,
+       count(*) FILTER (WHERE due.kind = 'command')::int AS commands
+FROM (
+    SELECT (SELECT kd.kind FROM job_definitions AS kd WHERE kd.id = r.definition_id) AS kind
+    FROM job_runs_queue AS r
+    WHERE cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
+      AND (SELECT (kd.kind = 'command' OR kd.handler = ANY(%(handlers)s::text[]))
+                  AND cronjobs_job_lets_run(r.trigger, kd.paused_at, kd.paused_until,
+                                            %(now)s)
+           FROM job_definitions AS kd WHERE kd.id = r.definition_id)
+    ORDER BY r.trigger = 'backfill', r.eligible_at, r.id
+    LIMIT %(limit)s
+) AS due;
+
 -- name: heartbeat
 -- Extend the leases this worker still holds; a run missing from the result was lost.
 UPDATE job_runs_queue AS r

@@ -48,6 +48,44 @@ SELECT
     (SELECT tick_at FROM job_ticks WHERE status = 'lost'
      ORDER BY finished_at DESC LIMIT 1) AS last_lost_tick_at;
 
+-- name: start_lateness
+-- Start lateness as a service level (`status`, /metrics, the dashboard): p50 and p99 of
+-- started_at - scheduled_for, in seconds, of the runs started in the hour and in the day
+-- before %(now)s (%(hour)s, %(day)s). Scheduled and manual runs only (a backfilled run is
+-- late on purpose), on their first attempt: a run's started_at is its latest attempt's, and
+-- a retry starts when its backoff says, so a run retried is left out. Each partition is
+-- read by a range of an index bounded by the day, never whole: the history and the kept
+-- runs by their finish (a run that started in the window finished in it:
+-- job_runs_history_finished_idx, job_runs_kept_finished_idx), the runs still running by
+-- their start (job_runs_queue_running_idx). The cost is that of the day's runs
+-- (test_lateness.py checks the plan; docs/concurrency.md, "Lateness", the cost).
+WITH started AS (
+    SELECT h.started_at, h.scheduled_for FROM job_runs_history AS h
+    WHERE h.finished_at >= %(day)s AND h.started_at >= %(day)s AND h.started_at <= %(now)s
+      AND h.attempt = 1 AND h.trigger IN ('schedule', 'manual')
+    UNION ALL
+    SELECT k.started_at, k.scheduled_for FROM job_runs_kept AS k
+    WHERE k.finished_at >= %(day)s AND k.started_at >= %(day)s AND k.started_at <= %(now)s
+      AND k.attempt = 1 AND k.trigger IN ('schedule', 'manual')
+    UNION ALL
+    SELECT q.started_at, q.scheduled_for FROM job_runs_queue AS q
+    WHERE q.status = 'running' AND q.started_at >= %(day)s AND q.started_at <= %(now)s
+      AND q.attempt = 1 AND q.trigger IN ('schedule', 'manual')
+), late AS (
+    SELECT started_at >= %(hour)s AS last_hour,
+           extract(epoch FROM started_at - scheduled_for)::float8 AS seconds
+    FROM started
+)
+SELECT count(*) FILTER (WHERE last_hour)::int AS hour_runs,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) FILTER (WHERE last_hour)
+           AS hour_p50,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY seconds) FILTER (WHERE last_hour)
+           AS hour_p99,
+       count(*)::int AS day_runs,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) AS day_p50,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY seconds) AS day_p99
+FROM late;
+
 -- name: running_runs
 SELECT r.id, d.name AS job, r.attempt, r.lease_owner, r.started_at, r.heartbeat_at,
        r.lease_expires_at, r.cancel_requested_at

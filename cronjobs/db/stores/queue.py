@@ -120,6 +120,19 @@ class QueueStore(Queries):
         return self._later("claim_runs", params, class_row(Claimed), binary=True,
                            prepare=scheduled)
 
+    def claimable_backlog(self, *, now: dt.datetime, handlers: Sequence[str], limit: int
+                          ) -> tuple[int, int]:
+        """(handler runs, commands) a claim could take at ``now``, each counted up to
+        ``limit`` together: the runs due, of commands and of ``handlers``, of jobs not
+        paused (what ``--concurrency auto`` sizes a tick from)."""
+        with translated():
+            with self.session.transaction_at_once():
+                self._send("claim_plan", {"generic": False})
+                rows = self._later("claimable_backlog", {
+                    "now": now, "handlers": list(handlers), "limit": limit}, tuple_row)
+            handler_runs, commands = rows()[0]
+            return int(handler_runs), int(commands)
+
     def _generic(self, run_ids: Sequence[int] | None) -> bool:
         """Whether claim_plan asks for generic plans (for every statement of the
         transaction, prepared or not): when the connection prepares statements, and the

@@ -16,6 +16,7 @@ from cronjobs.reports import (
     JobHealth,
     JobStats,
     RunningRun,
+    StartLateness,
 )
 
 
@@ -35,6 +36,13 @@ class ReportStore(Queries):
         return self._rows("waiting_for_handlers", {
             "now": now, "handlers": list(handlers) if handlers is not None else None,
             "since": since, "definition_id": definition_id}, WaitingRuns)
+
+    def start_lateness(self, *, now: dt.datetime) -> StartLateness:
+        """p50 and p99 start lateness of the runs started in the hour and in the day before
+        ``now`` (a range of an index per partition: never the history whole)."""
+        return self._one("start_lateness", {
+            "now": now, "hour": now - dt.timedelta(hours=1), "day": now - dt.timedelta(days=1)},
+            StartLateness)
 
     def running_runs(self) -> list[RunningRun]:
         return self._rows("running_runs", None, RunningRun)

@@ -1,0 +1,93 @@
+"""Errors as the web shows them: a browser (which asks for HTML) gets a page in the site's
+layout, with a title, the message worded for the web and a link back; a script gets the
+one line of text it always got.
+
+The messages come from the core, which words them for the command line too ("no job named
+'x' (see `cronjobs list`)"): the page leaves out the part that says what to type at a
+terminal, as a dashboard's reader has no terminal at hand.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+from urllib.parse import quote, urlsplit
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from cronjobs.db.config import scrub
+from cronjobs.web.security import local_path
+
+if TYPE_CHECKING:
+    from cronjobs.web.site import Site
+
+TITLES = {
+    400: "That address is not valid",
+    403: "Not allowed",
+    404: "Not found",
+    405: "Not allowed here",
+    409: "Not possible now",
+    413: "Too large",
+    414: "Address too long",
+    500: "Something went wrong",
+    503: "Unavailable",
+}
+
+# A command-line hint: a part in brackets, or the last clause after ';' or ':', that quotes
+# a command (`cronjobs ...`) or names an option (--force).
+_HINT = r"[^()]*?(?:`[^`]*`|(?<![\w-])--[a-z][\w-]*)[^()]*?"
+HINTS = re.compile(rf"\s*\({_HINT}\)|\s*[;:]\s*(?:see|try|run|use|then)\b[^;]*?"
+                   r"(?:`[^`]*`|(?<![\w-])--[a-z][\w-]*)[^;]*$")
+
+
+def wants_html(request: Request) -> bool:
+    """Whether the client is a browser (it asks for text/html); scripts get text."""
+    return "text/html" in request.headers.get("accept", "")
+
+
+def web_words(message: str) -> str:
+    """``message`` without its command-line hints, as a sentence."""
+    text = HINTS.sub("", message).strip()
+    text = text.removeprefix("forbidden: ").strip()
+    if not text:
+        return message
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def back_of(request: Request) -> tuple[str, str]:
+    """Where the page's link back goes, and its words: the run's or job's page after one
+    of its actions; the page a sign-in came from; else the dashboard."""
+    parts = request.url.path.split("/")
+    if request.method == "POST":
+        if len(parts) == 4 and parts[1] == "runs" and parts[2].isdigit():
+            return f"/runs/{parts[2]}", f"Back to run {parts[2]}"
+        if len(parts) == 4 and parts[1] == "jobs" and parts[2]:
+            return f"/jobs/{quote(parts[2], safe='')}", f"Back to job {parts[2]}"
+        referer = urlsplit(request.headers.get("referer", ""))
+        if referer.netloc and referer.netloc == request.headers.get("host"):
+            return local_path(referer.path or "/"), "Back to the page you came from"
+    return "/", "Back to the dashboard"
+
+
+# What the web says where the core's words are not for a reader of the dashboard.
+WEB_WORDS = {
+    404: "There is no page at this address.",
+    405: "This address does not take that kind of request: use the dashboard's links and "
+         "buttons instead.",
+    413: "The request was larger than the dashboard accepts. Nothing was changed.",
+    414: "The address was longer than the dashboard accepts.",
+    500: "Something went wrong on the server (the details are in its log). Nothing was "
+         "changed by this request.",
+}
+
+
+def answer(request: Request, status: int, message: str, web: str | None = None) -> Response:
+    """An error: ``message`` as one line of text, or for a browser a page that says it in
+    words for the web (``web``, else ``message`` without its command-line hints)."""
+    if wants_html(request):
+        site: Site = request.app.state.site
+        return site.render.error(request, status, web or web_words(scrub(message)))
+    return PlainTextResponse(scrub(message) + "\n", status_code=status,
+                             headers={"cache-control": "no-store"})
