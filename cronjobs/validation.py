@@ -39,16 +39,28 @@ def parse_payload(text: str, *, option: str = "--payload") -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:
         raise UsageError(f"invalid {option}: not valid JSON ({exc})") from None
     if not isinstance(value, dict):
-        kind = type(value).__name__ if value is not None else "null"
-        kind = {"list": "an array", "str": "a string", "int": "a number", "float": "a number",
-                "bool": "a boolean"}.get(kind, kind)
         raise UsageError(f"invalid {option}: expected a JSON object such as '{{\"days\": 7}}', "
-                         f"got {kind}")
+                         f"got {json_kind(value)}")
     return check_payload(value, what=option)
 
 
 class _NotFinite(Exception):
     pass
+
+
+def json_kind(value: object) -> str:
+    """What a JSON value is, in JSON's words (``an array``, not Python's ``list``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object" if isinstance(value, dict) else "not JSON"
 
 
 def _no_constant(name: str) -> float:

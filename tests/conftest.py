@@ -305,7 +305,8 @@ Invoke = Callable[..., Result]
 @pytest.fixture
 def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Invoke:
     """Run the CLI in-process against this test's database; stdout and stderr separate."""
-    for var in ("CRONJOBS_DATABASE_URL", "DATABASE_URL", "CRONJOBS_APP", "CRONJOBS_UTC"):
+    for var in ("CRONJOBS_DATABASE_URL", "DATABASE_URL", "CRONJOBS_APP", "CRONJOBS_UTC",
+                "CRONJOBS_QUIET"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("TZ", "UTC")  # tables show local times: the same on every machine
     return make_invoke(["--database-url", database_url])

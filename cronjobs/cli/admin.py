@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import sys
 from typing import Any
 
 import click
@@ -18,8 +19,8 @@ from cronjobs.cli.app import (
 )
 from cronjobs.cli.options import PER_JOB, Command, SubGroup, per_job_option, threshold_options
 from cronjobs.cli.render import retention_json, retention_text, status_json, status_text, table
-from cronjobs.cli.watching import times, utc_option, watch_options
 from cronjobs.cli.watching import watch as watching
+from cronjobs.cli.watching import watch_options
 from cronjobs.core.crontab import crontab as crontab_lines
 from cronjobs.core.crontab import find_executable
 from cronjobs.core.health import Thresholds
@@ -32,6 +33,7 @@ from cronjobs.db import embedded as embedded_server
 from cronjobs.db.connect import MIGRATE_OPTIONS, open_store
 from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
+from cronjobs.timefmt import iso
 
 # -- schema -----------------------------------------------------------------------------------
 
@@ -51,7 +53,7 @@ def migrate(app: App, as_json: bool) -> None:
       cronjobs --database-url postgresql://admin@db/app migrate --json
     """
     connected = open_store(app.target, retry_for=app.connect_timeout,
-                           announce=lambda text: click.echo(text, err=True), check=False,
+                           announce=app.announce, check=False,
                            application_name=app.application_name(), options=MIGRATE_OPTIONS)
     try:
         migrated = migrate_and_upgrade(connected.store)
@@ -73,19 +75,18 @@ def migrate(app: App, as_json: bool) -> None:
                            "seconds": round(upgrade.seconds, 3),
                            "longest_batch_seconds": round(upgrade.longest_batch, 3),
                            "old_tables_dropped": upgrade.dropped}
-    emit(data, text, as_json)
+    app.confirm(data, text, as_json)
 
 
 @click.command(cls=Command)
 @click.option("--check", is_flag=True,
               help="Exit 3 when something is wrong (for monitoring), 0 when all is well.")
 @threshold_options
-@utc_option
 @watch_options
 @json_option
 @pass_app
-def status(app: App, check: bool, thresholds: Thresholds, utc: bool, watch: bool,
-           interval: float, as_json: bool) -> None:
+def status(app: App, check: bool, thresholds: Thresholds, watch: bool, interval: float,
+           as_json: bool) -> None:
     """One screen of health: ticks, backlog, running runs, failures, invalid, paused and
     overdue jobs, and the storage itself (dead rows in the queue, transactions holding back
     vacuum, the history's partitions). With --check, exit 3 when anything is wrong — above
@@ -106,15 +107,17 @@ def status(app: App, check: bool, thresholds: Thresholds, utc: bool, watch: bool
     if watch:
         def frame() -> tuple[dt.datetime, Any, str]:
             shown = run_status(store, thresholds)
-            return shown.now, status_json(shown), status_text(shown, times(shown.now, utc))
+            return shown.now, status_json(shown), status_text(shown, app.times(shown.now))
 
         watching(frame, as_json=as_json, interval=interval)
         return
     result = run_status(store, thresholds)
-    emit(status_json(result), status_text(result, times(result.now, utc)), as_json)
+    emit(status_json(result), status_text(result, app.times(result.now)), as_json)
     if check and not result.healthy:
-        for problem in result.problems:
-            click.echo(f"problem: {problem}", err=True)
+        # for monitoring that reads stderr only; on a terminal the report above has them
+        if as_json or not sys.stdout.isatty():
+            for problem in result.problems:
+                click.echo(f"problem: {problem}", err=True)
         raise click.exceptions.Exit(EXIT_UNHEALTHY)
 
 
@@ -138,12 +141,16 @@ def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: boo
     age = parse_bounded(older_than, option="--older-than", minimum=dt.timedelta(hours=1),
                         maximum=dt.timedelta(days=36500))
     report = run_prune(app.store(), older_than=age, keep_last=keep_last, dry_run=dry_run)
-    data = {"cutoff": report.cutoff.isoformat(), "dry_run": report.dry_run,
+    data = {"cutoff": iso(report.cutoff), "dry_run": report.dry_run,
             "runs": report.runs, "skips": report.skips, "ticks": report.ticks}
-    text = (f"would delete {report.runs} run(s) finished before {report.cutoff.isoformat()}"
+    cutoff = app.times().at(report.cutoff)
+    text = (f"would delete {report.runs} run(s) finished before {cutoff}"
             if dry_run else f"deleted {report.runs} run(s), {report.skips} skip record(s) and "
-            f"{report.ticks} tick record(s) from before {report.cutoff.isoformat()}")
-    emit(data, text, as_json)
+            f"{report.ticks} tick record(s) from before {cutoff}")
+    if dry_run:
+        emit(data, text, as_json)
+    else:
+        app.confirm(data, text, as_json)
 
 
 @click.command(cls=Command)
@@ -179,9 +186,14 @@ def retention(app: App, succeeded: str | None, failed: str | None, skips: str | 
       cronjobs retention --succeeded 30d --failed 180d
       cronjobs retention --ticks 7d --json
     """
-    result = run_retention(app.store(), succeeded=succeeded, failed=failed, skips=skips,
+    store = app.store()
+    result = run_retention(store, succeeded=succeeded, failed=failed, skips=skips,
                            ticks=ticks)
-    emit(retention_json(result), retention_text(result), as_json)
+    text = retention_text(result, app.times(store.now()))
+    if result.changed:  # a change: its confirmation (the whole table: `cronjobs retention`)
+        app.confirm(retention_json(result), text.splitlines()[0], as_json)
+    else:
+        emit(retention_json(result), text, as_json)
 
 
 @click.command(cls=Command)
@@ -255,12 +267,23 @@ def embedded_status(as_json: bool) -> None:
             "running": st.running, "pid": st.pid,
             "socket_dir": str(st.socket_dir) if st.socket_dir else None, "port": st.port,
             "server_version": st.server_version, "log_file": str(st.log_file)}
-    text = table(["KEY", "VALUE"], [(k, "-" if v is None else v) for k, v in data.items()])
+    text = table(["KEY", "VALUE"], [(k, _word(v)) for k, v in data.items()])
     emit(data, text, as_json)
 
 
+def _word(value: object) -> object:
+    """A value in a table for people: yes/no, not Python's True/False; - for none."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return value
+
+
 @embedded.command(name="stop")
-def embedded_stop() -> None:
+@json_option
+@pass_app
+def embedded_stop(app: App, as_json: bool) -> None:
     """Stop the embedded server (the next command starts it again).
 
     \b
@@ -268,5 +291,6 @@ def embedded_stop() -> None:
       cronjobs embedded stop
     """
     was_running = embedded_server.stop()
-    click.echo("stopped the embedded PostgreSQL server" if was_running
-               else "the embedded PostgreSQL server was not running")
+    app.confirm({"was_running": was_running},
+                "stopped the embedded PostgreSQL server" if was_running
+                else "the embedded PostgreSQL server was not running", as_json)

@@ -5,17 +5,21 @@ commands take."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import click
 
 from cronjobs.cli.render import to_json
+from cronjobs.db import embedded
 from cronjobs.db.config import DatabaseTarget
 from cronjobs.db.connect import open_store, worker_name
 from cronjobs.db.store import Store
 from cronjobs.execution.registry import load_apps
+from cronjobs.timefmt import Times
 
 T = TypeVar("T")
 
@@ -34,22 +38,25 @@ class App:
     """What every command shares: where the database is, and the user's modules."""
 
     def __init__(self, target: DatabaseTarget, apps: tuple[str, ...], connect_timeout: float,
-                 verbose: int) -> None:
+                 verbose: int, quiet: bool = False, utc: bool = False) -> None:
         self.target = target
         self.apps = apps
         self.connect_timeout = connect_timeout
         self.verbose = verbose
+        self.quiet = quiet
+        self.utc = utc
         self._store: Store | None = None
         self._conninfo: str | None = None
 
     def store(self) -> Store:
-        """Connect on first use (announcing the embedded default once, on stderr). The
-        store reconnects itself after a lost connection (see ``open_store``)."""
+        """Connect on first use (announcing the embedded default once, see
+        :func:`announce`). The store reconnects itself after a lost connection (see
+        ``open_store``)."""
         if self._store is None:
             connected = open_store(
                 self.target,
                 retry_for=self.connect_timeout,
-                announce=lambda text: click.echo(text, err=True),
+                announce=self.announce,
                 application_name=self.application_name(),
             )
             self._store, self._conninfo = connected.store, connected.conninfo
@@ -62,6 +69,24 @@ class App:
         self.store()
         assert self._conninfo is not None  # noqa: S101 - set by store()
         return self._conninfo
+
+    def announce(self, text: str) -> None:
+        """An informational note (which database is used): see :func:`announce`."""
+        if not self.quiet:
+            announce(text)
+
+    def times(self, now: dt.datetime | None = None, *, relative: bool = True) -> Times:
+        """How this command shows instants: local or --utc, relative to ``now`` if given
+        (its zone's abbreviation at ``now`` heads the tables)."""
+        return Times.of(utc=self.utc, now=now, relative=relative)
+
+    def confirm(self, data: Any, text: str, as_json: bool) -> None:
+        """A command that changed something says so: its short confirmation (1 to 3
+        lines), its JSON document with --json, nothing with --quiet."""
+        if as_json:
+            click.echo(to_json(data))
+        elif not self.quiet:
+            click.echo(text)
 
     def application_name(self) -> str:
         """`cronjobs <command> <host>:<pid>`, so that pg_stat_activity names the worker."""
@@ -76,6 +101,23 @@ class App:
 
 
 pass_app = click.make_pass_decorator(App)
+
+ANNOUNCED = "announced"  # in the cronjobs home: the informational note was shown once
+
+
+def announce(text: str) -> None:
+    """Show an informational note once, to a person: only when stderr is a terminal (never
+    in a tick's logs or a pipe), and only the first time (a file in the cronjobs home
+    remembers it was shown)."""
+    if not sys.stderr.isatty():
+        return
+    marker = embedded.home() / ANNOUNCED
+    if marker.exists():
+        return
+    click.echo(text, err=True)
+    with contextlib.suppress(OSError):  # not remembered: shown again next time, no harm
+        marker.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        marker.touch()
 
 
 def emit(data: Any, text: str, as_json: bool) -> None:

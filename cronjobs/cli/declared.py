@@ -61,7 +61,10 @@ def apply(app: App, file: str | None, source: str | None, dry_run: bool, prune: 
     result = apply_declared(app.store(), file=file, modules=app.apps, source=source,
                             prune=prune, adopt=adopt, dry_run=dry_run,
                             crowded_threshold=threshold)
-    emit(apply_json(result), apply_text(result), as_json)
+    if dry_run:
+        emit(apply_json(result), apply_text(result), as_json)
+    else:
+        app.confirm(apply_json(result), apply_text(result), as_json)
     for diff in (*result.added, *result.changed):
         if diff.warning is not None:
             click.echo(f"warning: {diff.name}: {diff.warning}", err=True)

@@ -43,8 +43,8 @@ def group_set(app: App, name: str, max_running: int, as_json: bool) -> None:
       cronjobs group set heavy --max-running 1 --json
     """
     usage = set_limit(app.store(), name, max_running=max_running)
-    emit(group_json(usage), f"group {name!r}: at most {max_running} running at once "
-         f"({usage.jobs} job(s), {usage.running} running now)", as_json)
+    app.confirm(group_json(usage), f"group {name}: at most {max_running} running at once "
+                f"({usage.jobs} job(s), {usage.running} running now)", as_json)
 
 
 @group.command(name="remove")
@@ -59,7 +59,7 @@ def group_remove(app: App, name: str, as_json: bool) -> None:
       cronjobs group remove reports
     """
     usage = remove_limit(app.store(), name)
-    emit(group_json(usage), f"group {name!r}: no limit", as_json)
+    app.confirm(group_json(usage), f"group {name}: no limit", as_json)
 
 
 @group.command(name="list")

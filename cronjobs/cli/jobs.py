@@ -30,10 +30,8 @@ from cronjobs.cli.render import (
     list_text,
     preview_json,
     preview_text,
-    short,
 )
 from cronjobs.cli.render_forecast import crowding_json
-from cronjobs.cli.watching import times, utc_option
 from cronjobs.core import definitions
 from cronjobs.core.definitions import define as run_define
 from cronjobs.core.definitions import describe as run_describe
@@ -150,9 +148,10 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
     )
     threshold = parse_threshold(crowded_threshold)
     known = app.handlers() if spec.handler is not None else None
-    result = run_define(app.store(), spec, known_handlers=known, crowded_threshold=threshold)
-    emit(define_json(result) | {"crowding": crowding_json(result.crowding)},
-         define_text(result), as_json)
+    store = app.store()
+    result = run_define(store, spec, known_handlers=known, crowded_threshold=threshold)
+    app.confirm(define_json(result) | {"crowding": crowding_json(result.crowding)},
+                define_text(result, app.times(store.now())), as_json)
     if result.warning is not None:
         click.echo(f"warning: {result.warning}", err=True)
     if result.crowding is not None:
@@ -162,10 +161,9 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
 @click.command(cls=Command, name="list")
 @click.option("--wide", is_flag=True,
               help="Add a DESCRIPTION column: each schedule in words, with its zone.")
-@utc_option
 @json_option
 @pass_app
-def list_command(app: App, wide: bool, utc: bool, as_json: bool) -> None:
+def list_command(app: App, wide: bool, as_json: bool) -> None:
     """List every job with its state, next fire time and last run (times in the local zone
     and relative to now, or --utc).
 
@@ -179,15 +177,14 @@ def list_command(app: App, wide: bool, utc: bool, as_json: bool) -> None:
     store = app.store()
     now = store.now()
     listings = list_jobs(store)
-    emit(list_json(listings), list_text(listings, times(now, utc), wide=wide), as_json)
+    emit(list_json(listings), list_text(listings, app.times(now), wide=wide), as_json)
 
 
 @click.command(cls=Command)
 @click.argument("name")
-@utc_option
 @json_option
 @pass_app
-def describe(app: App, name: str, utc: bool, as_json: bool) -> None:
+def describe(app: App, name: str, as_json: bool) -> None:
     """Everything about job NAME: settings, next 5 fire times (UTC and local), last runs.
 
     \b
@@ -198,7 +195,7 @@ def describe(app: App, name: str, utc: bool, as_json: bool) -> None:
     store = app.store()
     now = store.now()
     description = run_describe(store, name)
-    emit(describe_json(description), describe_text(description, times(now, utc)), as_json)
+    emit(describe_json(description), describe_text(description, app.times(now)), as_json)
 
 
 @click.command(cls=Command)
@@ -221,9 +218,10 @@ def pause(app: App, name: str, until: str | None, note: str | None, as_json: boo
     store = app.store()
     definition = run_pause(store, name, until=until_at, note=note)
     info = job_info(definition, store.now())
-    extra = (f" until {short(info.paused_until)}; next run {short(info.next_fire_at)}"
-             if info.paused_until else "")
-    emit(job_json(definition, info), f"paused job {name!r}{extra}", as_json)
+    times = app.times(store.now())
+    extra = (f" until {times.when(info.paused_until)}; next run "
+             f"{times.when(info.next_fire_at)}" if info.paused_until else "")
+    app.confirm(job_json(definition, info), f"paused {name}{extra}", as_json)
 
 
 @click.command(cls=Command)
@@ -240,8 +238,8 @@ def resume(app: App, name: str, as_json: bool) -> None:
     store = app.store()
     definition = run_resume(store, name)
     info = job_info(definition, store.now())
-    emit(job_json(definition, info), f"resumed job {name!r}; next run {short(info.next_fire_at)}",
-         as_json)
+    app.confirm(job_json(definition, info), f"resumed {name}, next "
+                f"{app.times(store.now()).when(info.next_fire_at)}", as_json)
 
 
 @click.command(cls=Command)
@@ -257,9 +255,10 @@ def remove(app: App, name: str, as_json: bool) -> None:
     """
     store = app.store()
     definition, cancelled = run_remove(store, name)
-    emit({"job": job_json(definition, job_info(definition, store.now())),
-          "cancelled_runs": cancelled},
-         f"removed job {name!r} ({cancelled} waiting run(s) cancelled)", as_json)
+    app.confirm({"job": job_json(definition, job_info(definition, store.now())),
+                 "cancelled_runs": cancelled},
+                f"removed {name} ({cancelled} waiting run(s) cancelled; its history stays)",
+                as_json)
 
 
 @click.command(cls=Command, name="next")
@@ -299,7 +298,9 @@ def next_command(app: App, job_or_schedule: str, tz: str | None, start: str | No
     else:
         result = definitions.preview_job(app.store(), job_or_schedule, timezone=tz,
                                          start=begin, count=count)
-    emit(preview_json(result), preview_text(result), as_json)
+    # relative to now ("in 3 h") only when the preview starts now
+    times = app.times(result.start, relative=start is None)
+    emit(preview_json(result), preview_text(result, times), as_json)
 
 
 def _looks_like_schedule(value: str) -> bool:
@@ -319,16 +320,22 @@ def _looks_like_schedule(value: str) -> bool:
 def explain(app: App, name: str, start: str | None, end: str | None, as_json: bool) -> None:
     """For every slot of job NAME in a range: did it run, and if not, why.
 
+    Consecutive slots with the same story fold into one line with a count (before the
+    job was defined, skipped for one reason, runs that succeeded); runs that need a look
+    (failed, dead, running, queued, cancelled) get a line each. At most 2,000 lines and
+    100,000 slots (69 days of a per-minute job). --json folds the same way.
+
     \b
     Examples:
       cronjobs explain nightly_cleanup
       cronjobs explain nightly_cleanup --from 2026-03-28 --to 2026-03-30
+      cronjobs explain every_minute --from 7d
     """
     store = app.store()
     begin = parse_instant(start, option="--from", now=store.now) if start is not None else None
     finish = parse_instant(end, option="--to", end=True) if end is not None else None
     result = run_explain(store, name, start=begin, end=finish)
-    emit(explain_json(result), explain_text(result), as_json)
+    emit(explain_json(result), explain_text(result, app.times(store.now())), as_json)
 
 
 @click.command(cls=Command)
@@ -354,4 +361,4 @@ def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
     begin = parse_instant(start, option="--from", now=store.now)
     finish = parse_instant(end, option="--to", end=True)
     result = run_backfill(store, get(store, name), begin, finish)
-    emit(backfill_json(result), backfill_text(result), as_json)
+    app.confirm(backfill_json(result), backfill_text(result), as_json)

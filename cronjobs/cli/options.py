@@ -1,5 +1,5 @@
 """The global options (--database-url, --prepared-statements, --app, --connect-timeout,
--v): accepted before the command and after it (`cronjobs -v tick`, `cronjobs tick -v`),
+-v, -q, --utc): accepted before the command and after it (`cronjobs -v tick`, `cronjobs tick -v`),
 merged into the :class:`App` a command receives; and every option's environment variable,
 shown by its --help."""
 
@@ -68,6 +68,12 @@ def global_options(*, read_env: bool) -> list[click.Parameter]:
                    **common),
         env_option(["-v", "--verbose"], count=True, envvar="CRONJOBS_VERBOSE",
                    help="Log more (repeat for debug).", **common),
+        env_option(["-q", "--quiet"], is_flag=True, envvar="CRONJOBS_QUIET",
+                   help="Print nothing on success from a command that changes something "
+                        "(define, pause, retry, ...): the exit code says it worked. Errors "
+                        "and warnings still go to stderr.", **common),
+        env_option(["--utc"], is_flag=True, envvar="CRONJOBS_UTC",
+                   help="Show times in UTC instead of the local zone ($TZ).", **common),
     ]
 
 
@@ -152,6 +158,8 @@ def _make_app(values: dict[str, Any]) -> App:
         connect_timeout=parse_duration(values["connect_timeout"], option="--connect-timeout")
         .total_seconds(),
         verbose=values["verbose"],
+        quiet=values["quiet"],
+        utc=values["utc"],
     )
 
 
@@ -163,8 +171,20 @@ def configure_logging(verbose: int) -> None:
     logging.basicConfig(level=level, handlers=[handler])
 
 
+# The ids a record carries in its extras (``extra={"job": ..., "run_id": ...}``), as the
+# line shows them at its end: `... run 42 succeeded  job=nightly_cleanup run=42 attempt=1`.
+CONTEXT = (("job", "job"), ("run_id", "run"), ("attempt", "attempt"), ("tick_id", "tick"))
+
+
 class _ScrubbingFormatter(logging.Formatter):
-    """Log records, tracebacks included, with every password masked (see config.scrub)."""
+    """Log records, tracebacks included, with every password masked (see config.scrub),
+    each ending with the job and run it concerns (:data:`CONTEXT`)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        ids = " ".join(f"{label}={getattr(record, key)}" for key, label in CONTEXT
+                       if getattr(record, key, None) is not None)
+        text = super().formatMessage(record)
+        return f"{text}  {ids}" if ids else text
 
     def format(self, record: logging.LogRecord) -> str:
         return scrub(super().format(record))

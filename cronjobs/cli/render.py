@@ -26,12 +26,12 @@ from cronjobs.durations import format_duration
 from cronjobs.models import Definition, LostTick, WaitingRuns
 from cronjobs.reports import Delivery, GroupUsage, StartLateness
 from cronjobs.tick import TickReport
+from cronjobs.timefmt import Times, in_zone, iso
 from cronjobs.validation import mask_url
 
 # For annotations only: the tick renders its report with this module, and these modules
 # import what only the other commands use (cron-descriptor, for schedules in words).
 if TYPE_CHECKING:
-    from cronjobs.cli.render_live import Times
     from cronjobs.core.definitions import DefineResult, Description, Listing, Preview, Slot
     from cronjobs.core.facts import AttemptInfo, JobInfo, RunInfo
     from cronjobs.core.operations import Acknowledged, RunDetail
@@ -41,9 +41,7 @@ def to_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=False, ensure_ascii=False)
 
 
-def instant(value: dt.datetime | None) -> str | None:
-    """An instant in UTC, ISO-8601 with an explicit offset."""
-    return None if value is None else value.astimezone(dt.UTC).isoformat()
+instant = iso  # every instant in JSON: ISO 8601 in UTC (cronjobs.timefmt)
 
 
 def seconds(value: dt.timedelta | None) -> int | None:
@@ -59,18 +57,6 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
-def short(value: dt.datetime | None) -> str:
-    if value is None:
-        return "-"
-    return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def _zone(times: Times | None) -> str:
-    return "UTC" if times is None else times.label
-
-
-def local_short(value: dt.datetime) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S %Z (%z)")
 
 
 # -- definitions ----------------------------------------------------------------------------
@@ -120,8 +106,10 @@ def slots_json(slots: Iterable[Slot]) -> list[dict[str, str | None]]:
     return [{"utc": instant(s.utc), "local": s.local.isoformat()} for s in slots]
 
 
-def slots_table(slots: Sequence[Slot]) -> str:
-    return table(["UTC", "LOCAL"], [(short(s.utc), local_short(s.local)) for s in slots])
+def slots_table(slots: Sequence[Slot], times: Times) -> str:
+    """Fire times as the reader's clock shows them, and on the job's own wall clock."""
+    return table([f"TIME ({times.label})", "JOB'S CLOCK"],
+                 [(times.when(s.utc), in_zone(s.local, s.local.tzinfo)) for s in slots])
 
 
 def define_json(result: DefineResult) -> dict[str, Any]:
@@ -134,21 +122,32 @@ def define_json(result: DefineResult) -> dict[str, Any]:
     }
 
 
-def define_text(result: DefineResult) -> str:
+def define_text(result: DefineResult, times: Times) -> str:
+    """Two lines: what was done to which job, and when it runs next (the rest:
+    `cronjobs describe NAME`)."""
     d = result.definition
-    head = f"{result.outcome} job {d.name!r}: {d.schedule} ({d.timezone}), {d.target}"
-    return (head + "\n" + settings_text(d, result.description) + "\n\nnext fire times:\n"
-            + slots_table(result.next_slots))
+    outcome = {"created": "defined", "updated": "updated", "unchanged": "no change to"}.get(
+        result.outcome, result.outcome)
+    head = f"{outcome} {d.name}: {d.schedule}" + (f" ({result.description})"
+                                                 if result.description else "")
+    first = result.next_slots[0].utc if result.next_slots else None
+    if d.paused_at is not None:
+        nxt = "paused"
+    elif first is None:
+        nxt = "no next fire time"
+    else:
+        nxt = f"next {times.when(first)}"
+    return f"{head}\n{d.target}; {nxt}"
 
 
-def settings_text(d: Definition, description: str | None = None) -> str:
+def settings_text(d: Definition, description: str | None, times: Times) -> str:
     pairs = [
         ("name", d.name),
         ("schedule", f"{d.schedule}  ({d.timezone})"),
         *([("in words", description)] if description else []),
         ("runs", d.target),
         ("payload", json.dumps(d.payload)),
-        ("state", _state_text(d)),
+        ("state", _state_text(d, times)),
         ("catch-up", d.catchup + (f" (limit {d.catchup_limit})" if d.catchup == "all" else "")),
         ("starting deadline", format_duration(d.starting_deadline)),
         ("overlap", d.overlap),
@@ -167,8 +166,8 @@ def settings_text(d: Definition, description: str | None = None) -> str:
         ("source", d.source or "made by hand (define)"),
         ("notify", ", ".join(mask_url(url) for url in d.notify_urls)
          + f" (on {', '.join(d.notify_on)})" if d.notify_urls else "-"),
-        ("created", short(d.created_at)),
-        ("updated", short(d.updated_at)),
+        ("created", times.when(d.created_at)),
+        ("updated", times.when(d.updated_at)),
     ]
     width = max(len(k) for k, _ in pairs)
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in pairs)
@@ -179,13 +178,13 @@ def _keep_text(keep: dt.timedelta | None) -> str:
     return "default (see `cronjobs retention`)" if keep is None else format_duration(keep)
 
 
-def _state_text(d: Definition) -> str:
+def _state_text(d: Definition, times: Times) -> str:
     if d.invalid_reason is not None:
         return f"invalid: {d.invalid_reason}"
     if d.paused_at is not None:
-        extra = f" until {short(d.paused_until)}" if d.paused_until else ""
+        extra = f" until {times.when(d.paused_until)}" if d.paused_until else ""
         note = f" ({d.pause_note})" if d.pause_note else ""
-        return f"paused since {short(d.paused_at)}{extra}{note}"
+        return f"paused since {times.when(d.paused_at)}{extra}{note}"
     return "active"
 
 
@@ -214,14 +213,13 @@ def list_json(listings: Sequence[Listing]) -> list[dict[str, Any]]:
 def job_state_text(info: JobInfo, at: Any = None) -> str:
     """A job's state in a word or three: "paused until ..." when its pause has an end."""
     if info.paused and info.paused_until is not None and info.state == "paused":
-        return f"paused until {(at or short)(info.paused_until)}"
+        return f"paused until {(at or Times(utc=True).at)(info.paused_until)}"
     return info.state
 
 
-def list_text(listings: Sequence[Listing], times: Times | None = None, *,
-              wide: bool = False) -> str:
+def list_text(listings: Sequence[Listing], times: Times, *, wide: bool = False) -> str:
     """The jobs as a table; ``wide`` adds each schedule in words (DESCRIPTION), last."""
-    at = times.when if times is not None else short
+    at = times.when
     if not listings:
         return "no jobs defined (add one with `cronjobs define NAME SCHEDULE`)"
     rows = []
@@ -235,9 +233,9 @@ def list_text(listings: Sequence[Listing], times: Times | None = None, *,
         if wide:
             row.append(info.description or "-")
         rows.append(row)
-    headers = ["NAME", "SCHEDULE", "TZ", "STATE", f"NEXT ({_zone(times)})", "LAST RUN", "RUNS"]
+    headers = ["NAME", "SCHEDULE", "TZ", "STATE", f"NEXT ({times.label})", "LAST RUN", "RUNS"]
     text = table([*headers, "DESCRIPTION"] if wide else headers, rows)
-    problems = [f"warning: job {i.info.name!r} cannot be evaluated: {i.info.problem}"
+    problems = [f"warning: job {i.info.name} cannot be evaluated: {i.info.problem}"
                 for i in listings if i.info.problem is not None]
     return "\n".join([text, *problems])
 
@@ -248,15 +246,15 @@ def describe_json(desc: Description) -> dict[str, Any]:
             "recent_runs": [run_json(r) for r in desc.recent_runs]}
 
 
-def describe_text(desc: Description, times: Times | None = None) -> str:
-    parts = [settings_text(desc.definition, desc.description), ""]
+def describe_text(desc: Description, times: Times) -> str:
+    parts = [settings_text(desc.definition, desc.description, times), ""]
     if desc.problem is not None:
         parts.append(f"cannot be evaluated: {desc.problem}")
     elif not desc.next_slots and desc.info.paused:
         parts.append(f"next fire times: none while paused (`cronjobs resume "
                      f"{desc.info.name}` resumes it)")
     else:
-        parts += ["next fire times:", slots_table(desc.next_slots)]
+        parts += ["next fire times:", slots_table(desc.next_slots, times)]
     parts.append("")
     if desc.recent_runs:
         parts += ["recent runs:", runs_table(desc.recent_runs, times)]
@@ -306,10 +304,10 @@ def attempts_text(r: RunInfo) -> str:
     return f"{r.attempts_used}/{r.attempts_allowed}"
 
 
-def runs_table(runs: Sequence[RunInfo], times: Times | None = None) -> str:
-    at = times.when if times is not None else short
+def runs_table(runs: Sequence[RunInfo], times: Times) -> str:
+    at = times.when
     return table(
-        ["ID", f"SLOT ({_zone(times)})", "TRIGGER", "STATUS", "ATTEMPTS", "FINISHED", "ERROR"],
+        ["ID", f"SLOT ({times.label})", "TRIGGER", "STATUS", "ATTEMPTS", "FINISHED", "ERROR"],
         [(r.id, at(r.scheduled_for), r.trigger, r.state, attempts_text(r),
           at(r.finished_at), (r.error or "")[:60]) for r in runs],
     )
@@ -321,8 +319,9 @@ def preview_json(p: Preview) -> dict[str, Any]:
             "next": slots_json(p.slots), "note": p.note}
 
 
-def preview_text(p: Preview) -> str:
-    return p.description + "\n\n" + (p.note if p.note is not None else slots_table(p.slots))
+def preview_text(p: Preview, times: Times) -> str:
+    return p.description + "\n\n" + (p.note if p.note is not None
+                                      else slots_table(p.slots, times))
 
 
 # -- tick, explain, backfill ---------------------------------------------------------------
@@ -359,37 +358,37 @@ def waiting_json(w: WaitingRuns) -> dict[str, Any]:
 
 def waiting_lines(waiting: Iterable[WaitingRuns]) -> list[str]:
     """For a tick's stderr: the due runs it left waiting for handlers it has not loaded."""
-    return [f"{w.runs} due run(s) wait for handler {w.handler!r}, which no --app module of "
+    return [f"{w.runs} due run(s) wait for handler {w.handler}, which no --app module of "
             "this tick registers (try --app MODULE)" for w in waiting]
 
 
-def lost_tick_lines(lost: Iterable[LostTick]) -> list[str]:
+def lost_tick_lines(lost: Iterable[LostTick], times: Times) -> list[str]:
     """For a tick's stderr: the earlier ticks it closed as lost."""
-    return [f"closed tick {t.id} of worker {t.worker} (at {short(t.tick_at)}) as lost: it went "
+    return [f"closed tick {t.id} of worker {t.worker} (at {times.at(t.tick_at)}) as lost: it went "
             "away without recording its end" for t in lost]
 
 
-def tick_summary(report: TickReport) -> str:
+def tick_summary(report: TickReport, times: Times) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in report.counts().items())
     prefix = "dry run (nothing written): " if report.dry_run else "tick: "
     invalid = f"; invalid definitions: {', '.join(report.materialise.invalid)}" \
         if report.materialise.invalid else ""
-    return f"{prefix}{counts} at {short(report.now)}{invalid}"
+    return f"{prefix}{counts} at {times.at(report.now)}{invalid}"
 
 
-def decisions_text(report: TickReport) -> str:
-    rows = [(d.job, _range(d.first_slot, d.last_slot, d.slot_count), d.outcome, d.detail or "")
-            for d in report.materialise.decisions]
+def decisions_text(report: TickReport, times: Times) -> str:
+    rows = [(d.job, _range(d.first_slot, d.last_slot, d.slot_count, times), d.outcome,
+             d.detail or "") for d in report.materialise.decisions]
     if not rows:
         return "nothing due"
-    return table(["JOB", "SLOT(S) (UTC)", "DECISION", "DETAIL"], rows)
+    return table(["JOB", f"SLOT(S) ({times.label})", "DECISION", "DETAIL"], rows)
 
 
-def _range(first: dt.datetime, last: dt.datetime, count: int | None) -> str:
+def _range(first: dt.datetime, last: dt.datetime, count: int | None, times: Times) -> str:
     if first == last:
-        return short(first)
-    many = f"{count} slots" if count is not None else "many slots"
-    return f"{short(first)} .. {short(last)} ({many})"
+        return times.at(first)
+    many = f"{count:,} slots" if count is not None else "many slots"
+    return f"{times.span(first, last)}  ({many})"
 
 
 def explain_json(e: Explanation) -> dict[str, Any]:
@@ -401,6 +400,7 @@ def explain_json(e: Explanation) -> dict[str, Any]:
             "first_slot": instant(r.first_slot), "last_slot": instant(r.last_slot),
             "slot_count": r.slot_count, "outcome": r.outcome, "reason": r.reason,
             "detail": r.detail, "run": run_json(r.info) if r.info is not None else None,
+            "folded": r.folded, "first_run_id": r.first_run_id, "last_run_id": r.last_run_id,
         } for r in e.rows],
         "waiting_for_handler": waiting_json(e.waiting) if e.waiting is not None else None,
         "one_off_runs": [run_json(r) for r in e.one_offs],
@@ -415,46 +415,50 @@ def group_json(g: GroupUsage) -> dict[str, Any]:
 
 def group_wait_text(g: GroupUsage) -> str:
     """Why a group's due runs wait, in words (explain, status)."""
-    return (f"{g.waiting} due run(s) of group {g.name!r} wait for a free slot: "
+    return (f"{g.waiting} due run(s) of group {g.name} wait for a free slot: "
             f"{g.running} of {g.max_running} running")
 
 
-def _explain_waiting(e: Explanation) -> str:
+def _explain_waiting(e: Explanation, times: Times) -> str:
     if e.waiting is None:
         return ""
     w = e.waiting
-    return (f"\n{w.runs} due run(s) wait for handler {w.handler!r}, since "
-            f"{short(w.oldest)}: no tick of the last 5m registers it (try --app MODULE "
-            "on a tick)")
+    return (f"\n{w.runs} due run(s) wait for handler {w.handler}, since "
+            f"{times.when(w.oldest)}: no tick of the last 5 minutes registers it (try "
+            "--app MODULE on a tick)")
 
 
-def _explain_one_offs(e: Explanation) -> str:
+def _explain_one_offs(e: Explanation, times: Times) -> str:
     if e.group is not None and e.group.full and e.group.waiting:
-        return "\n" + group_wait_text(e.group) + _explain_one_offs_only(e)
-    return _explain_one_offs_only(e)
+        return "\n" + group_wait_text(e.group) + _explain_one_offs_only(e, times)
+    return _explain_one_offs_only(e, times)
 
 
-def _explain_one_offs_only(e: Explanation) -> str:
-    return "".join(f"\none-off run {r.id} scheduled manually for {short(r.next_attempt_at)} (the "
-                   "overlap policy applies then)" for r in e.one_offs)
+def _explain_one_offs_only(e: Explanation, times: Times) -> str:
+    return "".join(f"\none-off run {r.id} scheduled manually for "
+                   f"{times.when(r.next_attempt_at)} (the overlap policy applies then)"
+                   for r in e.one_offs)
 
 
-def explain_text(e: Explanation) -> str:
+def explain_text(e: Explanation, times: Times) -> str:
+    """One line per entry: a slot, or a folded stretch of slots with the same story."""
     if not e.rows:
-        return (f"no slots of {e.job!r} between {short(e.start)} and {short(e.end)} "
-                f"(schedule {e.definition.schedule!r}, {e.definition.timezone})"
-                + _explain_waiting(e) + _explain_one_offs(e))
+        return (f"no slots of {e.job} between {times.at(e.start)} and {times.at(e.end)} "
+                f"(schedule {e.definition.schedule}, {e.definition.timezone})"
+                + _explain_waiting(e, times) + _explain_one_offs(e, times))
     rows = []
     for r in e.rows:
         if r.run is not None:
             why = f"run {r.run.id} ({r.run.trigger}): {r.detail}"
+        elif r.first_run_id is not None:
+            why = f"runs {r.first_run_id} to {r.last_run_id}: {r.detail}"
         elif r.reason is not None:
             why = REASONS.get(r.reason, r.reason) + (f" ({r.detail})" if r.detail else "")
         else:
             why = r.detail or ""
-        rows.append((_range(r.first_slot, r.last_slot, r.slot_count), r.outcome, why))
-    return (table(["SLOT(S) (UTC)", "OUTCOME", "WHY"], rows) + _explain_waiting(e)
-            + _explain_one_offs(e))
+        rows.append((_range(r.first_slot, r.last_slot, r.slot_count, times), r.outcome, why))
+    return (table([f"SLOT(S) ({times.label})", "OUTCOME", "WHY"], rows)
+            + _explain_waiting(e, times) + _explain_one_offs(e, times))
 
 
 def backfill_json(b: BackfillReport) -> dict[str, Any]:
@@ -463,7 +467,7 @@ def backfill_json(b: BackfillReport) -> dict[str, Any]:
 
 
 def backfill_text(b: BackfillReport) -> str:
-    return (f"backfill of {b.job!r}: {len(b.slots)} slot(s) in range, {b.created} run(s) "
+    return (f"backfill of {b.job}: {len(b.slots)} slot(s) in range, {b.created} run(s) "
             f"created, {b.existing} already had a run")
 
 
@@ -474,28 +478,27 @@ def ack_json(a: Acknowledged) -> dict[str, Any]:
             "acknowledged": [run_json(r) for r in a.runs]}
 
 
-def ack_text(a: Acknowledged) -> str:
+def ack_text(a: Acknowledged, times: Times) -> str:
     if a.already:
         r = a.runs[0]
-        return (f"run {r.id} of {a.job!r} was already acknowledged ({short(r.acknowledged_at)} "
-                f"by {r.acknowledged_by or 'unknown'})")
+        return (f"run {r.id} of {a.job} was already acknowledged "
+                f"({times.when(r.acknowledged_at)} by {r.acknowledged_by or 'unknown'})")
     if not a.runs:
-        return f"no dead run of {a.job!r} waits for acknowledgement"
+        return f"no dead run of {a.job} waits for acknowledgement"
     ids = ", ".join(str(r.id) for r in a.runs)
-    return f"acknowledged {len(a.runs)} dead run(s) of {a.job!r}: {ids}"
+    return f"acknowledged {len(a.runs)} dead run(s) of {a.job}: {ids}"
 
 
 def runs_list_json(found: Sequence[RunInfo]) -> list[dict[str, Any]]:
     return [run_json(run) for run in found]
 
 
-def runs_list_text(found: Sequence[RunInfo], times: Times | None = None
-                   ) -> str:
-    at = times.when if times is not None else short
+def runs_list_text(found: Sequence[RunInfo], times: Times) -> str:
+    at = times.when
     if not found:
         return "no runs"
     return table(
-        ["ID", "JOB", f"SLOT ({_zone(times)})", "TRIGGER", "STATUS", "ATTEMPTS", "FINISHED",
+        ["ID", "JOB", f"SLOT ({times.label})", "TRIGGER", "STATUS", "ATTEMPTS", "FINISHED",
          "ERROR"],
         [(r.id, r.job, at(r.scheduled_for), r.trigger, r.state, attempts_text(r),
           at(r.finished_at), (r.error or "")[:60])
@@ -533,9 +536,8 @@ def delivery_json(n: Delivery) -> dict[str, Any]:
             "expires_at": instant(n.expires_at)}
 
 
-def deliveries_text(deliveries: Sequence[Delivery], times: Times | None = None
-                    ) -> list[str]:
-    at = times.when if times is not None else short
+def deliveries_text(deliveries: Sequence[Delivery], times: Times) -> list[str]:
+    at = times.when
     if not deliveries:
         return []
     return ["", "notifications:"] + [
@@ -543,14 +545,14 @@ def deliveries_text(deliveries: Sequence[Delivery], times: Times | None = None
         for n in deliveries]
 
 
-def show_text(detail: RunDetail, times: Times | None = None) -> str:
-    at = times.when if times is not None else short
+def show_text(detail: RunDetail, times: Times) -> str:
+    at = times.when
     r = detail.info
     lines = [
-        f"run {r.id} of {r.job!r}: {r.state}",
+        f"run {r.id} of {r.job}: {r.state}",
         f"  slot        {at(r.scheduled_for)}  ({r.trigger})",
         f"  attempts    {attempts_used_text(r)}"
-        + (f"; retried by an operator {r.retry_count}x" if r.retry_count else ""),
+        + (f"; retried by an operator {_times_word(r.retry_count)}" if r.retry_count else ""),
     ]
     if r.next_attempt_at is not None:
         lines.append(f"  next try    {at(r.next_attempt_at)}")
@@ -616,7 +618,7 @@ def retention_json(r: Retention) -> dict[str, Any]:
     }
 
 
-def retention_text(r: Retention) -> str:
+def retention_text(r: Retention, times: Times) -> str:
     kept = r.settings
     lines = []
     if r.changed:
@@ -627,10 +629,10 @@ def retention_text(r: Retention) -> str:
                        [(name, format_duration(getattr(kept, name)), what)
                         for name, what in RETAINED.items()]))
     lines.append("")
-    lines.append("retired   " + (f"history retiring before {short(kept.retired_before)}"
+    lines.append("retired   " + (f"history retiring before {times.at(kept.retired_before)}"
                                   " may be gone" if kept.retired_before is not None
                                   else "nothing yet"))
-    lines.append(f"updated   {short(kept.updated_at)}")
+    lines.append(f"updated   {times.when(kept.updated_at)}")
     return "\n".join(lines)
 
 
@@ -696,7 +698,7 @@ def storage_lines(st: Storage, at: Any) -> list[str]:
     else:
         held = st.held_for(holder)
         age = (f"for {format_duration(held)}, " if held is not None else "")
-        query = f": {holder.query!r}" if holder.query else ""
+        query = f": {holder.query}" if holder.query else ""
         lines.append(f"xmin holder     {describe_holder(holder)} {age}"
                      f"{holder.xid_age} transactions{query}")
     h = st.history
@@ -715,6 +717,10 @@ def storage_lines(st: Storage, at: Any) -> list[str]:
     return lines
 
 
+def _times_word(n: int) -> str:
+    return "once" if n == 1 else "twice" if n == 2 else f"{n} times"
+
+
 def _bytes(n: int) -> str:
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -724,8 +730,8 @@ def _bytes(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def status_text(st: Status, times: Times | None = None) -> str:
-    at = times.when if times is not None else short
+def status_text(st: Status, times: Times) -> str:
+    at = times.when
     n = st.numbers
     last = (f"{at(n.last_tick_at)} by {n.last_tick_worker} ({n.last_tick_status})"
             if n.last_tick_at else "never")
@@ -737,7 +743,7 @@ def status_text(st: Status, times: Times | None = None) -> str:
         f"({n.ticks_last_hour / 60:.2f}/min)",
         f"lost ticks      {n.lost_ticks_last_day} in the last day" + (
             f" (latest: worker {n.last_lost_tick_worker}, tick at "
-            f"{short(n.last_lost_tick_at)})" if n.last_lost_tick_at is not None else ""),
+            f"{at(n.last_lost_tick_at)})" if n.last_lost_tick_at is not None else ""),
         f"backlog         {n.backlog} due run(s) unclaimed{oldest}",
         f"running         {n.running}",
         f"last day        {n.failed_last_day} failed (awaiting retry), "

@@ -24,14 +24,13 @@ from cronjobs.cli.render import (
     run_json,
     runs_list_json,
     runs_list_text,
-    short,
     show_json,
     show_text,
     waiting_lines,
 )
 from cronjobs.cli.render_live import log_chunk, log_json
-from cronjobs.cli.watching import times, utc_option, watch_options
 from cronjobs.cli.watching import watch as watching
+from cronjobs.cli.watching import watch_options
 from cronjobs.core.logs import logs as run_logs
 from cronjobs.core.operations import acknowledge, acknowledge_all, list_runs, run_info
 from cronjobs.core.operations import cancel as run_cancel
@@ -78,7 +77,7 @@ def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> N
     text = (f"run {run.id} queued again ({run.attempts_allowed - run.attempts_used} more "
             "attempt(s))" if run.id == run_id
             else f"run {run.id} created to run the slot of run {run_id} again")
-    emit(run_json(run), text, as_json)
+    app.confirm(run_json(run), text, as_json)
 
 
 @click.command(cls=Command)
@@ -119,12 +118,13 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
     store = app.store()
     run = run_trigger(store, name, payload=data, force=force, at=at_instant, after=delay)
     if later:
-        emit(run_json(run_info(store, run.id)), f"run {run.id} of {name!r} scheduled for "
-             f"{short(run.eligible_at)}; the first tick after then runs it", as_json)
+        app.confirm(run_json(run_info(store, run.id)), f"run {run.id} of {name} scheduled "
+                    f"for {app.times(store.now()).when(run.eligible_at)}; the first tick "
+                    "after then runs it", as_json)
         return
     if not run_now:
-        emit(run_json(run_info(store, run.id)),
-             f"run {run.id} of {name!r} queued; the next tick runs it", as_json)
+        app.confirm(run_json(run_info(store, run.id)),
+                    f"run {run.id} of {name} queued; the next tick runs it", as_json)
         return
 
     with stop_on_signals() as stopped:
@@ -134,7 +134,7 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
     for line in waiting_lines(report.waiting):
         click.echo(line, err=True)
     detail = run_show(store, run.id)
-    emit(show_json(detail), show_text(detail), as_json)
+    app.confirm(show_json(detail), show_text(detail, app.times(store.now())), as_json)
 
 
 @click.command(cls=Command)
@@ -153,7 +153,7 @@ def cancel(app: App, run_id: int, as_json: bool) -> None:
     run = run_info(store, run_cancel(store, run_id).id)
     text = (f"run {run.id} cancelled" if run.state == "cancelled"
             else f"run {run.id} asked to stop; its worker stops it at the next heartbeat")
-    emit(run_json(run), text, as_json)
+    app.confirm(run_json(run), text, as_json)
 
 
 @click.command(cls=Command)
@@ -181,7 +181,7 @@ def ack(app: App, run_id: int | None, all_of: str | None, as_json: bool) -> None
     store = app.store()
     done = (acknowledge(store, run_id, by=_operator()) if run_id is not None
             else acknowledge_all(store, all_of or "", by=_operator()))
-    emit(ack_json(done), ack_text(done), as_json)
+    app.confirm(ack_json(done), ack_text(done, app.times(store.now())), as_json)
 
 
 def _operator() -> str | None:
@@ -200,12 +200,11 @@ def _operator() -> str | None:
               help=f"Only runs created since this instant or date, or this long ago (e.g. 1d; "
                    f"{TIMES_HELP}).")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
-@utc_option
 @watch_options
 @json_option
 @pass_app
 def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | None, limit: int,
-         utc: bool, watch: bool, interval: float, as_json: bool) -> None:
+         watch: bool, interval: float, as_json: bool) -> None:
     """List runs, newest first: of job NAME, or of all jobs. Times are shown in the local
     zone and relative to now ("3 min ago"); --json gives ISO-8601 instants in UTC.
 
@@ -221,7 +220,7 @@ def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | Non
     def frame() -> tuple[dt.datetime, Any, str]:
         now = store.now()
         found = list_runs(store, name=name, statuses=statuses, since=start, limit=limit)
-        return now, runs_list_json(found), runs_list_text(found, times(now, utc))
+        return now, runs_list_json(found), runs_list_text(found, app.times(now))
 
     if watch:
         watching(frame, as_json=as_json, interval=interval)
@@ -232,10 +231,9 @@ def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | Non
 
 @click.command(cls=Command)
 @click.argument("run_id", type=RUN_ID)
-@utc_option
 @json_option
 @pass_app
-def show(app: App, run_id: int, utc: bool, as_json: bool) -> None:
+def show(app: App, run_id: int, as_json: bool) -> None:
     """Everything about run RUN_ID: every attempt (worker, times, duration, outcome, exit
     code, error, output tail), the result, and its notifications.
 
@@ -248,7 +246,7 @@ def show(app: App, run_id: int, utc: bool, as_json: bool) -> None:
     store = app.store()
     now = store.now()
     detail = run_show(store, run_id)
-    emit(show_json(detail), show_text(detail, times(now, utc)), as_json)
+    emit(show_json(detail), show_text(detail, app.times(now)), as_json)
 
 
 
@@ -284,6 +282,6 @@ def logs(app: App, run_id: int, follow: bool, interval: float, as_json: bool) ->
         if as_json:
             click.echo(log_json(chunk))
             continue
-        text, to_stderr = log_chunk(chunk, following=follow)
+        text, to_stderr = log_chunk(chunk, following=follow, times=app.times())
         if text:
             click.echo(text, nl=False, err=to_stderr)

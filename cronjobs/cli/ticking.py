@@ -207,12 +207,14 @@ def tick(app: App, /, now: str | None, allow_future: bool, dry_run: bool, max_ru
     store = app.store()
     with stop_on_signals() as stopped:
         report = run_tick(store, options, should_stop=stopped)
+    times = app.times(report.now, relative=False)  # a tick's lines end up in logs: absolute
     if as_json:
         emit(tick_json(report), "", True)
     elif options.dry_run or app.verbose:
-        click.echo(decisions_text(report))
-    click.echo(tick_summary(report), err=True)
-    for line in [*waiting_lines(report.waiting), *lost_tick_lines(report.lost_ticks)]:
+        click.echo(decisions_text(report, times))
+    if not app.quiet:
+        click.echo(tick_summary(report, times), err=True)
+    for line in [*waiting_lines(report.waiting), *lost_tick_lines(report.lost_ticks, times)]:
         click.echo(line, err=True)
 
 

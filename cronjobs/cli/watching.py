@@ -1,5 +1,5 @@
-"""What the commands that show times and refresh share: ``--utc`` and the zone tables use,
-and ``--watch``, a screen redrawn in place until Ctrl-C.
+"""What the commands that refresh share: ``--watch``, a screen redrawn in place until
+Ctrl-C.
 
 On a terminal, ``--watch`` takes the alternate screen (as ``watch`` and ``top`` do), redraws
 the whole screen every ``--interval`` seconds, and on Ctrl-C gives the terminal back with
@@ -13,26 +13,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
-
-from cronjobs.cli.render_live import Times
 
 T = TypeVar("T")
 
 ENTER, LEAVE, HOME_CLEAR = "\x1b[?1049h", "\x1b[?1049l", "\x1b[H\x1b[2J"
 HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
-
-
-def utc_option(func: Callable[..., T]) -> Callable[..., T]:
-    return click.option("--utc", is_flag=True, envvar="CRONJOBS_UTC",
-                        help="Show times in UTC instead of the local zone ($TZ).")(func)
 
 
 def watch_options(func: Callable[..., T]) -> Callable[..., T]:
@@ -43,22 +34,6 @@ def watch_options(func: Callable[..., T]) -> Callable[..., T]:
                         help="Redraw every --interval seconds until Ctrl-C (on a terminal; "
                              "piped, each refresh is appended: see the docs' command-line "
                              "reference).")(func)
-
-
-def local_zone() -> dt.tzinfo | None:
-    """The zone of $TZ when it names one, else None (the system's local zone)."""
-    name = os.environ.get("TZ", "").lstrip(":")
-    if not name:
-        return None
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return None
-
-
-def times(now: dt.datetime, utc: bool) -> Times:
-    """How the tables of an operation at ``now`` show times."""
-    return Times(now=now, utc=utc, zone=None if utc else local_zone())
 
 
 def watch(frame: Callable[[], tuple[dt.datetime, Any, str]], *, as_json: bool,

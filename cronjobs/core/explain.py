@@ -1,12 +1,20 @@
 """``cronjobs explain``: for every slot of a range, what became of it: the state of its run
-(queued, running, failed, succeeded, dead, cancelled), or why it has none."""
+(queued, running, failed, succeeded, dead, cancelled), or why it has none.
+
+Sized for people (docs/output.md, "explain"): consecutive slots with the same story fold
+into one entry with a count: the slots before the job was defined, a stretch of skips for
+one reason, of pending slots, of runs that succeeded. Runs that need attention (queued,
+running, failed, dead, cancelled) keep an entry each. The limit is on the entries shown
+(:data:`MAX_ENTRIES`), not on the slots, so a per-minute job can be explained over days;
+the slots looked at are bounded too (:data:`MAX_SLOTS`), for time and memory.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import itertools
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 
 from cronjobs import cron as schedules
 from cronjobs.core import facts
@@ -15,12 +23,16 @@ from cronjobs.core.groups import usage_of
 from cronjobs.core.health import Thresholds, waiting_for_handlers
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
-from cronjobs.models import Definition, Run, WaitingRuns
+from cronjobs.models import Definition, Run, RunStatus, WaitingRuns
 from cronjobs.reports import GroupUsage, Skip
+from cronjobs.timefmt import in_zone
 from cronjobs.validation import check_name
 
 TICK = dt.timedelta(microseconds=1)
-MAX_SLOTS = 2000
+MAX_SLOTS = 100_000  # slots looked at: 69 days of a per-minute job
+MAX_ENTRIES = 2000  # entries shown, after folding
+# outcomes whose consecutive entries fold into one (a run's only when it succeeded)
+FOLDED_RUN_STATUSES = frozenset({RunStatus.SUCCEEDED})
 
 REASONS = {
     "missed_deadline": "missed its starting deadline",
@@ -48,6 +60,14 @@ class Explained:
     detail: str | None
     run: Run | None = None
     info: RunInfo | None = None  # the run's facts (cronjobs.core.facts)
+    # a folded stretch of runs (``run`` is None then): the first and last run's ids
+    first_run_id: int | None = None
+    last_run_id: int | None = None
+
+    @property
+    def folded(self) -> bool:
+        """Whether this entry stands for more than one slot or run."""
+        return self.first_slot != self.last_slot or (self.slot_count or 0) > 1
 
 
 @dataclass(frozen=True)
@@ -74,7 +94,7 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
     check_name(name)
     history = store.definitions.definition_history(name)
     if not history:
-        raise JobNotFound(f"no job named {name!r} (see `cronjobs list`)")
+        raise JobNotFound(f"no job named {name} (see `cronjobs list`)")
     definition = history[0]
     now = store.now()
     end = end if end is not None else now
@@ -86,51 +106,98 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
     for d in history:
         runs += store.materialise.runs_between(d.id, start, end)
         skips += store.materialise.skips_between(d.id, start, end)
-    slots = _slots(definition, start, end)
-    rows: list[Explained] = []
     matched_runs: set[int] = set()
     matched_skips: set[int] = set()
     run_of, skip_of = _run_finder(runs), _skip_finder(skips)
     infos = {info.id: info for info in facts.load_runs(store, ((r, name) for r in runs))}
-    for slot in slots:
-        run = run_of(slot)
-        if run is not None:
-            matched_runs.add(run.id)
-            info = infos[run.id]
-            rows.append(Explained(slot, slot, 1, run.status, None, facts.run_words(info, now),
-                                  run, info))
-            continue
-        skip = skip_of(slot)
-        if skip is not None:
-            matched_skips.add(skip.id)
-            rows.append(Explained(slot, slot, 1, "skipped", skip.reason, skip.detail))
-        elif definition.removed_at is not None and slot > definition.cursor_at:
-            rows.append(Explained(slot, slot, 1, "not-a-slot", None,
-                                  f"the job was removed at {definition.removed_at.isoformat()}"))
-        elif slot > definition.cursor_at:
-            rows.append(Explained(slot, slot, 1, "pending", None,
-                                  "not decided yet: the next tick decides it"))
-        elif slot <= definition.created_at:
-            rows.append(Explained(slot, slot, 1, "not-a-slot", None,
-                                  "before the job was defined"))
-        elif slot <= definition.schedule_since:
-            rows.append(Explained(slot, slot, 1, "not-a-slot", None,
-                                  "before the current schedule took effect "
-                                  f"({definition.schedule_since.isoformat()})"))
-        else:
-            rows.append(Explained(slot, slot, 1, "unknown", None, "no record of this slot"))
-    for run in runs:
-        if run.id not in matched_runs:
-            info = infos[run.id]
-            rows.append(Explained(run.scheduled_for, run.scheduled_for, 1, run.status, None,
-                                  facts.run_words(info, now), run, info))
-    for skip in skips:
-        if skip.id not in matched_skips:
-            rows.append(Explained(skip.first_slot, skip.last_slot, skip.slot_count, "skipped",
-                                  skip.reason, skip.detail))
+
+    def ran(slot: dt.datetime, run: Run) -> Explained:
+        info = infos[run.id]
+        return Explained(slot, slot, 1, run.status, None, facts.run_words(info, now), run,
+                         info)
+
+    def each_slot() -> Iterator[Explained]:
+        for slot in _slots(definition, start, end):
+            run = run_of(slot)
+            if run is not None:
+                matched_runs.add(run.id)
+                yield ran(slot, run)
+                continue
+            skip = skip_of(slot)
+            if skip is not None:
+                matched_skips.add(skip.id)
+                yield Explained(slot, slot, 1, "skipped", skip.reason, skip.detail)
+            else:
+                yield Explained(slot, slot, 1, *_no_record(definition, slot))
+
+    rows = fold(each_slot())
+    rows += [ran(run.scheduled_for, run) for run in runs if run.id not in matched_runs]
+    rows += [Explained(skip.first_slot, skip.last_slot, skip.slot_count, "skipped",
+                       skip.reason, skip.detail) for skip in skips
+             if skip.id not in matched_skips]
     rows.sort(key=lambda r: (r.first_slot, r.last_slot))
-    return Explanation(name, definition, start, end, tuple(rows),
+    shown = fold(rows)
+    if len(shown) > MAX_ENTRIES:
+        raise UsageError(f"the range of {definition.name} has more than {MAX_ENTRIES:,} "
+                         "entries to show, even folded: narrow it with --from and --to")
+    return Explanation(name, definition, start, end, tuple(shown),
                        *_waiting(store, definition, now))
+
+
+def _no_record(definition: Definition, slot: dt.datetime
+               ) -> tuple[str, str | None, str | None]:
+    """(outcome, reason, detail) of a slot that has neither a run nor a skip record."""
+    if definition.removed_at is not None and slot > definition.cursor_at:
+        return "not-a-slot", None, f"the job was removed at {_utc(definition.removed_at)}"
+    if slot > definition.cursor_at:
+        return "pending", None, "not decided yet: the next tick decides it"
+    if slot <= definition.created_at:
+        return "not-a-slot", None, "before the job was defined"
+    if slot <= definition.schedule_since:
+        return ("not-a-slot", None, "before the current schedule took effect "
+                f"({_utc(definition.schedule_since)})")
+    return "unknown", None, "no record of this slot"
+
+
+def _utc(value: dt.datetime) -> str:
+    return in_zone(value, dt.UTC)
+
+
+def fold(entries: Iterable[Explained]) -> list[Explained]:
+    """Consecutive entries with the same story as one: same outcome, reason and detail
+    (a slot without a run), or runs that all succeeded. Each fold counts its slots (None
+    when a skip record it holds did not count its own)."""
+    out: list[Explained] = []
+    for entry in entries:
+        last = out[-1] if out else None
+        if last is not None and _key(last) is not None and _key(last) == _key(entry):
+            out[-1] = _merge(last, entry)
+        else:
+            out.append(entry)
+    return out
+
+
+def _key(entry: Explained) -> tuple[str, str | None, str | None] | None:
+    """What must be equal for two neighbours to fold; None: this one never folds."""
+    if entry.run is None and entry.first_run_id is None:
+        # skips fold by reason; their details (how many runs were still running) vary
+        return entry.outcome, entry.reason, None if entry.reason else entry.detail
+    if entry.outcome in FOLDED_RUN_STATUSES:
+        return entry.outcome, None, None
+    return None
+
+
+def _merge(a: Explained, b: Explained) -> Explained:
+    count = None if a.slot_count is None or b.slot_count is None \
+        else a.slot_count + b.slot_count
+    merged = replace(a, last_slot=max(a.last_slot, b.last_slot), slot_count=count,
+                     detail=a.detail if a.detail == b.detail else None)
+    if a.run is None and a.first_run_id is None:
+        return merged
+    first = a.first_run_id if a.run is None else a.run.id
+    last = b.last_run_id if b.run is None else b.run.id
+    return replace(merged, run=None, info=None, first_run_id=first, last_run_id=last,
+                   detail=f"{count or 'several'} runs succeeded")
 
 
 def _waiting(store: Store, definition: Definition, now: dt.datetime
@@ -149,19 +216,22 @@ def _waiting(store: Store, definition: Definition, now: dt.datetime
     return waiting, one_offs, group
 
 
-def _slots(definition: Definition, start: dt.datetime, end: dt.datetime) -> list[dt.datetime]:
+def _slots(definition: Definition, start: dt.datetime, end: dt.datetime
+           ) -> Iterator[dt.datetime]:
+    """The schedule's slots in [start, end], one at a time, at most :data:`MAX_SLOTS`."""
     if definition.invalid_reason is not None:
-        return []
+        return
     try:
         sched = schedules.parse(definition.schedule, definition.timezone,
                                 hash_key=definition.name)
-        slots = list(itertools.islice(sched.between(start - TICK, end), MAX_SLOTS + 1))
+        found = sched.between(start - TICK, end)
+        yield from itertools.islice(found, MAX_SLOTS)
+        extra = next(iter(found), None)
     except ScheduleError:
-        return []
-    if len(slots) > MAX_SLOTS:
-        raise UsageError(f"the range holds more than {MAX_SLOTS} slots of {definition.name!r}: "
-                         "narrow it with --from and --to")
-    return slots
+        return
+    if extra is not None:
+        raise UsageError(f"the range holds more than {MAX_SLOTS:,} slots of "
+                         f"{definition.name}: narrow it with --from and --to")
 
 
 # Lookups by slot, so that a day of a minutely job is 1,440 steps, not 1,440 squared.

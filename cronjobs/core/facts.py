@@ -36,6 +36,7 @@ from cronjobs.db.store import Store
 from cronjobs.errors import ScheduleError
 from cronjobs.models import AttemptOutcome, Definition, Run, RunStatus, Trigger
 from cronjobs.reports import Attempt
+from cronjobs.timefmt import in_zone
 from cronjobs.validation import mask_url
 
 LATE = dt.timedelta(minutes=1)  # a scheduled run whose first attempt started later is late
@@ -216,10 +217,10 @@ def run_words(r: RunInfo, now: dt.datetime) -> str:
     started = r.attempts_used > 0 or r.interrupted_attempts > 0
     due = r.next_attempt_at
     if r.state == RunStatus.SCHEDULED:
-        return (f"scheduled manually for {due.isoformat() if due else '-'} (a one-off run: "
+        return (f"scheduled manually for {in_zone(due, dt.UTC) if due else '-'} (a one-off run: "
                 "the overlap policy applies then; `cronjobs cancel` drops it)")
     if r.state == RunStatus.QUEUED:
-        when = ("due now" if due is None or due <= now else f"eligible at {due.isoformat()}")
+        when = ("due now" if due is None or due <= now else f"eligible at {in_zone(due, dt.UTC)}")
         if not started:
             head = "queued, not started yet"
         elif r.attempts_used == 0:
@@ -232,7 +233,7 @@ def run_words(r: RunInfo, now: dt.datetime) -> str:
         return f"running attempt {of} on {r.held_by}{stop}"
     if r.state == RunStatus.FAILED:
         return (f"attempt {of} failed; the next attempt is due at "
-                f"{due.isoformat() if due else '-'}" + error)
+                f"{in_zone(due, dt.UTC) if due else '-'}" + error)
     if r.state == RunStatus.SUCCEEDED:
         return f"succeeded (attempt {of})"
     if r.state == RunStatus.DEAD:

@@ -26,6 +26,7 @@ from cronjobs.reports import (
     StartLateness,
     XminHolder,
 )
+from cronjobs.timefmt import in_zone
 
 TICK = dt.timedelta(microseconds=1)
 
@@ -359,7 +360,7 @@ def _job(row: JobHealth, now: dt.datetime, exact: Callable[[int], dt.datetime | 
     # The slot before the latest has had a whole period to succeed; the latest may still run.
     if before is not None and before > since and (last is None or last < before):
         shown = "never succeeded" if last is None else f"last success {_age(now - last)} ago"
-        return row, f"{shown}; expected a success since the slot of {before.isoformat()}"
+        return row, f"{shown}; expected a success since the slot of {in_zone(before, dt.UTC)}"
     return row, None
 
 

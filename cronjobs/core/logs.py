@@ -20,6 +20,7 @@ from cronjobs.core.operations import check_run_id
 from cronjobs.db.store import Store
 from cronjobs.errors import RunNotFound
 from cronjobs.reports import LiveOutput
+from cronjobs.timefmt import in_zone
 
 ANCHOR = 256  # characters of the last output read, looked for in the final tail
 
@@ -123,4 +124,4 @@ def _rest(final: str, shown: str) -> str:
 
 
 def _at(value: dt.datetime | None) -> str:
-    return "-" if value is None else value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    return "-" if value is None else in_zone(value, dt.UTC)

@@ -32,6 +32,7 @@ from cronjobs.models import (
     SkipReason,
     Trigger,
 )
+from cronjobs.timefmt import in_zone
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ def _catch_up(d: DueDefinition, sched: schedules.Schedule, first: dt.datetime,
                           else SkipReason.COALESCED)
                 detail = ("catch-up 'none' runs only the current slot"
                           if catchup == Catchup.NONE
-                          else f"catch-up 'latest' ran only {latest.isoformat()}")
+                          else f"catch-up 'latest' ran only {in_zone(latest, dt.UTC)}")
                 skip(timely_first, _before(sched, latest), reason, detail)
 
     return chosen
@@ -396,7 +397,7 @@ def backfill(store: Store, definition: Definition, start: dt.datetime, end: dt.d
         current = now if now is not None else store.now()
         if end > current:
             raise UsageError(f"invalid --to {end.isoformat()}: backfill is for the past "
-                             f"(now is {current.isoformat()})")
+                             f"(now is {in_zone(current, dt.UTC)})")
         slots = list(itertools.islice(sched.between(start - TICK, end), BACKFILL_LIMIT + 1))
         if len(slots) > BACKFILL_LIMIT:
             raise UsageError(f"the range holds more than {BACKFILL_LIMIT} slots: "

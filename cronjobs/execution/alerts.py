@@ -117,7 +117,7 @@ class Alerts:
                              payload={})
         work = Work(context=context, kind=Kind.COMMAND, command=command, handler=None,
                     timeout=TIMEOUT, kill_grace=5.0, env=env, output_limit=4096)
-        log.warning("alert: run %s of %r is %s", event.run_id, event.job, event.kind.value,
+        log.warning("alert: run %s of %s is %s", event.run_id, event.job, event.kind.value,
                     extra={"action": "alert", "run_id": event.run_id, "job": event.job})
         self.running.append((event, ShellRunner().start(work)))
 
@@ -129,7 +129,8 @@ class Alerts:
                 still.append((event, job))
             elif result.outcome != AttemptOutcome.SUCCEEDED:
                 log.warning("alert command for run %s failed: %s", event.run_id, result.error,
-                            extra={"action": "alert", "run_id": event.run_id})
+                            extra={"action": "alert", "run_id": event.run_id,
+                                   "job": event.job})
         self.running = still
         waiting, self.pending = self.pending, []
         for command, event in waiting:

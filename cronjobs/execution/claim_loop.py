@@ -207,9 +207,10 @@ class ClaimLoop:
                     handler=claim.handler, apps=self.options.apps,
                     timeout=claim.timeout.total_seconds() if claim.timeout else None,
                     kill_grace=min(10.0, self.options.grace))
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("run claimed", extra={"action": "claim", "run_id": claim.id,
-                                            "job": claim.name, "attempt": claim.attempt})
+        if log.isEnabledFor(logging.INFO):
+            log.info("run %s started (attempt %s of %s)", claim.id, claim.attempt,
+                     claim.max_attempts, extra={"action": "claim", "run_id": claim.id,
+                                                "job": claim.name, "attempt": claim.attempt})
         ends = deadline(claimed_at, claim)
         if runner.in_process:
             # the watchdog knows this tick's deadline before the handler can start

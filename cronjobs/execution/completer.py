@@ -139,7 +139,8 @@ class Completer:
                 recorded |= self.db.call_until(write, until) or set()
             except CronjobsError as exc:
                 log.warning("run %s: its outcome could not be recorded: %s", outcome.run_id,
-                            exc.message, extra={"action": "finish", "run_id": outcome.run_id})
+                            exc.message, extra={"action": "finish", "run_id": outcome.run_id,
+                                                "job": active.claim.name})
         return recorded
 
     def _recorded(self, claim: Claimed, result: Result, outcome: Outcome,
@@ -161,7 +162,7 @@ class Completer:
         if log.isEnabledFor(logging.INFO):
             log.info("run %s %s", claim.id, status.value,
                      extra={"action": "finish", "run_id": claim.id, "job": claim.name,
-                            "outcome": result.outcome.value})
+                            "attempt": claim.attempt, "outcome": result.outcome.value})
         if status in (RunStatus.FAILED, RunStatus.DEAD):
             kind = AlertKind.DEAD if status == RunStatus.DEAD else AlertKind.FAILED
             counted(failure, Event(kind, claim.id, claim.name, claim.scheduled_for,
@@ -181,9 +182,9 @@ def counted(failure: JobFailure | None, event: Event, alerts: Alerting) -> None:
     that paused it; None when the lease was lost first), fire the alerts it calls for."""
     if failure is None:  # the lease was lost before the failure was counted
         log.warning("run %s: lease lost, its failure was not counted", event.run_id,
-                    extra={"action": "lost", "run_id": event.run_id})
+                    extra={"action": "lost", "run_id": event.run_id, "job": event.job})
         return
     if failure.just_paused:
-        log.warning("job %r paused: %s", failure.name, failure.pause_note,
-                    extra={"action": "pause", "job": failure.name})
+        log.warning("job %s paused: %s", failure.name, failure.pause_note,
+                    extra={"action": "pause", "job": failure.name, "run_id": event.run_id})
     alerts.failed(failure, event)

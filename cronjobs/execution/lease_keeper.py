@@ -72,7 +72,8 @@ class LeaseKeeper:
             active.stop_requested = outcome
             active.job.stop(outcome, reason)
             log.warning("stopping run %s: %s", active.claim.id, reason,
-                        extra={"action": "stop", "run_id": active.claim.id})
+                        extra={"action": "stop", "run_id": active.claim.id,
+                               "job": active.claim.name})
 
     def interrupt_all(self) -> None:
         for active in self.active.values():

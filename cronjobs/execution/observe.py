@@ -185,7 +185,7 @@ class RunObserver:
                          error, exit_code, output)
         except Exception as exc:
             log.warning("run %s: could not queue its notifications: %s", claim.id, exc,
-                        extra={"action": "notify", "run_id": claim.id})
+                        extra={"action": "notify", "run_id": claim.id, "job": claim.name})
 
     def lost(self, claim: Claimed, outcome: AttemptOutcome, error: str | None) -> None:
         """An attempt whose lease was lost: whoever holds the run now tells its outcome."""
@@ -199,7 +199,7 @@ class RunObserver:
                          row.attempt, row.attempt, row.status, row.error, None, None)
         except Exception as exc:
             log.warning("run %s: could not queue its notifications: %s", row.id, exc,
-                        extra={"action": "notify", "run_id": row.id})
+                        extra={"action": "notify", "run_id": row.id, "job": row.job})
 
     def tick_pass(self, active: Iterable[Attempt]) -> None:
         """Once per pass: write the output of attempts running for LIVE_EVERY seconds or

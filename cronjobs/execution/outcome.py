@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from cronjobs.errors import CronjobsError
 from cronjobs.models import AttemptOutcome, Claimed, Kind, RunStatus
+from cronjobs.validation import json_kind
 
 # the lease of a run whose job has none (a row written around the CLI's checks), for as
 # long as it takes to record that it cannot run
@@ -33,7 +34,7 @@ def unrunnable(claim: Claimed) -> str | None:
     """What makes ``claim`` impossible to run as stored (a row that bypassed the CLI's
     checks, e.g. written while constraints were dropped), or None."""
     if claim.payload is not None and not isinstance(claim.payload, dict):
-        return (f"the payload is not a JSON object but {type(claim.payload).__name__} "
+        return (f"the payload is not a JSON object but {json_kind(claim.payload)} "
                 f"{json.dumps(claim.payload)[:100]}")
     if not isinstance(claim.kind, Kind):  # see Claimed
         return f"the job's kind is {claim.kind!r}, neither 'command' nor 'handler'"

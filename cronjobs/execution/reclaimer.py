@@ -53,7 +53,7 @@ class Reclaimer:
         for row, failure in self.db.call(reclaim):
             self.report.reclaimed += 1
             log.warning("lease expired: run %s back to %s", row.id, row.status.value,
-                        extra={"action": "reclaim", "run_id": row.id,
+                        extra={"action": "reclaim", "run_id": row.id, "job": row.job,
                                "worker": row.lease_owner})
             kind = AlertKind.DEAD if row.status == RunStatus.DEAD else AlertKind.FAILED
             counted(failure, Event(kind, row.id, row.job, row.scheduled_for, row.attempt,

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-from zoneinfo import ZoneInfo
 
 import jinja2
 from starlette.requests import Request
@@ -19,6 +18,7 @@ from cronjobs import __version__
 from cronjobs.core.health import seconds_text
 from cronjobs.durations import format_duration
 from cronjobs.reports import Delivery
+from cronjobs.timefmt import Times, in_zone_named, iso
 from cronjobs.web.errors import TITLES, back_of
 
 if TYPE_CHECKING:
@@ -31,20 +31,21 @@ FRAGMENT_HEADER = "x-fragment"
 STATUSES = ("queued", "running", "failed", "succeeded", "dead", "cancelled")
 
 
+# Instants read as on the command line (cronjobs.timefmt): ``2026-11-25 15:31 UTC`` in the
+# page, which app.js rewrites into the viewer's zone, same pattern, with "3 min ago".
+
 def _iso(value: dt.datetime | None) -> str:
-    return "" if value is None else value.astimezone(dt.UTC).isoformat()
+    return iso(value) or ""
 
 
 def _utc(value: dt.datetime | None) -> str:
-    return "-" if value is None else value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Times(utc=True).at(value)
 
 
 def _local(value: dt.datetime | None, zone: str) -> str:
     """An instant on a job's own wall clock (server side: the job's zone is a fact of the
     job, unlike the viewer's)."""
-    if value is None:
-        return "-"
-    return value.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M %Z")
+    return in_zone_named(value, zone)
 
 
 def _duration(value: dt.timedelta | None) -> str:

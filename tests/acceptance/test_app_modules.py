@@ -46,7 +46,7 @@ def test_an_app_module_in_the_current_directory(cli: Invoke, database_url: str,
     defined = run_cronjobs("define", "from_cwd", "0 0 1 1 *", "--app", "cwd_jobs", env=env,
                            cwd=code)
     assert defined.returncode == 0, defined.stderr
-    assert defined.stdout.startswith("unchanged job 'from_cwd'"), defined.stdout
+    assert defined.stdout.startswith("no change to from_cwd: "), defined.stdout
     tick = run_cronjobs("tick", "--app", "cwd_jobs", *mode, env=env, cwd=code)
     assert tick.returncode == 0, tick.stderr
     row = db.execute("SELECT status, result FROM job_runs").fetchone()

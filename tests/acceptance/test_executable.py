@@ -18,7 +18,7 @@ def test_installed_executable_defines_lists_and_previews(database_url: str) -> N
     env = clean_env(CRONJOBS_DATABASE_URL=database_url)
     defined = run_cronjobs("define", "hello", "*/5 * * * *", "--command", "echo hello", env=env)
     assert defined.returncode == 0, defined.stderr
-    assert "created job 'hello'" in defined.stdout
+    assert defined.stdout.startswith("defined hello: */5 * * * * (")
     listed = run_cronjobs("list", "--json", env=env)
     assert [job["name"] for job in json.loads(listed.stdout)] == ["hello"]
     nxt = run_cronjobs("next", "hello", "--count", "2", env=env)

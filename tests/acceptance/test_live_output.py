@@ -64,7 +64,7 @@ def test_logs_follow_a_running_run_to_its_end(cli: Invoke, database_url: str,
     assert first + out == "".join(f"line {i}\n" for i in range(1, 7)) + "done\n"
     lines = err.splitlines()
     assert lines[0].startswith(f"cronjobs: waiting for run {run_id} to start (queued")
-    assert lines[-1].startswith(f"cronjobs: run {run_id} of 'printer' is failed (attempt 1 "
+    assert lines[-1].startswith(f"cronjobs: run {run_id} of printer is failed (attempt 1 "
                                 "of 2): exit code 4; the next attempt is due ")
     assert len(lines) == 2
 
@@ -94,7 +94,7 @@ def test_logs_of_a_finished_run_and_while_it_runs(cli: Invoke, database_url: str
     done = cli("logs", str(run_id))
     assert done.exit_code == 0
     assert done.stdout == "first\nsecond\n"
-    assert done.stderr == f"cronjobs: run {run_id} of 'printer' is succeeded (attempt 1 of 1)\n"
+    assert done.stderr == f"cronjobs: run {run_id} of printer is succeeded (attempt 1 of 1)\n"
     missing = cli("logs", "999999")
     assert missing.exit_code == 2
     assert missing.stderr == "error: no run with id 999999 (see `cronjobs runs`)\n"

@@ -59,7 +59,7 @@ def _runs(db: psycopg.Connection[Any]) -> dict[str, tuple[str, int]]:
 
 
 def _waiting(handler: str, runs: int) -> str:
-    return (f"{runs} due run(s) wait for handler {handler!r}, which no --app module of this "
+    return (f"{runs} due run(s) wait for handler {handler}, which no --app module of this "
             "tick registers (try --app MODULE)")
 
 
@@ -136,7 +136,8 @@ def test_status_and_explain_name_runs_waiting_for_a_missing_handler(
 
     explained = cli("explain", "report", "--from", "2020-01-01", "--to", "2020-01-01")
     assert explained.exit_code == 0, explained.stderr
-    assert "1 due run(s) wait for handler 'build_report', since " in explained.stdout
+    assert "1 due run(s) wait for handler build_report, since " in explained.stdout
+    assert "no tick of the last 5 minutes registers it" in explained.stdout
     data = json.loads(cli("explain", "report", "--from", "2020-01-01", "--to", "2020-01-01",
                           "--json").stdout)
     assert (data["waiting_for_handler"]["handler"], data["waiting_for_handler"]["runs"]) == (

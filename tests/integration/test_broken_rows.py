@@ -55,9 +55,9 @@ BROKEN_RUNS = {
                    "a command job without a command"),
     "list-payload": ("UPDATE job_runs SET payload = '[1, 2]' WHERE definition_id = "
                      "(SELECT id FROM job_definitions WHERE name = 'list-payload')",
-                     "payload is not a JSON object but list"),
+                     "payload is not a JSON object but an array"),
     "text-payload": ("UPDATE job_definitions SET payload = '\"text\"' "
-                     "WHERE name = 'text-payload'", "payload is not a JSON object but str"),
+                     "WHERE name = 'text-payload'", "payload is not a JSON object but a string"),
     "no-lease": ("UPDATE job_definitions SET lease = NULL WHERE name = 'no-lease'",
                  "the job's lease is None"),
     "bad-timeout": ("UPDATE job_definitions SET timeout = interval '-1 second' "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from typing import Any
 
 import psycopg
@@ -67,13 +68,21 @@ def test_define_is_idempotent_and_updates(cli: Invoke, db: psycopg.Connection[An
     assert count(db, "job_definitions") == 1
 
 
-def test_define_human_output_shows_settings_and_next_times(cli: Invoke) -> None:
+def test_define_confirms_in_two_lines_and_describe_shows_the_rest(cli: Invoke) -> None:
     result = cli("define", "report", "@daily", "--payload", '{"days": 7}', "--overlap", "queue")
     assert result.exit_code == 0, result.stderr
-    assert "created job 'report'" in result.stdout
-    assert "overlap" in result.stdout and "queue" in result.stdout
-    assert "next fire times:" in result.stdout
-    assert result.stdout.count("00:00:00Z") == 5
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2
+    assert lines[0] == "defined report: @daily (At 00:00 (UTC))"
+    assert re.fullmatch(r"handler: report; next \d{4}-\d\d-\d\d 00:00 UTC \(in \d+ (h|min)\)",
+                        lines[1]), lines[1]
+    again = cli("define", "report", "@daily", "--payload", '{"days": 7}', "--overlap", "queue")
+    assert again.stdout.splitlines()[0] == "no change to report: @daily (At 00:00 (UTC))"
+    # nothing is lost: the settings and the next fire times are `describe`'s
+    shown = cli("describe", "report").stdout
+    assert "overlap" in shown and "queue" in shown
+    assert "next fire times:" in shown
+    assert shown.count(" 00:00 UTC (in ") == 5
 
 
 def test_every_option_is_stored(cli: Invoke) -> None:
@@ -99,7 +108,7 @@ def test_pause_resume_remove(cli: Invoke, db: psycopg.Connection[Any]) -> None:
     assert resumed["state"] == "active"
     removed = cli("remove", "tidy")
     assert removed.exit_code == 0
-    assert "removed job 'tidy'" in removed.stdout
+    assert removed.stdout == "removed tidy (0 waiting run(s) cancelled; its history stays)\n"
     assert "tidy" not in cli("list").stdout
     assert count(db, "job_definitions") == 1  # the row stays, for history
     again = _define(cli, "tidy", "*/5 * * * *")
@@ -141,8 +150,9 @@ def test_next_text_output_is_a_table(cli: Invoke) -> None:
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert lines[:2] == ["Every hour (UTC)", ""]  # the schedule in words first
-    assert lines[2].split() == ["UTC", "LOCAL"]
-    assert lines[3].startswith("2026-01-01 01:00:00Z")
+    assert lines[2].split() == ["TIME", "(UTC)", "JOB'S", "CLOCK"]
+    # --from given: absolute times, no "in 3 h" relative to an instant the reader did not say
+    assert re.split(r"\s{2,}", lines[3]) == ["2026-01-01 01:00 UTC", "2026-01-01 01:00 UTC"]
 
 
 def test_list_json_shape(cli: Invoke) -> None:

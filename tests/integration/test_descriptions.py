@@ -29,7 +29,9 @@ def test_define_shows_the_schedule_in_words(cli: Invoke) -> None:
     assert data["crowding"] is None  # alone in its minute
     text = _ok(cli, "define", "close", "0 3 L * *", "--tz", "Europe/Berlin", "--command",
                "true")
-    assert f"  in words           {BERLIN_LAST_DAY}\n" in text
+    # the confirmation says it in words; `describe` has it among the settings
+    assert text.splitlines()[0] == f"no change to close: 0 3 L * * ({BERLIN_LAST_DAY})"
+    assert f"  in words           {BERLIN_LAST_DAY}\n" in _ok(cli, "describe", "close")
 
 
 def test_describe_shows_the_schedule_in_words(cli: Invoke) -> None:
@@ -46,9 +48,9 @@ def test_next_shows_the_schedule_in_words_before_the_instants(cli: Invoke) -> No
     lines = text.splitlines()
     assert lines[0] == BERLIN_LAST_DAY
     assert lines[1] == ""
-    assert lines[2].startswith("UTC")
-    assert "2026-01-31 02:00:00Z" in lines[3]
-    assert "2026-02-28 02:00:00Z" in lines[4]
+    assert lines[2].startswith("TIME (UTC)")  # the reader's zone (TZ=UTC here), then the job's
+    assert lines[3] == "2026-01-31 02:00 UTC  2026-01-31 03:00 CET"
+    assert lines[4] == "2026-02-28 02:00 UTC  2026-02-28 03:00 CET"
     data = json.loads(_ok(cli, "next", "0 3 L * *", "--tz", "Europe/Berlin", "--json"))
     assert data["description"] == BERLIN_LAST_DAY
     # A job's H is its own: the description says which minute its name picked.

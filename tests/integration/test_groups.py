@@ -102,13 +102,13 @@ def test_waiting_runs_are_claimed_when_a_slot_frees(cli: Invoke, db: psycopg.Con
             'cronjobs_group_running_runs{group="reports"} 2.0',
             'cronjobs_group_waiting_runs{group="reports"} 4.0'} <= set(metrics)
     waiting = cli("explain", "job0")
-    assert "4 due run(s) of group 'reports' wait for a free slot: 2 of 2 running" \
+    assert "4 due run(s) of group reports wait for a free slot: 2 of 2 running" \
         in waiting.stdout
     status = cli("status", "--json")
     groups = json.loads(status.stdout)["waiting_for_groups"]
     assert groups == [{"name": "reports", "max_running": 2, "jobs": 2, "running": 2,
                        "waiting": 4, "full": True}]
-    assert "4 due run(s) of group 'reports' wait for a free slot" in cli("status").stdout
+    assert "4 due run(s) of group reports wait for a free slot" in cli("status").stdout
     shown = json.loads(cli("group", "show", "reports", "--json").stdout)
     assert shown["job_names"] == ["job0", "job1"] and shown["full"] is True
     # one finishes: exactly one more is claimed, the oldest first

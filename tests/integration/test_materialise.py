@@ -254,9 +254,12 @@ def test_schedule_change_pause_and_explain(cli: Invoke, db: psycopg.Connection[A
     tick(store, TickOptions(now=START + dt.timedelta(hours=3, seconds=1), max_runs=0))
     data = json.loads(cli("explain", "report", "--from", START.isoformat(), "--to",
                           (START + dt.timedelta(hours=3)).isoformat(), "--json").stdout)
-    outcomes = [(s["first_slot"][11:16], s["outcome"], s["reason"]) for s in data["slots"]]
-    assert outcomes == [("12:00", "not-a-slot", None), ("13:00", "skipped", "coalesced"),
-                        ("14:00", "skipped", "coalesced"), ("15:00", "queued", None)]
+    outcomes = [(s["first_slot"][11:16], s["last_slot"][11:16], s["slot_count"], s["outcome"],
+                 s["reason"]) for s in data["slots"]]
+    # the two coalesced slots fold into one entry with its count
+    assert outcomes == [("12:00", "12:00", 1, "not-a-slot", None),
+                        ("13:00", "14:00", 2, "skipped", "coalesced"),
+                        ("15:00", "15:00", 1, "queued", None)]
     human = cli("explain", "report", "--from", START.isoformat(), "--to",
                 (START + dt.timedelta(hours=3)).isoformat())
     assert "coalesced by catch-up" in human.stdout
@@ -309,33 +312,34 @@ def test_schedule_change_records_undecided_slots(cli: Invoke,
 
 
 def _explain_reasons(cli: Invoke, name: str, start: dt.datetime, end: dt.datetime
-                     ) -> list[tuple[str, str | None]]:
+                     ) -> list[tuple[str, str | None, int]]:
     result = cli("explain", name, "--from", start.isoformat(), "--to", end.isoformat(),
                  "--json")
     assert result.exit_code == 0, result.stderr
-    return [(s["outcome"], s["reason"]) for s in json.loads(result.stdout)["slots"]]
+    return [(s["outcome"], s["reason"], s["slot_count"])
+            for s in json.loads(result.stdout)["slots"]]
 
 
 @pytest.mark.parametrize(
     ("options", "prepare", "expected"),
     [
-        (["--starting-deadline", "10m"], None, [("skipped", "missed_deadline")] * 3),
-        (["--catchup", "none"], None, [("skipped", "catchup_none")] * 3),
+        # consecutive slots skipped for one reason fold into one entry, with their count
+        (["--starting-deadline", "10m"], None, [("skipped", "missed_deadline", 3)]),
+        (["--catchup", "none"], None, [("skipped", "catchup_none", 3)]),
         (["--catchup", "all", "--catchup-limit", "1"], None,
-         [("skipped", "catchup_limit")] * 2 + [("queued", None)]),
+         [("skipped", "catchup_limit", 2), ("queued", None, 1)]),
         ([], "UPDATE job_definitions SET paused_at = %(start)s",
-         [("skipped", "paused")] * 3),
+         [("skipped", "paused", 3)]),
         ([], "INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, attempt, "
              "max_attempts, eligible_at, lease_owner, lease_token, lease_expires_at) "
              "SELECT id, %(start)s, 'manual', 'running', 1, 1, %(start)s, 'w', "
              "gen_random_uuid(), now() + interval '1 hour' FROM job_definitions",
-         [("running", None), ("skipped", "coalesced"), ("skipped", "coalesced"),
-          ("skipped", "overlap")]),
+         [("running", None, 1), ("skipped", "coalesced", 2), ("skipped", "overlap", 1)]),
     ],
 )
 def test_explain_answers_why(cli: Invoke, db: psycopg.Connection[Any], options: list[str],
                              prepare: str | None,
-                             expected: list[tuple[str, str | None]]) -> None:
+                             expected: list[tuple[str, str | None, int]]) -> None:
     assert cli("define", "why", "0 * * * *", "--command", "true", *options).exit_code == 0
     db.execute("UPDATE job_definitions SET cursor_at = %s, next_due_at = NULL, "
                "created_at = %s, schedule_since = %s", (START, START, START))
@@ -346,7 +350,7 @@ def test_explain_answers_why(cli: Invoke, db: psycopg.Connection[Any], options: 
                                START + dt.timedelta(hours=3, minutes=30))
     if prepare and "INSERT" in prepare:  # the manual run sits at START itself
         reasons = _explain_reasons(cli, "why", START, START + dt.timedelta(hours=3, minutes=30))
-        reasons = [r for r in reasons if r != ("not-a-slot", None)]
+        reasons = [r for r in reasons if r[:2] != ("not-a-slot", None)]
     assert reasons == expected
 
 
@@ -357,7 +361,7 @@ def test_explain_invalid_and_superseded(cli: Invoke, db: psycopg.Connection[Any]
     db.execute("UPDATE job_definitions SET timezone = 'Not/AZone'")
     tick(Store(db), TickOptions(now=START + dt.timedelta(hours=2, minutes=30), max_runs=0))
     reasons = _explain_reasons(cli, "why", START, START + dt.timedelta(hours=3))
-    assert reasons == [("skipped", "invalid")]
+    assert reasons == [("skipped", "invalid", None)]  # an invalid stretch has no count
     # Repairing it records the time it spent invalid, up to now.
     assert cli("define", "why", "0 * * * *", "--command", "true").exit_code == 0
     assert [r[0] for r in db.execute("SELECT reason FROM job_skips ORDER BY id")] == [

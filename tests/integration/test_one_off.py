@@ -59,7 +59,8 @@ def test_a_run_for_later_waits_then_runs(cli: Invoke, db: psycopg.Connection[Any
     later = json.loads(cli("explain", "report", "--to", (at + dt.timedelta(minutes=1))
                            .isoformat(), "--json").stdout)
     assert [s["outcome"] for s in later["slots"]] == ["scheduled"]
-    assert later["slots"][0]["detail"].startswith(f"scheduled manually for {at.isoformat()}")
+    assert later["slots"][0]["detail"].startswith(
+        f"scheduled manually for {at.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC")
     # before its time: nothing claims it
     before = _tick(cli, at - dt.timedelta(minutes=1))
     assert before["counts"]["claimed"] == 0

@@ -285,8 +285,8 @@ def test_time_options_take_dates_and_durations(cli: Invoke, db: psycopg.Connecti
     assert db.execute("SELECT count(*) FROM job_runs").fetchone() == (2,)
     result = cli("explain", "noon", "--from", "2020-01-02", "--to", "2020-01-02")
     assert result.exit_code == 0, result.stderr
-    assert "2020-01-02 12:00:00Z" in result.stdout
-    assert "2020-01-01 12:00:00Z" not in result.stdout
+    assert "2020-01-02 12:00 UTC" in result.stdout
+    assert "2020-01-01 12:00 UTC" not in result.stdout
     result = cli("runs", "noon", "--since", "1h")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.count("2020-01-0") == 2  # created just now, for 2020's slots

@@ -174,9 +174,9 @@ def test_every_command_is_in_the_reference_table() -> None:
 def test_every_command_that_prints_data_has_json() -> None:
     without = {path for path in LEAVES
                if "as_json" not in {p.name for p in COMMANDS[path].params}}
-    # metrics prints the Prometheus text format, itself for machines; stop and the worker
-    # print only a line about what they did; serve answers over HTTP (its /healthz is JSON)
-    assert without == {("metrics",), ("embedded", "stop"), ("worker",), ("serve",)}
+    # metrics prints the Prometheus text format, itself for machines; the worker prints
+    # only a line about what it did; serve answers over HTTP (its /healthz is JSON)
+    assert without == {("metrics",), ("worker",), ("serve",)}
 
 
 @pytest.mark.parametrize(
@@ -194,7 +194,8 @@ def test_every_command_that_prints_data_has_json() -> None:
          "error: no such command 'stat'. Did you mean 'status'? "
          "(try 'cronjobs embedded --help')"),
         (["runs", "--limt", "3"],
-         "error: no such option '--limt'. Did you mean '--limit'? "
+         # click names every option close to it, -q/--quiet of the global options too
+         "error: no such option '--limt'. (Did you mean one of: '--limit', '--quiet'?) "
          "(try 'cronjobs runs --help')"),
         (["tick", "--concurrency"],
          "error: option '--concurrency' requires an argument (try 'cronjobs tick --help')"),

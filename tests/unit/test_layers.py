@@ -12,7 +12,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "cronjobs"
 
 BOTTOM = {"cronjobs.models", "cronjobs.reports", "cronjobs.errors", "cronjobs.durations",
-          "cronjobs.validation", "cronjobs.instants", "cronjobs.clock"}
+          "cronjobs.validation", "cronjobs.instants", "cronjobs.clock", "cronjobs.timefmt"}
 # What each layer may import, besides itself and the bottom.
 MAY_IMPORT: dict[str, set[str]] = {
     "bottom": set(),

@@ -2,27 +2,37 @@
 // hover) and a refresh of the page's live part without reloading it. No build step.
 (function () {
   "use strict";
-  var units = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400],
-               ["hour", 3600], ["minute", 60], ["second", 1]];
-  var relative = window.Intl && Intl.RelativeTimeFormat
-    ? new Intl.RelativeTimeFormat(undefined, { numeric: "auto" }) : null;
-  var exact = { year: "numeric", month: "short", day: "numeric", hour: "2-digit",
-                minute: "2-digit", second: "2-digit", timeZoneName: "short" };
-  var short = { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
-                timeZoneName: "short" };
+  // Times read as on the command line (cronjobs/timefmt.py): "2026-11-25 15:31 CET" in the
+  // viewer's zone, and "3 min ago" / "in 2 h" relative to now.
+  var units = [["d", 86400], ["h", 3600], ["min", 60], ["s", 1]];
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+
+  function zoneName(date) {
+    try {
+      var parts = new Intl.DateTimeFormat("en-US", { timeZoneName: "short" }).formatToParts(date);
+      for (var i = 0; i < parts.length; i++) {
+        if (parts[i].type === "timeZoneName") { return parts[i].value; }
+      }
+    } catch (error) { /* no Intl: the offset below */ }
+    var offset = -date.getTimezoneOffset();
+    return (offset < 0 ? "-" : "+") + pad(Math.floor(Math.abs(offset) / 60)) + pad(Math.abs(offset) % 60);
+  }
+
+  function stamp(date) {
+    return date.getFullYear() + "-" + pad(date.getMonth() + 1) + "-" + pad(date.getDate()) + " " +
+      pad(date.getHours()) + ":" + pad(date.getMinutes()) + " " + zoneName(date);
+  }
 
   function ago(date) {
     var seconds = (date.getTime() - Date.now()) / 1000;
+    var size = Math.abs(seconds);
+    if (size < 1) { return "now"; }
+    var amount = "";
     for (var i = 0; i < units.length; i++) {
-      var size = units[i][1];
-      if (Math.abs(seconds) >= size || size === 1) {
-        var value = Math.round(seconds / size);
-        if (Math.abs(seconds) < 10) { return "just now"; }
-        return relative ? relative.format(value, units[i][0])
-          : Math.abs(value) + " " + units[i][0] + "(s)" + (value < 0 ? " ago" : " from now");
-      }
+      if (size >= units[i][1]) { amount = Math.floor(size / units[i][1]) + " " + units[i][0]; break; }
     }
-    return "";
+    return seconds > 0 ? "in " + amount : amount + " ago";
   }
 
   function times(root) {
@@ -31,9 +41,8 @@
       var el = found[i];
       var date = new Date(el.getAttribute("datetime"));
       if (isNaN(date.getTime())) { continue; }
-      el.title = date.toLocaleString(undefined, exact);
-      el.textContent = el.classList.contains("abs") ? date.toLocaleString(undefined, short)
-                                                    : ago(date);
+      el.title = stamp(date) + " (" + ago(date) + ")";
+      el.textContent = el.classList.contains("abs") ? stamp(date) : ago(date);
     }
   }
 
@@ -54,7 +63,7 @@
       .then(function (html) {
         live.innerHTML = html;  // the server's own escaped HTML
         times(live);
-        if (note) { note.textContent = "updated " + new Date().toLocaleTimeString(); note.classList.remove("stale"); }
+        if (note) { var now = new Date(); note.textContent = "updated " + pad(now.getHours()) + ":" + pad(now.getMinutes()) + ":" + pad(now.getSeconds()); note.classList.remove("stale"); }
       })
       .catch(function (error) {
         if (note) { note.textContent = "not updated: " + error.message; note.classList.add("stale"); }
