@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 FLOOR = 4  # never fewer slots than this (the fixed default before `auto`)
-THREADS_PER_CORE = 32  # in-process handlers: threads per core, at most MAX_THREADS
+THREADS_PER_CORE = 64  # in-process handlers: threads per core, at most MAX_THREADS
 MAX_THREADS = 256  # the most slots a tick ever has (also --concurrency's maximum)
 PROCESSES_PER_CORE = 2  # shell commands and isolated handlers: processes per core
 RESIZE_EVERY = 0.1  # seconds between two counts of the backlog within a tick (each ~1 ms)

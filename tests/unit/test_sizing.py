@@ -26,12 +26,12 @@ from cronjobs.execution.sizing import (
     (1, 0, 2, FLOOR),
     (FLOOR, 0, 2, FLOOR),
     (FLOOR + 1, 0, 2, FLOOR + 1),  # one slot per due run
-    (63, 0, 2, 63),
-    (64, 0, 2, 64),  # 32 threads per core
-    (65, 0, 2, 64),
-    (10_000, 0, 2, 64),
-    (10_000, 0, 1, 32),
-    (10_000, 0, 4, 128),
+    (127, 0, 2, 127),
+    (128, 0, 2, 128),  # 64 threads per core
+    (129, 0, 2, 128),
+    (10_000, 0, 2, 128),
+    (10_000, 0, 1, 64),
+    (10_000, 0, 4, 256),
     (10_000, 0, 8, 256),
     (10_000, 0, 64, MAX_THREADS),  # never more than --concurrency's maximum
     (0, 4, 2, 4),  # processes within their cap (2 per core, at least 4) count as slots
@@ -40,7 +40,8 @@ from cronjobs.execution.sizing import (
     (0, 16, 8, 16),
     (0, 17, 8, 16),
     (0, 10_000, 200, MAX_THREADS),
-    (100, 4, 2, 64),  # a few processes among many threads: at most those few processes
+    (100, 4, 2, 104),  # a few processes among many threads: at most those few processes
+    (200, 4, 2, 128),
     (100, 5, 2, 4),  # more processes than their cap: the claim may take any, so the cap
     (3, 3, 4, 6),
 ])
@@ -50,18 +51,18 @@ def test_the_rule(threads: int, processes: int, cores: int, expected: int) -> No
 
 
 def test_the_caps() -> None:
-    assert [thread_cap(c) for c in (1, 2, 4, 8, 16)] == [32, 64, 128, 256, 256]
+    assert [thread_cap(c) for c in (1, 2, 4, 8, 16)] == [64, 128, 256, 256, 256]
     assert [process_cap(c) for c in (1, 2, 3, 4, 64, 200)] == [4, 4, 6, 8, 128, 256]
 
 
 def test_the_run_mode_decides_what_a_handler_costs() -> None:
     assert Backlog.of(handlers=10, commands=2, in_process=True) == Backlog(10, 2)
     assert Backlog.of(handlers=10, commands=2, in_process=False) == Backlog(0, 12)
-    # 100 isolated handlers due on 2 cores: 4 processes, not 64
-    assert auto_concurrency(Backlog.of(handlers=100, commands=0, in_process=False),
+    # 200 isolated handlers due on 2 cores: 4 processes, not 128
+    assert auto_concurrency(Backlog.of(handlers=200, commands=0, in_process=False),
                             cores=2) == 4
-    assert auto_concurrency(Backlog.of(handlers=100, commands=0, in_process=True),
-                            cores=2) == 64
+    assert auto_concurrency(Backlog.of(handlers=200, commands=0, in_process=True),
+                            cores=2) == 128
 
 
 @pytest.mark.parametrize(("text", "value"), [
