@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from psycopg.rows import class_row
 
 from cronjobs.db.session import Queries, translated
 from cronjobs.models import (
@@ -57,20 +59,25 @@ class NotificationStore(Queries):
 
     def enqueue_deliveries(self, deliveries: Sequence[NewDelivery], *, now: dt.datetime,
                            claimed_until: dt.datetime, expires_at: dt.datetime,
-                           token: uuid.UUID) -> list[Outgoing]:
-        """Write notifications to the outbox, 'pending' and claimed by ``token`` until
-        ``claimed_until``; those of a run pruned meanwhile are skipped."""
+                           token: uuid.UUID) -> Callable[[], list[Outgoing]]:
+        """Send the writing of notifications to the outbox, 'pending' and claimed by
+        ``token`` until ``claimed_until``, in the caller's transaction (that of the
+        outcomes they tell of); the rows written are read by calling the result (inside a
+        pipeline: after it). A delivery with a lease token is written only while that lease
+        holds, and locks its run until the transaction ends; those of a run pruned
+        meanwhile are skipped."""
         if not deliveries:
-            return []
-        return self._rows("enqueue_deliveries", {
+            return lambda: []
+        return self._later("enqueue_deliveries", {
             "run_ids": [d.run_id for d in deliveries],
             "attempts": [d.attempt for d in deliveries],
             "events": [d.event for d in deliveries],
             "targets": [d.target for d in deliveries],
             "urls": [d.url for d in deliveries],
             "bodies": [d.body for d in deliveries],
+            "leases": [d.lease_token for d in deliveries],
             "now": now, "claimed_until": claimed_until, "expires_at": expires_at,
-            "token": token}, Outgoing)
+            "token": token}, class_row(Outgoing))
 
     def claim_deliveries(self, *, now: dt.datetime, claimed_until: dt.datetime,
                          token: uuid.UUID, limit: int) -> list[Outgoing]:
