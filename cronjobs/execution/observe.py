@@ -66,6 +66,7 @@ log = logging.getLogger(__name__)
 LIVE_EVERY = 1.0  # seconds between two writes of one run's output while it prints
 HURRY = 2.0  # seconds a stopping tick waits for deliveries under way (SIGTERM's grace is short)
 NOTIFIED = (RunStatus.DEAD, RunStatus.FAILED, RunStatus.SUCCEEDED)  # what may be notified
+ENDED = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.CANCELLED)  # what leaves the queue
 
 
 class Attempt(Protocol):  # what the executor keeps of a running attempt
@@ -294,7 +295,7 @@ class RunObserver:
             if ending.status not in NOTIFIED:
                 continue
             config = self._receivers(store, ending.definition_id)
-            event = None if config is None else self._event(store, ending, config)
+            event = None if config is None else self._event(store, ending, config, endings)
             if config is None or event is None:
                 continue
             notice = Notice(event, ending.run_id, ending.job, ending.scheduled_for,
@@ -332,8 +333,10 @@ class RunObserver:
         return self._config[definition_id]
 
     @staticmethod
-    def _event(store: Store, ending: Ending, config: NotifyConfig) -> NotifyEvent | None:
-        """The event an outcome is notified as (None: not notified)."""
+    def _event(store: Store, ending: Ending, config: NotifyConfig,
+               endings: Sequence[Ending]) -> NotifyEvent | None:
+        """The event an outcome is notified as (None: not notified), among ``endings``
+        recorded in the same transaction."""
         status = ending.status
         on = {NotifyEvent(e) for e in config.notify_on}
         if status == RunStatus.DEAD:
@@ -342,7 +345,7 @@ class RunObserver:
         if status == RunStatus.FAILED:
             return NotifyEvent.FAILURE if NotifyEvent.FAILURE in on else None
         if NotifyEvent.RECOVERY in on and (
-                ending.attempt > 1 or store.notifications.previous_run_dead(ending.run_id)):
+                ending.attempt > 1 or _after_death(store, ending, endings)):
             return NotifyEvent.RECOVERY
         return None
 
@@ -365,3 +368,16 @@ class RunObserver:
             self.tracing.run_ended(run_id, outcome, status, error)
         except Exception as exc:
             log.warning("tracing failed: %s", exc, extra={"action": "tracing"})
+
+
+def _after_death(store: Store, ending: Ending, endings: Sequence[Ending]) -> bool:
+    """Whether the run of the same job that ended last before ``ending``'s run died: the
+    history's (read before the transaction writes), or one of ``endings``, which the same
+    transaction records."""
+    last = [(e.run_id, e.status == RunStatus.DEAD) for e in endings
+            if e.definition_id == ending.definition_id and e.run_id < ending.run_id
+            and e.status in ENDED]
+    before = store.notifications.previous_ended_run(ending.run_id)
+    if before is not None:
+        last.append(before)
+    return bool(last) and max(last)[1]

@@ -20,6 +20,8 @@ from test_outbox import SECRET, Receiver, _outbox, _tick
 
 from conftest import Invoke, clean_env, one_run, wait_for
 from cronjobs.db.store import Store
+from cronjobs.execution.observe import Ending, RunObserver
+from cronjobs.models import Claimed, RunStatus
 
 receiver = test_outbox.receiver  # the fixtures of test_outbox (a webhook receiver, short tries)
 quick = test_outbox.quick
@@ -207,3 +209,30 @@ def test_a_tick_killed_while_it_commits_an_outcome_loses_no_notification(
     assert _run(db, "backup")[1] == "dead"
     assert [(d["run_id"], d["status"]) for d in _outbox(db)] == [(run_id, "sent")]
     assert [(b["run_id"], b["event"]) for _, b in receiver.requests] == [(run_id, "dead")]
+
+
+def test_a_success_after_a_death_recorded_in_the_same_transaction_is_a_recovery(
+        cli: Invoke, db: psycopg.Connection[Any], store: Store) -> None:
+    """The notifications are decided before the transaction that records the outcomes
+    writes: a death it records is the previous run of a success it records too."""
+    result = cli("define", "flaky", "0 0 1 1 *", "--command", "true", "--overlap", "allow",
+                 "--notify", "http://127.0.0.1:9/hook", "--notify-on", "recovery")
+    assert result.exit_code == 0, result.stderr
+    result = cli("backfill", "flaky", "--from", "2020-01-01T00:00:00Z",
+                 "--to", "2021-01-01T00:00:00Z")
+    assert result.exit_code == 0, result.stderr
+    first, second = sorted(store.queue.claim_runs(now=_instant(db), worker="w", limit=2,
+                                                  tick_id=None), key=lambda c: c.id)
+
+    def ending(claim: Claimed, status: RunStatus) -> Ending:
+        return Ending(claim.definition_id, claim.id, claim.name, claim.scheduled_for, 1, 1,
+                      status, None, None, None, claim.lease_token)
+
+    observer = RunObserver(store, store.now)
+    assert observer.notices(store, [ending(second, RunStatus.SUCCEEDED)]) == []
+    (delivery,) = observer.notices(store, [ending(first, RunStatus.DEAD),
+                                           ending(second, RunStatus.SUCCEEDED)])
+    assert (delivery.run_id, delivery.event, delivery.lease_token) == (
+        second.id, "recovery", second.lease_token)
+    assert observer.notices(store, [ending(first, RunStatus.SUCCEEDED),
+                                    ending(second, RunStatus.SUCCEEDED)]) == []

@@ -14,13 +14,13 @@ SELECT id, name, notify_urls, notify_on
 FROM job_definitions
 WHERE id = ANY (%(ids)s::bigint[]) AND cardinality(notify_urls) > 0;
 
--- name: previous_run_dead
--- Whether the job's last run that ended before this one died (a success after it is a
--- recovery). Walks the job's history index from this run backwards.
-SELECT p.status = 'dead' AS dead
+-- name: previous_ended_run
+-- The job's last run that ended before this one, and whether it died (a success after it
+-- is a recovery). Walks the job's history index from this run backwards.
+SELECT p.id, p.status = 'dead' AS dead
 FROM job_runs AS r
 JOIN LATERAL (
-    SELECT q.status FROM job_runs AS q
+    SELECT q.id, q.status FROM job_runs AS q
     WHERE q.definition_id = r.definition_id AND q.id < r.id
       AND q.status IN ('succeeded', 'dead', 'cancelled')
     ORDER BY q.id DESC

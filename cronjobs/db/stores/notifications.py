@@ -30,6 +30,12 @@ class _Finished:
     status: str
 
 
+@dataclass(frozen=True)
+class _Ended:
+    id: int
+    dead: bool
+
+
 class NotificationStore(Queries):
     """Notifications: the worker's wake-up channel, webhook targets and deliveries, live output of
     running runs."""
@@ -52,10 +58,11 @@ class NotificationStore(Queries):
         rows = self._rows("notify_config", {"ids": list(definition_ids)}, NotifyConfig)
         return {row.id: row for row in rows}
 
-    def previous_run_dead(self, run_id: int) -> bool:
-        """Whether the last run of the same job that ended before ``run_id`` died."""
-        values = self._values("previous_run_dead", {"run_id": run_id})
-        return bool(values and values[0])
+    def previous_ended_run(self, run_id: int) -> tuple[int, bool] | None:
+        """The last run of the same job that ended before ``run_id``: (its id, whether it
+        died); None when there is none."""
+        row = self._row("previous_ended_run", {"run_id": run_id}, _Ended)
+        return None if row is None else (row.id, row.dead)
 
     def enqueue_deliveries(self, deliveries: Sequence[NewDelivery], *, now: dt.datetime,
                            claimed_until: dt.datetime, expires_at: dt.datetime,
