@@ -14,12 +14,13 @@ receiver or database write is logged, and the runs go on.
 
 A run's notifications are written to the outbox in the transaction that records the
 outcome they tell of (the completer's, or the reclaimer's), so that both commit or neither
-does: a tick killed, or a database lost, between the two cannot lose one. In three steps:
+does: a tick killed, or a database lost, at any moment leaves both or neither. In three steps:
 :meth:`~Observer.notices` (which notifications the outcomes cause: reads, with the
 transaction's store, before it writes), :meth:`~Observer.enqueue` (their rows, sent in the
 transaction, fenced like the outcomes) and, once it committed, :meth:`~Observer.send`. A
-transaction the retry policy repeats repeats the three with it. A tick's observer is a
-:class:`RunObserver`; :class:`NullObserver` does nothing.
+transaction the retry policy repeats repeats the three with it; the first two fail the
+transaction they are part of when they fail (the outcome is then not recorded either). A
+tick's observer is a :class:`RunObserver`; :class:`NullObserver` does nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cronjobs.db.store import Store
+from cronjobs.errors import CronjobsError
 from cronjobs.execution import tracing
 from cronjobs.execution.notify import (
     CLAIM,
@@ -302,7 +304,11 @@ class RunObserver:
                             ending.attempt, ending.max_attempts, ending.status, ending.error,
                             ending.exit_code, ending.output,
                             run_url(self.dashboard_url, ending.run_id))
-            document = json.dumps(body(notice, now), ensure_ascii=False)
+            try:
+                document = json.dumps(body(notice, now), ensure_ascii=False)
+            except Exception as exc:  # fails this outcome alone (the completer's one by one)
+                raise CronjobsError(f"run {ending.run_id}: its notification could not be "
+                                    f"written: {type(exc).__name__}: {exc}") from exc
             deliveries += [NewDelivery(ending.run_id, ending.attempt, event.value,
                                        mask_url(url), url, document, ending.lease_token)
                            for url in config.notify_urls]
