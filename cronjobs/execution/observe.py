@@ -13,8 +13,8 @@ per pass of its loop (:meth:`~Observer.tick_pass`); the tick closes it
 receiver or database write is logged, and the runs go on.
 
 A run's notifications are written to the outbox in the transaction that records the
-outcome they tell of (the completer's, or the reclaimer's), so that both commit or neither
-does: a tick killed, or a database lost, at any moment leaves both or neither. In three steps:
+outcome they tell of (the completer's, or the reclaimer's): a tick killed, or a database
+lost, at any moment leaves both or neither. In three steps:
 :meth:`~Observer.notices` (which notifications the outcomes cause: reads, with the
 transaction's store, before it writes), :meth:`~Observer.enqueue` (their rows, sent in the
 transaction, fenced like the outcomes) and, once it committed, :meth:`~Observer.send`. A
