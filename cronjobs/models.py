@@ -284,6 +284,9 @@ class NewDelivery:
     target: str  # the receiver, masked
     url: str
     body: str
+    # the lease of the run's holder, which fences the write (enqueue_deliveries); None for
+    # a run reclaimed in the same transaction
+    lease_token: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)

@@ -1,27 +1,28 @@
 """The completer: records the outcomes of the attempts that ended, fenced by their lease
-tokens, with the failures counted against their jobs in the same transaction, and the
-next claim in it too (one round trip per pass: ``store.queue.pass_of_executor``). An
-outcome the database refuses does not lose the others: they are then recorded one by one.
-Then it reports each (the tick's report, the observer) and fires the alerts a failure
-calls for."""
+tokens, with the failures counted against their jobs and the notifications they cause
+written to the outbox in the same transaction, and the next claim in it too (one round trip
+per pass: ``store.queue.pass_of_executor``). An outcome the database refuses does not lose
+the others: they are then recorded one by one, each with its notifications. Then it reports
+each (the tick's report, the observer), sends the notifications written and fires the
+alerts a failure calls for."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from cronjobs.clock import Clock
 from cronjobs.db.store import Store
 from cronjobs.errors import CronjobsError, DatabaseUnavailable
 from cronjobs.execution.alerts import Alerting, AlertKind, Event
-from cronjobs.execution.observe import Observer
+from cronjobs.execution.observe import Ending, Observer
 from cronjobs.execution.options import TickOptions
 from cronjobs.execution.outcome import next_status
 from cronjobs.execution.runners import Result
 from cronjobs.execution.state import Active, Database, ExecReport, Finished
-from cronjobs.models import AttemptOutcome, Claimed, JobFailure, Outcome, RunStatus
+from cronjobs.models import AttemptOutcome, Claimed, JobFailure, Outcome, Outgoing, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +66,28 @@ class Completer:
         failing = [o for a, _, o in sorted(writes, key=lambda w: w[0].claim.definition_id)
                    if o.status in (RunStatus.FAILED, RunStatus.DEAD)]
         failures: dict[int, JobFailure | None] = {}
+        # the outcomes whose job had receivers when they were claimed (the others cost
+        # nothing more)
+        endings = [Ending.of_attempt(a.claim, o) for a, _, o in writes if a.claim.notifies]
+        sent: list[Outgoing] = []
 
         def write(store: Store) -> tuple[set[int], list[Claimed]]:
+            # the notifications are written in the same transaction (fenced by the same
+            # leases): all of it is repeated when the policy repeats it
+            deliveries = self.observer.notices(store, endings) if endings else []
+            written: list[Callable[[], list[Outgoing]]] = []
+
+            def outbox() -> None:
+                written[:] = [self.observer.enqueue(store, deliveries)]
+
             recorded, counted, claimed = store.queue.pass_of_executor(
                 outcomes, failing, now=self.clock.now(), worker=self.options.worker,
                 limit=claim_limit, tick_id=self.tick_id,
-                run_ids=self.options.run_ids, handlers=self.handlers)
+                run_ids=self.options.run_ids, handlers=self.handlers,
+                outbox=outbox if deliveries else None)
             failures.clear()
             failures.update(counted)
+            sent[:] = written[0]() if written else []
             return recorded, claimed
 
         claims: list[Claimed] = []
@@ -91,11 +106,13 @@ class Completer:
                 # own (no claim this pass; the next one claims)
                 log.warning("recording %s outcomes failed (%s): recording them one by one",
                             len(writes), exc.message, extra={"action": "finish"})
-                both = self._one_by_one(writes, failing, failures), []
+                sent.clear()
+                both = self._one_by_one(writes, failing, failures, sent), []
             recorded, claims = both if both is not None else (None, [])
         for active, result, outcome in writes:
             self._recorded(active.claim, result, outcome, recorded,
                            failures.get(active.claim.id))
+        self.observer.send(sent)
         return claims, claimed_at
 
     def _outcomes(self, ended: Sequence[Ended]) -> list[Write]:
@@ -121,22 +138,32 @@ class Completer:
         return writes
 
     def _one_by_one(self, writes: list[Write], failing: list[Outcome],
-                    failures: dict[int, JobFailure | None]) -> set[int]:
-        """Record each outcome in a transaction of its own; one the database refuses is
-        logged and left to its lease (the run is reclaimed when it expires)."""
+                    failures: dict[int, JobFailure | None], sent: list[Outgoing]) -> set[int]:
+        """Record each outcome in a transaction of its own, with its notifications (added
+        to ``sent`` once it committed); one the database refuses is logged and left to its
+        lease (the run is reclaimed when it expires)."""
         recorded: set[int] = set()
         counted = {o.run_id for o in failing}
         for active, _, outcome in writes:
-            def write(store: Store, o: Outcome = outcome) -> set[int]:
+            ending = [Ending.of_attempt(active.claim, outcome)] if active.claim.notifies else []
+
+            def write(store: Store, o: Outcome = outcome, ending: list[Ending] = ending
+                      ) -> tuple[set[int], list[Outgoing]]:
+                deliveries = self.observer.notices(store, ending) if ending else []
                 now = self.clock.now()
                 with store.transaction():
                     if o.run_id in counted:
                         failures[o.run_id] = store.queue.record_job_failure(
                             o.run_id, token=o.token, error=o.error, now=now)
-                    return store.queue.finish_runs([o], now=now)
+                    written = self.observer.enqueue(store, deliveries)
+                    done = store.queue.finish_runs([o], now=now)
+                    return done, written()
             until = active.last_beat + active.claim.lease.total_seconds()
             try:
-                recorded |= self.db.call_until(write, until) or set()
+                done = self.db.call_until(write, until)
+                if done is not None:
+                    recorded |= done[0]
+                    sent += done[1]
             except CronjobsError as exc:
                 log.warning("run %s: its outcome could not be recorded: %s", outcome.run_id,
                             exc.message, extra={"action": "finish", "run_id": outcome.run_id,

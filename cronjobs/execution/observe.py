@@ -6,13 +6,21 @@ database, read by ``cronjobs logs --follow``) and optional tracing
 A tick's observer also retries the deliveries of the outbox that are due
 (:meth:`RunObserver.redeliver`), with the same senders.
 
-The executor calls its :class:`Observer` at four points: when an attempt starts
-(:meth:`~Observer.started`), when its outcome is recorded (:meth:`~Observer.finished`,
-:meth:`~Observer.lost`), when a reclaim records one (:meth:`~Observer.reclaimed`), and once
+The executor calls its :class:`Observer` when an attempt starts (:meth:`~Observer.started`),
+when its outcome is recorded (:meth:`~Observer.finished`, :meth:`~Observer.lost`), and once
 per pass of its loop (:meth:`~Observer.tick_pass`); the tick closes it
-(:meth:`~Observer.close`). A tick's is a :class:`RunObserver`; :class:`NullObserver` does
-nothing. None of these ever raises or waits on the network: a failing receiver or database
-write is logged, and the runs go on.
+(:meth:`~Observer.close`). None of these ever raises or waits on the network: a failing
+receiver or database write is logged, and the runs go on.
+
+A run's notifications are written to the outbox in the transaction that records the
+outcome they tell of (the completer's, or the reclaimer's): a tick killed, or a database
+lost, at any moment leaves both or neither. In three steps:
+:meth:`~Observer.notices` (which notifications the outcomes cause: reads, with the
+transaction's store, before it writes), :meth:`~Observer.enqueue` (their rows, sent in the
+transaction, fenced like the outcomes) and, once it committed, :meth:`~Observer.send`. A
+transaction the retry policy repeats repeats the three with it; the first two fail the
+transaction they are part of when they fail (the outcome is then not recorded either). A
+tick's observer is a :class:`RunObserver`; :class:`NullObserver` does nothing.
 """
 
 from __future__ import annotations
@@ -22,10 +30,12 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from cronjobs.db.store import Store
+from cronjobs.errors import CronjobsError
 from cronjobs.execution import tracing
 from cronjobs.execution.notify import (
     CLAIM,
@@ -46,6 +56,8 @@ from cronjobs.models import (
     NewDelivery,
     NotifyConfig,
     NotifyEvent,
+    Outcome,
+    Outgoing,
     Reclaimed,
     RunStatus,
 )
@@ -55,6 +67,8 @@ log = logging.getLogger(__name__)
 
 LIVE_EVERY = 1.0  # seconds between two writes of one run's output while it prints
 HURRY = 2.0  # seconds a stopping tick waits for deliveries under way (SIGTERM's grace is short)
+NOTIFIED = (RunStatus.DEAD, RunStatus.FAILED, RunStatus.SUCCEEDED)  # what may be notified
+ENDED = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.CANCELLED)  # what leaves the queue
 
 
 class Attempt(Protocol):  # what the executor keeps of a running attempt
@@ -63,6 +77,38 @@ class Attempt(Protocol):  # what the executor keeps of a running attempt
 
     @property
     def job(self) -> Job: ...
+
+
+@dataclass(frozen=True)
+class Ending:
+    """An outcome about to be recorded, as its notifications see it."""
+
+    definition_id: int
+    run_id: int
+    job: str
+    scheduled_for: dt.datetime
+    attempt: int
+    max_attempts: int
+    status: RunStatus
+    error: str | None
+    exit_code: int | None
+    output: str | None
+    lease_token: Any  # the holder's lease, which fences the outcome (None: reclaimed)
+
+    @classmethod
+    def of_attempt(cls, claim: Claimed, outcome: Outcome) -> Ending:
+        return cls(claim.definition_id, claim.id, claim.name, claim.scheduled_for,
+                   claim.attempt, claim.max_attempts, outcome.status, outcome.error,
+                   outcome.exit_code, outcome.output_tail, claim.lease_token)
+
+    @classmethod
+    def of_reclaimed(cls, row: Reclaimed) -> Ending:
+        return cls(row.definition_id, row.id, row.job, row.scheduled_for, row.attempt,
+                   row.attempt, row.status, row.error, None, None, None)
+
+
+def nothing() -> list[Outgoing]:
+    return []
 
 
 class Observer(Protocol):
@@ -78,8 +124,17 @@ class Observer(Protocol):
     def lost(self, claim: Claimed, outcome: AttemptOutcome, error: str | None) -> None:
         """An attempt whose lease was lost: whoever holds the run now tells its outcome."""
 
-    def reclaimed(self, row: Reclaimed) -> None:
-        """A run whose lease expired was sent back (``failed``) or declared ``dead``."""
+    def notices(self, store: Store, endings: Sequence[Ending]) -> list[NewDelivery]:
+        """The notifications these outcomes cause (reads with ``store``, the connection
+        of the transaction that is to record them; a failure fails that transaction)."""
+
+    def enqueue(self, store: Store, deliveries: Sequence[NewDelivery]
+                ) -> Callable[[], list[Outgoing]]:
+        """Send the outbox rows of ``deliveries`` in ``store``'s open transaction, before
+        the outcomes are written; the rows written are read by calling the result."""
+
+    def send(self, written: Sequence[Outgoing]) -> None:
+        """The transaction that wrote ``written`` committed: send them (in the background)."""
 
     def tick_pass(self, active: Iterable[Attempt]) -> None:
         """Once per pass of the executor's loop, with the attempts under way."""
@@ -102,7 +157,14 @@ class NullObserver:
     def lost(self, claim: Claimed, outcome: AttemptOutcome, error: str | None) -> None:
         pass
 
-    def reclaimed(self, row: Reclaimed) -> None:
+    def notices(self, store: Store, endings: Sequence[Ending]) -> list[NewDelivery]:
+        return []
+
+    def enqueue(self, store: Store, deliveries: Sequence[NewDelivery]
+                ) -> Callable[[], list[Outgoing]]:
+        return nothing
+
+    def send(self, written: Sequence[Outgoing]) -> None:
         pass
 
     def tick_pass(self, active: Iterable[Attempt]) -> None:
@@ -177,29 +239,11 @@ class RunObserver:
         """An attempt's outcome was recorded (the run is now ``status``)."""
         self._end_span(claim.id, outcome, status, error)
         self._live.pop((claim.id, claim.attempt), None)
-        if not claim.notifies:  # no receivers when it was claimed
-            return
-        try:
-            self._notify(claim.definition_id, claim.id, claim.name,
-                         claim.scheduled_for, claim.attempt, claim.max_attempts, status,
-                         error, exit_code, output)
-        except Exception as exc:
-            log.warning("run %s: could not queue its notifications: %s", claim.id, exc,
-                        extra={"action": "notify", "run_id": claim.id, "job": claim.name})
 
     def lost(self, claim: Claimed, outcome: AttemptOutcome, error: str | None) -> None:
         """An attempt whose lease was lost: whoever holds the run now tells its outcome."""
         self._end_span(claim.id, outcome, None, error)
         self._live.pop((claim.id, claim.attempt), None)
-
-    def reclaimed(self, row: Reclaimed) -> None:
-        """A run whose lease expired was sent back (``failed``) or declared ``dead``."""
-        try:
-            self._notify(row.definition_id, row.id, row.job, row.scheduled_for,
-                         row.attempt, row.attempt, row.status, row.error, None, None)
-        except Exception as exc:
-            log.warning("run %s: could not queue its notifications: %s", row.id, exc,
-                        extra={"action": "notify", "run_id": row.id, "job": row.job})
 
     def tick_pass(self, active: Iterable[Attempt]) -> None:
         """Once per pass: write the output of attempts running for LIVE_EVERY seconds or
@@ -243,39 +287,73 @@ class RunObserver:
 
     # -- notifications --------------------------------------------------------------------
 
-    def _notify(self, definition_id: int, run_id: int, job: str,
-                slot: dt.datetime, attempt: int, max_attempts: int, status: RunStatus,
-                error: str | None, exit_code: int | None, output: str | None) -> None:
-        if status not in (RunStatus.DEAD, RunStatus.FAILED, RunStatus.SUCCEEDED):
-            return
-        if definition_id not in self._config:
-            self._config.update(dict.fromkeys([definition_id]))
-            self._config.update(self.store.notifications.notify_config([definition_id]))
-        config = self._config[definition_id]
-        if config is None:
-            return
-        on = {NotifyEvent(e) for e in config.notify_on}
-        event: NotifyEvent | None = None
-        if status == RunStatus.DEAD:
-            event = (NotifyEvent.DEAD if NotifyEvent.DEAD in on
-                     else NotifyEvent.FAILURE if NotifyEvent.FAILURE in on else None)
-        elif status == RunStatus.FAILED:
-            event = NotifyEvent.FAILURE if NotifyEvent.FAILURE in on else None
-        elif NotifyEvent.RECOVERY in on and (
-                attempt > 1 or self.store.notifications.previous_run_dead(run_id)):
-            event = NotifyEvent.RECOVERY
-        if event is None:
-            return
-        notice = Notice(event, run_id, job, slot, attempt, max_attempts, status, error,
-                        exit_code, output, run_url(self.dashboard_url, run_id))
+    def notices(self, store: Store, endings: Sequence[Ending]) -> list[NewDelivery]:
+        """The notifications these outcomes cause, one per receiver: a job's receivers are
+        read once per tick (then cached), whether the job's previous run died only for a
+        first attempt's success of a job notified of recoveries."""
+        deliveries: list[NewDelivery] = []
         now = self._now()
-        document = json.dumps(body(notice, now), ensure_ascii=False)
-        written = self.store.notifications.enqueue_deliveries(
-            [NewDelivery(run_id, attempt, event.value, mask_url(url), url, document)
-             for url in config.notify_urls],
-            now=now, claimed_until=now + CLAIM, expires_at=now + self.notify_deadline,
-            token=self._token)
-        self._sender().send(written)
+        for ending in endings:
+            if ending.status not in NOTIFIED:
+                continue
+            config = self._receivers(store, ending.definition_id)
+            event = None if config is None else self._event(store, ending, config, endings)
+            if config is None or event is None:
+                continue
+            notice = Notice(event, ending.run_id, ending.job, ending.scheduled_for,
+                            ending.attempt, ending.max_attempts, ending.status, ending.error,
+                            ending.exit_code, ending.output,
+                            run_url(self.dashboard_url, ending.run_id))
+            try:
+                document = json.dumps(body(notice, now), ensure_ascii=False)
+            except Exception as exc:  # fails this outcome alone (the completer's one by one)
+                raise CronjobsError(f"run {ending.run_id}: its notification could not be "
+                                    f"written: {type(exc).__name__}: {exc}") from exc
+            deliveries += [NewDelivery(ending.run_id, ending.attempt, event.value,
+                                       mask_url(url), url, document, ending.lease_token)
+                           for url in config.notify_urls]
+        return deliveries
+
+    def enqueue(self, store: Store, deliveries: Sequence[NewDelivery]
+                ) -> Callable[[], list[Outgoing]]:
+        """Send the outbox rows of ``deliveries`` in ``store``'s open transaction, claimed
+        by this tick for its first round; the rows written are read by calling the
+        result."""
+        if not deliveries:
+            return nothing
+        now = self._now()
+        return store.notifications.enqueue_deliveries(
+            deliveries, now=now, claimed_until=now + CLAIM,
+            expires_at=now + self.notify_deadline, token=self._token)
+
+    def send(self, written: Sequence[Outgoing]) -> None:
+        """The transaction that wrote ``written`` committed: send them in the background."""
+        if written:
+            self._sender().send(list(written))
+
+    def _receivers(self, store: Store, definition_id: int) -> NotifyConfig | None:
+        """A job's receivers (None: it has none), read once per tick."""
+        if definition_id not in self._config:
+            found = store.notifications.notify_config([definition_id])
+            self._config[definition_id] = found.get(definition_id)
+        return self._config[definition_id]
+
+    @staticmethod
+    def _event(store: Store, ending: Ending, config: NotifyConfig,
+               endings: Sequence[Ending]) -> NotifyEvent | None:
+        """The event an outcome is notified as (None: not notified), among ``endings``
+        recorded in the same transaction."""
+        status = ending.status
+        on = {NotifyEvent(e) for e in config.notify_on}
+        if status == RunStatus.DEAD:
+            return (NotifyEvent.DEAD if NotifyEvent.DEAD in on
+                    else NotifyEvent.FAILURE if NotifyEvent.FAILURE in on else None)
+        if status == RunStatus.FAILED:
+            return NotifyEvent.FAILURE if NotifyEvent.FAILURE in on else None
+        if NotifyEvent.RECOVERY in on and (
+                ending.attempt > 1 or _after_death(store, ending, endings)):
+            return NotifyEvent.RECOVERY
+        return None
 
     def _sender(self) -> Notifier:
         if self._notifier is None:
@@ -296,3 +374,16 @@ class RunObserver:
             self.tracing.run_ended(run_id, outcome, status, error)
         except Exception as exc:
             log.warning("tracing failed: %s", exc, extra={"action": "tracing"})
+
+
+def _after_death(store: Store, ending: Ending, endings: Sequence[Ending]) -> bool:
+    """Whether the run of the same job that ended last before ``ending``'s run died: the
+    history's (read before the transaction writes), or one of ``endings``, which the same
+    transaction records."""
+    last = [(e.run_id, e.status == RunStatus.DEAD) for e in endings
+            if e.definition_id == ending.definition_id and e.run_id < ending.run_id
+            and e.status in ENDED]
+    before = store.notifications.previous_ended_run(ending.run_id)
+    if before is not None:
+        last.append(before)
+    return bool(last) and max(last)[1]

@@ -1,6 +1,7 @@
 """The reclaimer (river's rescuer): runs whose lease expired — their worker died, froze or
 lost the database — go back to the queue, or die when that was their last attempt; their
-attempt is lost and counted against the job, and alerted and notified like any failure."""
+attempt is lost and counted against the job, and alerted and notified like any failure
+(its notifications written to the outbox in the transaction of the takeover)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from cronjobs.clock import Clock
 from cronjobs.db.store import Store
 from cronjobs.execution.alerts import Alerting, AlertKind, Event
 from cronjobs.execution.completer import counted
-from cronjobs.execution.observe import Observer
+from cronjobs.execution.observe import Ending, Observer
 from cronjobs.execution.state import Database, ExecReport
-from cronjobs.models import JobFailure, Reclaimed, RunStatus
+from cronjobs.models import JobFailure, Outgoing, Reclaimed, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -41,16 +42,22 @@ class Reclaimer:
     def reclaim(self, now: float | None = None) -> None:
         """Take over the expired leases (``now``: this pass's monotonic time, else the
         time it is done)."""
-        def reclaim(store: Store) -> list[tuple[Reclaimed, JobFailure]]:
-            # the takeover and the count of the lost attempts in one transaction
+        def reclaim(store: Store) -> tuple[list[tuple[Reclaimed, JobFailure]], list[Outgoing]]:
+            # the takeover, the count of the lost attempts and their notifications in one
+            # transaction
             at = self.clock.now()
             with store.transaction():
                 rows = sorted(store.queue.reclaim_expired(now=at),
                               key=lambda r: r.definition_id)
-                return [(row, store.queue.record_reclaimed_failure(
-                            row.definition_id, error=row.error, now=at)) for row in rows]
+                counted = [(row, store.queue.record_reclaimed_failure(
+                    row.definition_id, error=row.error, now=at)) for row in rows]
+                deliveries = (self.observer.notices(store, [Ending.of_reclaimed(row)
+                                                            for row in rows])
+                              if rows else [])
+                return counted, self.observer.enqueue(store, deliveries)()
 
-        for row, failure in self.db.call(reclaim):
+        reclaimed, sent = self.db.call(reclaim)
+        for row, failure in reclaimed:
             self.report.reclaimed += 1
             log.warning("lease expired: run %s back to %s", row.id, row.status.value,
                         extra={"action": "reclaim", "run_id": row.id, "job": row.job,
@@ -58,5 +65,5 @@ class Reclaimer:
             kind = AlertKind.DEAD if row.status == RunStatus.DEAD else AlertKind.FAILED
             counted(failure, Event(kind, row.id, row.job, row.scheduled_for, row.attempt,
                                    row.status, row.error, None), self.alerts)
-            self.observer.reclaimed(row)
+        self.observer.send(sent)
         self.last = now if now is not None else time.monotonic()

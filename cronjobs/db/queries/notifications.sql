@@ -14,13 +14,13 @@ SELECT id, name, notify_urls, notify_on
 FROM job_definitions
 WHERE id = ANY (%(ids)s::bigint[]) AND cardinality(notify_urls) > 0;
 
--- name: previous_run_dead
--- Whether the job's last run that ended before this one died (a success after it is a
--- recovery). Walks the job's history index from this run backwards.
-SELECT p.status = 'dead' AS dead
+-- name: previous_ended_run
+-- The job's last run that ended before this one, and whether it died (a success after it
+-- is a recovery). Walks the job's history index from this run backwards.
+SELECT p.id, p.status = 'dead' AS dead
 FROM job_runs AS r
 JOIN LATERAL (
-    SELECT q.status FROM job_runs AS q
+    SELECT q.id, q.status FROM job_runs AS q
     WHERE q.definition_id = r.definition_id AND q.id < r.id
       AND q.status IN ('succeeded', 'dead', 'cancelled')
     ORDER BY q.id DESC
@@ -31,16 +31,27 @@ WHERE r.id = %(run_id)s;
 -- name: enqueue_deliveries
 -- The outbox (docs/notifications.md): one 'pending' delivery per receiver, written before it
 -- is sent and claimed by its writer (claim_token) until %(claimed_until)s; tried until
--- %(expires_at)s. A run pruned meanwhile is skipped. Returns each row's place in the arrays.
+-- %(expires_at)s. Written in the transaction that records the outcome they tell of, so
+-- that both commit or neither does. Fenced like that outcome: a delivery with a lease
+-- token is written only while that lease holds, and its run's row is locked until the
+-- transaction ends (the outcome written next in it, by finish_runs, is then sure to be
+-- recorded); one without (a run reclaim_expired took over in this same transaction) only
+-- while its run exists (not pruned meanwhile). Returns each row's place in the arrays.
 INSERT INTO job_notifications (run_id, attempt, event, target, url, body, status, tries,
                                rounds, sent_at, delivery_id, next_attempt_at, expires_at,
                                claim_token)
 SELECT v.run_id, v.attempt, v.event, v.target, v.url, v.body, 'pending', 0, 0, %(now)s,
        gen_random_uuid(), %(claimed_until)s, %(expires_at)s, %(token)s
 FROM unnest(%(run_ids)s::bigint[], %(attempts)s::integer[], %(events)s::text[],
-            %(targets)s::text[], %(urls)s::text[], %(bodies)s::text[])
-     WITH ORDINALITY AS v (run_id, attempt, event, target, url, body, n)
-WHERE EXISTS (SELECT 1 FROM job_runs AS r WHERE r.id = v.run_id)
+            %(targets)s::text[], %(urls)s::text[], %(bodies)s::text[], %(leases)s::uuid[])
+     WITH ORDINALITY AS v (run_id, attempt, event, target, url, body, lease, n)
+WHERE CASE WHEN v.lease IS NULL
+           THEN EXISTS (SELECT 1 FROM job_runs AS r WHERE r.id = v.run_id)
+           ELSE EXISTS (SELECT 1 FROM job_runs_queue AS q
+                        WHERE q.id = v.run_id AND q.lease_token = v.lease
+                          AND q.status = 'running'
+                        FOR UPDATE)
+      END
 ORDER BY v.n
 RETURNING id, delivery_id, run_id, url, body, rounds, expires_at;
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from psycopg.rows import class_row
 
 from cronjobs.db.session import Queries, translated
 from cronjobs.models import (
@@ -26,6 +28,12 @@ from cronjobs.reports import (
 class _Finished:
     id: int
     status: str
+
+
+@dataclass(frozen=True)
+class _Ended:
+    id: int
+    dead: bool
 
 
 class NotificationStore(Queries):
@@ -50,27 +58,33 @@ class NotificationStore(Queries):
         rows = self._rows("notify_config", {"ids": list(definition_ids)}, NotifyConfig)
         return {row.id: row for row in rows}
 
-    def previous_run_dead(self, run_id: int) -> bool:
-        """Whether the last run of the same job that ended before ``run_id`` died."""
-        values = self._values("previous_run_dead", {"run_id": run_id})
-        return bool(values and values[0])
+    def previous_ended_run(self, run_id: int) -> tuple[int, bool] | None:
+        """The last run of the same job that ended before ``run_id``: (its id, whether it
+        died); None when there is none."""
+        row = self._row("previous_ended_run", {"run_id": run_id}, _Ended)
+        return None if row is None else (row.id, row.dead)
 
     def enqueue_deliveries(self, deliveries: Sequence[NewDelivery], *, now: dt.datetime,
                            claimed_until: dt.datetime, expires_at: dt.datetime,
-                           token: uuid.UUID) -> list[Outgoing]:
-        """Write notifications to the outbox, 'pending' and claimed by ``token`` until
-        ``claimed_until``; those of a run pruned meanwhile are skipped."""
+                           token: uuid.UUID) -> Callable[[], list[Outgoing]]:
+        """Send the writing of notifications to the outbox, 'pending' and claimed by
+        ``token`` until ``claimed_until``, in the caller's transaction (that of the
+        outcomes they tell of); the rows written are read by calling the result (inside a
+        pipeline: after it). A delivery with a lease token is written only while that lease
+        holds, and locks its run until the transaction ends; those of a run pruned
+        meanwhile are skipped."""
         if not deliveries:
-            return []
-        return self._rows("enqueue_deliveries", {
+            return lambda: []
+        return self._later("enqueue_deliveries", {
             "run_ids": [d.run_id for d in deliveries],
             "attempts": [d.attempt for d in deliveries],
             "events": [d.event for d in deliveries],
             "targets": [d.target for d in deliveries],
             "urls": [d.url for d in deliveries],
             "bodies": [d.body for d in deliveries],
+            "leases": [d.lease_token for d in deliveries],
             "now": now, "claimed_until": claimed_until, "expires_at": expires_at,
-            "token": token}, Outgoing)
+            "token": token}, class_row(Outgoing))
 
     def claim_deliveries(self, *, now: dt.datetime, claimed_until: dt.datetime,
                          token: uuid.UUID, limit: int) -> list[Outgoing]:

@@ -30,29 +30,35 @@ class QueueStore(Queries):
 
     def pass_of_executor(self, outcomes: Sequence[Outcome], failing: Sequence[Outcome], *,
                          now: dt.datetime, worker: str, limit: int, tick_id: int | None,
-                         run_ids: Sequence[int] | None = None, handlers: Sequence[str] = ()
+                         run_ids: Sequence[int] | None = None, handlers: Sequence[str] = (),
+                         outbox: Callable[[], None] | None = None
                          ) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed]]:
         """One pass of a tick's executor in one transaction, sent at once and read when
         the commit is in (one round trip, one flush of the write-ahead log): count the
         failures of ``failing`` (:meth:`record_job_failure`, in the order given), record
         ``outcomes`` (:meth:`finish_runs`) and, with ``limit``, claim up to that many
-        runs (:meth:`claim_runs`). Returns the ids recorded, the failures counted and the
-        runs claimed. When the claim conflicts with another worker's (see claim_runs), the
-        whole transaction is undone and the outcomes are recorded on their own."""
+        runs (:meth:`claim_runs`). ``outbox``, when given, sends the notifications of the
+        outcomes (NotificationStore.enqueue_deliveries) in the same transaction, before
+        the outcomes are written: both commit, or neither. Returns the ids recorded, the
+        failures counted and the runs claimed. When the claim conflicts with another
+        worker's (see claim_runs), the whole transaction is undone and the outcomes are
+        recorded on their own (``outbox`` is then called again, in that transaction)."""
         if limit > 0:
             def claim() -> Callable[[], list[Claimed]]:
                 return self._claim_later(now=now, worker=worker, limit=limit, tick_id=tick_id,
                                          run_ids=run_ids, handlers=handlers, planned=True)
             with contextlib.suppress(Conflict):
                 return self._pass(outcomes, failing, now=now, claim=claim,
-                                  generic=self._generic(run_ids))
+                                  generic=self._generic(run_ids), outbox=outbox)
         if not outcomes and not failing:
             return set(), {}, []
-        return self._pass(outcomes, failing, now=now, claim=None, generic=self._generic(None))
+        return self._pass(outcomes, failing, now=now, claim=None, generic=self._generic(None),
+                          outbox=outbox)
 
     def _pass(self, outcomes: Sequence[Outcome], failing: Sequence[Outcome], *,
               now: dt.datetime, claim: Callable[[], Callable[[], list[Claimed]]] | None,
-              generic: bool) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed]]:
+              generic: bool, outbox: Callable[[], None] | None
+              ) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed]]:
         with translated():
             with self.session.transaction_at_once():
                 # SET LOCAL, until the transaction ends: the outcomes are written by id
@@ -62,6 +68,8 @@ class QueueStore(Queries):
                     "definition_id": None, "run_id": o.run_id, "token": o.token,
                     "error": o.error, "now": now},
                     class_row(JobFailure), prepare=True)) for o in failing]
+                if outbox is not None:  # it locks the runs it writes for: before finish_runs
+                    outbox()
                 finished = (self._later("finish_runs", _finish_params(outcomes, now),
                                         tuple_row, prepare=True) if outcomes else None)
                 claimed = claim() if claim is not None else None
