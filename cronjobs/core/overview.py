@@ -14,7 +14,7 @@ from cronjobs.core.facts import JobInfo
 from cronjobs.db.store import Store
 from cronjobs.errors import UsageError
 from cronjobs.models import Definition, Run
-from cronjobs.reports import Attempt, DashboardJob, Health, StartLateness
+from cronjobs.reports import Attempt, DashboardJob, Health
 from cronjobs.validation import check_name, check_text
 
 PAGE = 50  # jobs per page
@@ -58,8 +58,6 @@ class Overview:
     search: str | None
     after: str
     next_after: str | None  # the `after` of the next page, None on the last
-    # p50 / p99 start lateness over the last hour and day (as `cronjobs status`)
-    lateness: StartLateness | None = None
 
 
 def overview(store: Store, *, after: str = "", search: str | None = None,
@@ -78,8 +76,7 @@ def overview(store: Store, *, after: str = "", search: str | None = None,
     rows = rows[:limit]
     jobs = tuple(_line(row, now) for row in rows)
     return Overview(now, store.reports.health(now), jobs, store.reports.count_jobs(search=search),
-                    search, after, jobs[-1].definition.name if more and jobs else None,
-                    store.reports.start_lateness(now=now))
+                    search, after, jobs[-1].definition.name if more and jobs else None)
 
 
 def _line(row: DashboardJob, now: dt.datetime) -> JobLine:
