@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from cronjobs.core.definitions import schedule_words
 from cronjobs.core.forecast import job_outlook
 from cronjobs.core.health import lateness_json, storage_json
 from cronjobs.core.metrics import CONTENT_TYPE
@@ -21,7 +22,6 @@ from cronjobs.core.overview import job_page, overview
 from cronjobs.db.config import scrub
 from cronjobs.errors import CronjobsError, UsageError
 from cronjobs.web.site import site_of
-from cronjobs.web.words import schedule_words
 
 RUN_ID = re.compile(r"[0-9]{1,19}")
 
