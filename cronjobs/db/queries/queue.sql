@@ -33,6 +33,9 @@ WITH expired AS (
     SELECT runs.id, runs.attempt, runs.lease_owner, runs.lease_token, runs.started_at,
            %(now)s, 'lost', runs.error, runs.output_tail
     FROM runs
+    -- (a run that was never claimed, marked running by hand, has no attempt to record)
+    WHERE runs.lease_owner IS NOT NULL AND runs.lease_token IS NOT NULL
+      AND runs.started_at IS NOT NULL AND runs.attempt >= 1
     -- (an attempt opened by an older cronjobs, which wrote its row at the claim)
     ON CONFLICT (run_id, attempt) DO UPDATE
     SET outcome = 'lost', finished_at = %(now)s, error = excluded.error
