@@ -873,8 +873,8 @@ def bench_storage_write(ctx: Context) -> Section:
         "the systems one after the other, in reverse order every other repetition: "
         "cronjobs after (this tree) and before (git ref "
         f"`{ref}`, installed into a virtual environment of its own as engine_compare does) "
-        "with `cronjobs tick --in-process --concurrency 8` (the engine benchmark's default "
-        "mode; the CLI's default is 4) and `--concurrency 64`, pgqueuer (asyncpg + uvloop, "
+        "with `cronjobs tick --in-process` (no flag: `--concurrency auto`, the default) "
+        "and `--concurrency 64`, pgqueuer (asyncpg + uvloop, "
         "batch 10) and the hand loop (claim 10, finish the batch in one statement). WAL: "
         "pg_current_wal_lsn() difference over the drain (the whole server, other tenants "
         "included), and the WAL records whose block references name the drain's database "
@@ -897,9 +897,9 @@ def bench_storage_write(ctx: Context) -> Section:
         s.extra["versions"] = {"before": before.describe(), "after": Version(
             "after", "this tree", sys.executable).describe()}
         systems: list[System] = [
-            Cronjobs(server, "in-process", appdir, tag="after"),
+            Cronjobs(server, "in-process-auto", appdir, tag="after"),
             Cronjobs(server, "in-process-64", appdir, tag="after"),
-            Cronjobs(server, "in-process", appdir, cli=before.cli, tag="before"),
+            Cronjobs(server, "in-process-auto", appdir, cli=before.cli, tag="before"),
             Cronjobs(server, "in-process-64", appdir, cli=before.cli, tag="before"),
             PgQueuer(server), HandLoop(server)]
         costs: dict[tuple[str, int], list[Cost]] = {}
@@ -938,7 +938,7 @@ def bench_storage_write(ctx: Context) -> Section:
             s.figure(f"{name}: runs/s / pgqueuer", "x", [
                 (c.runs / c.span) / (p.runs / p.span)
                 for c, p in zip(cs, costs[("pgqueuer", k)], strict=True)])
-    for mode in ("in_process", "in_process_64"):
+    for mode in ("in_process_auto", "in_process_64"):
         for k in ctx.compare_processes:
             key = f"cj_{mode}_after x{k}"
             for what, unit in (("WAL bytes/run without full-page images", "B"),

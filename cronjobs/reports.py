@@ -16,9 +16,10 @@ from cronjobs.models import Definition, Run
 
 @dataclass(frozen=True)
 class Attempt:
-    """A row of job_attempts."""
+    """A row of job_attempts; or the attempt running now, read from its run (its row is
+    written when it ends: ``id`` is None until then)."""
 
-    id: int
+    id: int | None
     run_id: int
     attempt: int
     worker: str

@@ -4,8 +4,11 @@
 -- name: reclaim_expired
 -- Runs whose lease expired (their worker died or froze): the attempt is recorded as lost
 -- and the run goes back to the queue at once, or becomes dead when attempts are used up.
+-- (A running attempt is written nowhere but on its run's row, see claim_runs: the lost
+-- attempt's row is written here, from the run as it was.)
 WITH expired AS (
-    SELECT id, attempt, max_attempts, lease_owner, lease_token, heartbeat_at
+    SELECT id, attempt, max_attempts, lease_owner, lease_token, heartbeat_at, started_at,
+           output_tail
     FROM job_runs_queue
     WHERE status = 'running' AND lease_expires_at < %(now)s
     ORDER BY lease_expires_at
@@ -23,12 +26,20 @@ WITH expired AS (
     FROM expired AS e
     WHERE r.id = e.id
     RETURNING r.id, r.status, r.definition_id, r.error, r.scheduled_for, e.attempt,
-              e.lease_token, e.lease_owner
+              e.lease_token, e.lease_owner, e.started_at, e.output_tail
 ), attempts AS (
-    UPDATE job_attempts_queue AS a
-    SET outcome = 'lost', finished_at = %(now)s, error = runs.error
+    INSERT INTO job_attempts_queue AS a (run_id, attempt, worker, lease_token, started_at,
+                                         finished_at, outcome, error, output_tail)
+    SELECT runs.id, runs.attempt, runs.lease_owner, runs.lease_token, runs.started_at,
+           %(now)s, 'lost', runs.error, runs.output_tail
     FROM runs
-    WHERE a.run_id = runs.id AND a.attempt = runs.attempt AND a.lease_token = runs.lease_token
+    -- (a run that was never claimed, marked running by hand, has no attempt to record)
+    WHERE runs.lease_owner IS NOT NULL AND runs.lease_token IS NOT NULL
+      AND runs.started_at IS NOT NULL AND runs.attempt >= 1
+    -- (an attempt opened by an older cronjobs, which wrote its row at the claim)
+    ON CONFLICT (run_id, attempt) DO UPDATE
+    SET outcome = 'lost', finished_at = %(now)s, error = excluded.error
+    WHERE a.lease_token = excluded.lease_token
 )
 SELECT runs.id, runs.status, runs.definition_id, runs.lease_owner, runs.error,
        runs.scheduled_for, runs.attempt, d.name AS job
@@ -88,8 +99,7 @@ SELECT -- the bitmap scan of every waiting run, then a sort:
                                           ELSE current_setting('plan_cache_mode') END, true);
 
 -- name: claim_runs
--- Claim due runs in one short statement that commits at once, and open their attempts in
--- the same statement: the first due runs in the queue's order or, given %(run_ids)s
+-- Claim due runs in one short statement that commits at once: the first due runs in the queue's order or, given %(run_ids)s
 -- (`cronjobs trigger --run`), those runs only, by the same rules (due, executable by this
 -- worker, not paused, exclusivity, group limits). An exclusive run (overlap skip or queue)
 -- is claimed only while no other exclusive run of its job is running, at most one per job
@@ -182,10 +192,11 @@ WITH group_room AS (
               r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
               AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
               d.backoff_max, cardinality(d.notify_urls) > 0 AS notifies
-), attempts AS (
-    INSERT INTO job_attempts_queue (run_id, attempt, worker, lease_token, started_at)
-    SELECT id, attempt, lease_owner, lease_token, started_at FROM claimed
 )
+-- (The attempt this opens is the run's row itself while it runs (attempt, lease_owner,
+-- lease_token, started_at, heartbeat_at): its job_attempts row is written once, when it
+-- ends (finish_runs, reclaim_expired), never inserted here to be deleted at the finish.
+-- attempts_of_run reads a running attempt from its run.)
 SELECT * FROM claimed;
 
 -- name: claimable_backlog
@@ -242,6 +253,11 @@ WITH v AS (
          AS v (id bigint, token uuid, status text, outcome text, exit_code integer,
                error text, output_tail text, result jsonb, retry_secs float8,
                extra_attempts integer)
+), held AS (
+    -- who ran the attempts that wait for a retry, read before waits clears the lease
+    -- (only those: a retry is rare; by id, in the primary key)
+    SELECT r.id, r.lease_owner FROM job_runs_queue AS r
+    WHERE r.id = ANY(ARRAY(SELECT id FROM v WHERE cronjobs_run_waits(v.status)))
 ), waits AS (
     UPDATE job_runs_queue AS r
     SET status = v.status,
@@ -259,8 +275,8 @@ WITH v AS (
     -- lease token (set only while a run is running): see heartbeat
     WHERE r.id = ANY(ARRAY(SELECT id FROM v WHERE cronjobs_run_waits(v.status)))
       AND r.id = v.id AND r.lease_token = v.token
-    RETURNING r.id, r.attempt, r.definition_id, v.token, v.status, v.outcome, v.exit_code,
-              v.error, v.output_tail
+    RETURNING r.id, r.attempt, r.definition_id, r.started_at, v.token, v.status, v.outcome,
+              v.exit_code, v.error, v.output_tail
 ), ended AS (
     DELETE FROM job_runs_queue AS r
     USING v
@@ -287,30 +303,41 @@ WITH v AS (
     FROM ended AS e JOIN job_definitions AS d ON d.id = e.definition_id
     RETURNING id, retire_at
 ), retried_attempt AS (
-    UPDATE job_attempts_queue AS a
-    SET outcome = w.outcome, finished_at = %(now)s, exit_code = w.exit_code,
-        error = w.error, output_tail = w.output_tail
-    FROM waits AS w
-    WHERE a.run_id = w.id AND a.attempt = w.attempt AND a.lease_token = w.token
+    -- the attempt that ended, its one row written now (claim_runs wrote none); it waits in
+    -- the queue with its run
+    INSERT INTO job_attempts_queue AS a (run_id, attempt, worker, lease_token, started_at,
+                                         finished_at, outcome, exit_code, error, output_tail)
+    SELECT w.id, w.attempt, h.lease_owner, w.token, w.started_at, %(now)s, w.outcome,
+           w.exit_code, w.error, w.output_tail
+    FROM waits AS w JOIN held AS h ON h.id = w.id
+    -- (an attempt opened by an older cronjobs, which wrote its row at the claim)
+    ON CONFLICT (run_id, attempt) DO UPDATE
+    SET outcome = excluded.outcome, finished_at = excluded.finished_at,
+        exit_code = excluded.exit_code, error = excluded.error,
+        output_tail = excluded.output_tail
+    WHERE a.lease_token = excluded.lease_token
 ), ended_attempts AS (
+    -- the run's earlier attempts (retried, lost, interrupted), if any, leave the queue
     DELETE FROM job_attempts_queue AS a
     USING moved
     WHERE a.run_id = moved.id
     RETURNING a.*, moved.retire_at AS run_retire_at
 ), moved_attempts AS (
+    -- into the history: the earlier attempts as they were, and the attempt that ended,
+    -- its one row written now from its run (claim_runs wrote none)
     INSERT INTO job_attempts (id, run_id, attempt, worker, lease_token, started_at,
                               finished_at, outcome, exit_code, error, output_tail, stage,
                               retire_at)
-    SELECT a.id, a.run_id, a.attempt, a.worker, a.lease_token, a.started_at,
-           CASE WHEN last THEN %(now)s ELSE a.finished_at END,
-           CASE WHEN last THEN e.final_outcome ELSE a.outcome END,
-           CASE WHEN last THEN e.final_exit_code ELSE a.exit_code END,
-           CASE WHEN last THEN e.final_error ELSE a.error END,
-           CASE WHEN last THEN e.final_output_tail ELSE a.output_tail END,
-           'history', a.run_retire_at
+    SELECT a.id, a.run_id, a.attempt, a.worker, a.lease_token, a.started_at, a.finished_at,
+           a.outcome, a.exit_code, a.error, a.output_tail, 'history', a.run_retire_at
     FROM ended_attempts AS a JOIN ended AS e ON e.id = a.run_id
-    CROSS JOIN LATERAL (SELECT a.attempt = e.attempt AND a.lease_token = e.held_token
-                        AS last) AS l
+    -- (not the ending attempt's own row, where an older cronjobs wrote one at its claim)
+    WHERE NOT (a.attempt = e.attempt AND a.lease_token = e.held_token)
+    UNION ALL
+    SELECT nextval('job_attempts_id_seq'), e.id, e.attempt, e.lease_owner, e.held_token,
+           e.started_at, %(now)s, e.final_outcome, e.final_exit_code, e.final_error,
+           e.final_output_tail, 'history', m.retire_at
+    FROM ended AS e JOIN moved AS m ON m.id = e.id
 ), run AS (
     SELECT id, definition_id, status FROM waits
     UNION ALL
