@@ -94,43 +94,119 @@ WHERE r.status = 'running'
 ORDER BY r.started_at;
 
 -- name: job_health
--- Per job, what status and /healthz judge: the definition's own columns (its last success
--- to within a minute: last_succeeded_at) and its dead runs nobody acknowledged, counted
--- from the partial index of each partition that holds them (they are few). Never a probe
--- per job into the history. Unless %(every)s, only the jobs that may have a problem, each
--- kind found through its own index (cheap with 100,000 jobs): invalid ones, those with dead
--- runs, those with a slot due, and those with a slot come since their last success (the
--- test of health.py's _surely_on_time, written out: job_definitions_unsucceeded_idx).
+-- Every job, as `status` lists it: the definition's own columns (its last success to
+-- within a minute: last_succeeded_at) and its dead runs nobody acknowledged, counted from
+-- the partial index of each partition that holds them (they are few). Never a probe per
+-- job into the history. What is wrong with them is job_problems' to say.
 WITH dead AS (
     SELECT definition_id, count(*) AS n, max(id) AS latest
     FROM job_runs
     WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
     GROUP BY definition_id
-), candidates AS (
-    SELECT id FROM job_definitions WHERE %(every)s AND removed_at IS NULL
-    UNION
-    SELECT id FROM job_definitions
-    WHERE NOT %(every)s AND invalid_reason IS NOT NULL AND removed_at IS NULL
-    UNION
-    SELECT definition_id FROM dead WHERE NOT %(every)s
-    UNION
-    SELECT id FROM job_definitions
-    WHERE NOT %(every)s AND removed_at IS NULL AND next_due_at <= %(now)s
-    UNION
-    SELECT id FROM job_definitions
-    WHERE NOT %(every)s AND removed_at IS NULL AND paused_at IS NULL
-      AND (last_succeeded_at IS NULL OR last_succeeded_at < cursor_at)
-      AND cursor_at > greatest(created_at, schedule_since)
 )
 SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.paused_at,
        d.invalid_reason, d.last_succeeded_at AS last_success_at,
        coalesce(dead.n, 0) AS dead_unacknowledged, dead.latest AS latest_dead_id,
        d.cursor_at, d.next_due_at
 FROM job_definitions AS d
-JOIN candidates AS c ON c.id = d.id
 LEFT JOIN dead ON dead.definition_id = d.id
 WHERE d.removed_at IS NULL
 ORDER BY d.name;
+
+-- name: health_schedules
+-- The schedules the verdict must evaluate (core/health.py works out each one's slot before
+-- its latest, then job_problems judges with them): those of the valid, unpaused jobs that
+-- may be overdue, as job_health finds them (a slot due, or one come since their last
+-- success: job_definitions_due_idx, job_definitions_unsucceeded_idx), by schedule and time
+-- zone, and by name for a schedule with an H field (its slots differ per job: as
+-- cron.Schedule reads H, in either case, in any schedule but an @ nickname). Many jobs
+-- share a schedule: a few rows, whatever the fleet.
+SELECT DISTINCT d.schedule, d.timezone,
+       CASE WHEN strpos(lower(d.schedule), 'h') > 0 AND left(d.schedule, 1) <> '@'
+            THEN d.name END AS name
+FROM job_definitions AS d
+WHERE d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+  AND (d.next_due_at IS NULL OR d.next_due_at <= %(now)s
+       OR ((d.last_succeeded_at IS NULL OR d.last_succeeded_at < d.cursor_at)
+           AND d.cursor_at > greatest(d.created_at, d.schedule_since)));
+
+-- name: job_problems
+-- The verdict on the jobs, judged here: what is wrong with which job, the most serious
+-- first, at most %(cap)s jobs (NULL: all), each row with the counts of all of them
+-- (a window over every job with a problem, before the limit). A job has a problem when it
+-- has dead runs nobody acknowledged, is invalid (as stored, or its schedule cannot be
+-- evaluated: %(errors)s), or is overdue: not paused, and the slot before its latest
+-- (%(befores)s, per schedule of health_schedules) came after it was defined (or its
+-- schedule changed) and after its last success. The definition knows its last success to
+-- within a minute (last_succeeded_at); when that leaves the answer open, the job's index
+-- is probed for the exact one, for that job alone. With %(every)s, every job so probed is
+-- returned too (its exact last success, for `status`), a problem or not.
+WITH keys AS (
+    SELECT * FROM unnest(%(schedules)s::text[], %(timezones)s::text[], %(names)s::text[],
+                         %(befores)s::timestamptz[], %(errors)s::text[])
+        AS k (schedule, timezone, name, before, error)
+), dead AS (
+    SELECT definition_id, count(*) AS n, max(id) AS latest
+    FROM job_runs
+    WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
+    GROUP BY definition_id
+), judged AS (
+    -- the jobs whose slot before the latest is newer than what the definition knows
+    SELECT d.id, k.before, k.error,
+           CASE WHEN k.error IS NULL AND d.last_succeeded_at IS NOT NULL
+                     AND d.last_succeeded_at + interval '1 minute' >= k.before
+                THEN (SELECT r.finished_at FROM job_runs AS r
+                      WHERE r.definition_id = d.id AND r.status = 'succeeded'
+                        AND r.stage <> 'queue'
+                      ORDER BY r.id DESC LIMIT 1)
+                ELSE d.last_succeeded_at END AS last_success_at
+    FROM job_definitions AS d
+    JOIN keys AS k ON k.schedule = d.schedule AND k.timezone = d.timezone
+        AND k.name IS NOT DISTINCT FROM
+            (CASE WHEN strpos(lower(d.schedule), 'h') > 0 AND left(d.schedule, 1) <> '@'
+            THEN d.name END)
+    WHERE d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+      AND (d.next_due_at IS NULL OR d.next_due_at <= %(now)s
+           OR ((d.last_succeeded_at IS NULL OR d.last_succeeded_at < d.cursor_at)
+               AND d.cursor_at > greatest(d.created_at, d.schedule_since)))
+      AND (k.error IS NOT NULL
+           OR k.before > greatest(d.created_at, d.schedule_since, d.last_succeeded_at))
+), found AS (
+    SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since,
+           d.paused_at, coalesce(d.invalid_reason, j.error) AS invalid_reason,
+           CASE WHEN j.id IS NULL THEN d.last_succeeded_at ELSE j.last_success_at END
+               AS last_success_at,
+           coalesce(dead.n, 0) AS dead_unacknowledged, dead.latest AS latest_dead_id,
+           d.cursor_at, d.next_due_at,
+           j.before AS overdue_since,
+           (j.error IS NULL AND j.before IS NOT NULL
+            AND (j.last_success_at IS NULL OR j.last_success_at < j.before)) AS overdue
+    FROM job_definitions AS d
+    LEFT JOIN dead ON dead.definition_id = d.id
+    LEFT JOIN judged AS j ON j.id = d.id
+    WHERE d.removed_at IS NULL
+      AND d.id IN (SELECT id FROM judged
+                   UNION SELECT definition_id FROM dead
+                   UNION SELECT id FROM job_definitions
+                   WHERE invalid_reason IS NOT NULL AND removed_at IS NULL)
+), problems AS (
+    SELECT f.*, (f.dead_unacknowledged > 0 OR f.invalid_reason IS NOT NULL OR f.overdue)
+               AS problem
+    FROM found AS f
+)
+SELECT p.*,
+       count(*) FILTER (WHERE p.problem) OVER () AS jobs_with_problems,
+       count(*) FILTER (WHERE p.dead_unacknowledged > 0) OVER () AS dead_jobs,
+       coalesce(sum(p.dead_unacknowledged) OVER (), 0)::bigint AS dead_runs,
+       count(*) FILTER (WHERE p.invalid_reason IS NOT NULL) OVER () AS invalid_jobs,
+       count(*) FILTER (WHERE p.overdue) OVER () AS overdue_jobs
+FROM problems AS p
+WHERE p.problem OR %(every)s
+-- the most serious first: dead runs nobody acknowledged (the latest death first), invalid
+-- jobs, then overdue ones (the longest without a success first)
+ORDER BY p.problem DESC, p.dead_unacknowledged > 0 DESC, p.latest_dead_id DESC NULLS LAST,
+         p.invalid_reason IS NOT NULL DESC, p.last_success_at ASC NULLS FIRST, p.name
+LIMIT %(cap)s;
 
 -- name: last_success
 -- A job's latest success, exactly: the newest entries of its index in each partition.
