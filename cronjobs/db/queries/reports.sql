@@ -116,16 +116,44 @@ ORDER BY d.name;
 -- name: health_schedules
 -- The schedules the verdict must evaluate (core/health.py works out each one's slot before
 -- its latest, then job_problems judges with them): those of the valid, unpaused jobs that
--- may be overdue, as job_health finds them (a slot due, or one come since their last
--- success: job_definitions_due_idx, job_definitions_unsucceeded_idx), by schedule and time
--- zone, and by name for a schedule with an H field (its slots differ per job: as
--- cron.Schedule reads H, in either case, in any schedule but an @ nickname). Many jobs
--- share a schedule: a few rows, whatever the fleet.
-SELECT DISTINCT d.schedule, d.timezone,
-       CASE WHEN strpos(lower(d.schedule), 'h') > 0 AND left(d.schedule, 1) <> '@'
-            THEN d.name END AS name
-FROM job_definitions AS d
-WHERE d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+-- may be overdue, by schedule and time zone, and by name for a schedule with an H field
+-- (its slots differ per job: as cron.Schedule reads H, in either case, in any schedule but
+-- an @ nickname). A job may be overdue when a slot of it is due (job_definitions_due_idx)
+-- or one has come since its last success as the definition knows it: their schedules are
+-- read skipping along job_definitions_unsucceeded_idx, one probe per distinct schedule,
+-- never one per job. Many jobs share a schedule: a few rows, whatever the fleet (but one
+-- per job for the H schedules among them).
+WITH RECURSIVE unsucceeded AS (
+    (SELECT d.schedule, d.timezone FROM job_definitions AS d
+     WHERE d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+       AND (d.last_succeeded_at IS NULL OR d.last_succeeded_at < d.cursor_at)
+       AND d.cursor_at > greatest(d.created_at, d.schedule_since)
+     ORDER BY d.schedule, d.timezone LIMIT 1)
+    UNION ALL
+    SELECT n.schedule, n.timezone FROM unsucceeded AS u
+    CROSS JOIN LATERAL (
+        SELECT d.schedule, d.timezone FROM job_definitions AS d
+        WHERE d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+          AND (d.last_succeeded_at IS NULL OR d.last_succeeded_at < d.cursor_at)
+          AND d.cursor_at > greatest(d.created_at, d.schedule_since)
+          AND (d.schedule, d.timezone) > (u.schedule, u.timezone)
+        ORDER BY d.schedule, d.timezone LIMIT 1) AS n
+), schedules AS (
+    SELECT schedule, timezone FROM unsucceeded
+    UNION
+    SELECT d.schedule, d.timezone FROM job_definitions AS d
+    WHERE d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+      AND (d.next_due_at IS NULL OR d.next_due_at <= %(now)s)
+), hashed AS (
+    SELECT s.*, strpos(lower(s.schedule), 'h') > 0 AND left(s.schedule, 1) <> '@' AS h
+    FROM schedules AS s
+)
+SELECT s.schedule, s.timezone, NULL::text AS name FROM hashed AS s WHERE NOT s.h
+UNION ALL
+SELECT d.schedule, d.timezone, d.name
+FROM hashed AS s
+JOIN job_definitions AS d ON d.schedule = s.schedule AND d.timezone = s.timezone
+WHERE s.h AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
   AND (d.next_due_at IS NULL OR d.next_due_at <= %(now)s
        OR ((d.last_succeeded_at IS NULL OR d.last_succeeded_at < d.cursor_at)
            AND d.cursor_at > greatest(d.created_at, d.schedule_since)));
@@ -137,40 +165,65 @@ WHERE d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
 -- has dead runs nobody acknowledged, is invalid (as stored, or its schedule cannot be
 -- evaluated: %(errors)s), or is overdue: not paused, and the slot before its latest
 -- (%(befores)s, per schedule of health_schedules) came after it was defined (or its
--- schedule changed) and after its last success. The definition knows its last success to
--- within a minute (last_succeeded_at); when that leaves the answer open, the job's index
--- is probed for the exact one, for that job alone. With %(every)s, every job so probed is
--- returned too (its exact last success, for `status`), a problem or not.
+-- schedule changed) and after its last success. Those jobs of a schedule are a range of
+-- job_definitions_verdict_idx (the jobs of an H schedule: by name): only they are read. The
+-- definition knows its last success to within a minute (last_succeeded_at); when that
+-- leaves the answer open, the job's index is probed for the exact one, for that job alone.
+-- With %(every)s, every job so probed is returned too (its exact last success, for
+-- `status`), a problem or not.
 WITH keys AS (
     SELECT * FROM unnest(%(schedules)s::text[], %(timezones)s::text[], %(names)s::text[],
                          %(befores)s::timestamptz[], %(errors)s::text[])
         AS k (schedule, timezone, name, before, error)
+), matched AS (
+    -- a schedule shared by its jobs: those whose last success (or definition) is older
+    -- than the slot before the latest
+    -- (a range of job_definitions_verdict_idx per schedule; OFFSET 0 keeps the test of
+    -- judged below out of it, where it would make the planner read every job it passes)
+    SELECT d.*, k.before, k.error FROM keys AS k
+    CROSS JOIN LATERAL (
+        SELECT * FROM job_definitions AS d
+        WHERE d.schedule = k.schedule AND d.timezone = k.timezone
+          AND greatest(d.created_at, d.schedule_since, d.last_succeeded_at) < k.before
+          AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+        OFFSET 0) AS d
+    WHERE k.name IS NULL AND k.error IS NULL
+    UNION ALL
+    -- a schedule of a job of its own (H: by name), or one that cannot be evaluated (its
+    -- jobs that may be overdue, by job_definitions_unsucceeded_idx and the due index)
+    SELECT d.*, k.before, k.error FROM keys AS k
+    CROSS JOIN LATERAL (
+        SELECT * FROM job_definitions AS d
+        WHERE d.name = k.name AND d.schedule = k.schedule AND d.timezone = k.timezone
+          AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+          AND (k.error IS NOT NULL
+               OR k.before > greatest(d.created_at, d.schedule_since, d.last_succeeded_at))
+        OFFSET 0) AS d
+    WHERE k.name IS NOT NULL
+    UNION ALL
+    SELECT d.*, k.before, k.error FROM keys AS k
+    JOIN job_definitions AS d ON d.schedule = k.schedule AND d.timezone = k.timezone
+    WHERE k.name IS NULL AND k.error IS NOT NULL
+      AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+), judged AS (
+    SELECT m.id, m.before, m.error,
+           CASE WHEN m.error IS NULL AND m.last_succeeded_at IS NOT NULL
+                     AND m.last_succeeded_at + interval '1 minute' >= m.before
+                THEN (SELECT r.finished_at FROM job_runs AS r
+                      WHERE r.definition_id = m.id AND r.status = 'succeeded'
+                        AND r.stage <> 'queue'
+                      ORDER BY r.id DESC LIMIT 1)
+                ELSE m.last_succeeded_at END AS last_success_at
+    FROM matched AS m
+    -- (the jobs that may be overdue, as health_schedules found their schedules)
+    WHERE m.next_due_at IS NULL OR m.next_due_at <= %(now)s
+       OR ((m.last_succeeded_at IS NULL OR m.last_succeeded_at < m.cursor_at)
+           AND m.cursor_at > greatest(m.created_at, m.schedule_since))
 ), dead AS (
     SELECT definition_id, count(*) AS n, max(id) AS latest
     FROM job_runs
     WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
     GROUP BY definition_id
-), judged AS (
-    -- the jobs whose slot before the latest is newer than what the definition knows
-    SELECT d.id, k.before, k.error,
-           CASE WHEN k.error IS NULL AND d.last_succeeded_at IS NOT NULL
-                     AND d.last_succeeded_at + interval '1 minute' >= k.before
-                THEN (SELECT r.finished_at FROM job_runs AS r
-                      WHERE r.definition_id = d.id AND r.status = 'succeeded'
-                        AND r.stage <> 'queue'
-                      ORDER BY r.id DESC LIMIT 1)
-                ELSE d.last_succeeded_at END AS last_success_at
-    FROM job_definitions AS d
-    JOIN keys AS k ON k.schedule = d.schedule AND k.timezone = d.timezone
-        AND k.name IS NOT DISTINCT FROM
-            (CASE WHEN strpos(lower(d.schedule), 'h') > 0 AND left(d.schedule, 1) <> '@'
-            THEN d.name END)
-    WHERE d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
-      AND (d.next_due_at IS NULL OR d.next_due_at <= %(now)s
-           OR ((d.last_succeeded_at IS NULL OR d.last_succeeded_at < d.cursor_at)
-               AND d.cursor_at > greatest(d.created_at, d.schedule_since)))
-      AND (k.error IS NOT NULL
-           OR k.before > greatest(d.created_at, d.schedule_since, d.last_succeeded_at))
 ), found AS (
     SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since,
            d.paused_at, coalesce(d.invalid_reason, j.error) AS invalid_reason,
