@@ -234,14 +234,14 @@ WITH keys AS (
            j.before AS overdue_since,
            (j.error IS NULL AND j.before IS NOT NULL
             AND (j.last_success_at IS NULL OR j.last_success_at < j.before)) AS overdue
-    FROM job_definitions AS d
+    FROM (SELECT id FROM judged
+          UNION SELECT definition_id FROM dead
+          UNION SELECT id FROM job_definitions
+          WHERE invalid_reason IS NOT NULL AND removed_at IS NULL) AS ids
+    JOIN job_definitions AS d ON d.id = ids.id
     LEFT JOIN dead ON dead.definition_id = d.id
     LEFT JOIN judged AS j ON j.id = d.id
     WHERE d.removed_at IS NULL
-      AND d.id IN (SELECT id FROM judged
-                   UNION SELECT definition_id FROM dead
-                   UNION SELECT id FROM job_definitions
-                   WHERE invalid_reason IS NOT NULL AND removed_at IS NULL)
 ), problems AS (
     SELECT f.*, (f.dead_unacknowledged > 0 OR f.invalid_reason IS NOT NULL OR f.overdue)
                AS problem
