@@ -123,15 +123,25 @@ CREATE INDEX job_definitions_keep_succeeded_idx
     ON job_definitions (keep_succeeded) WHERE keep_succeeded IS NOT NULL;
 CREATE INDEX job_definitions_keep_failed_idx
     ON job_definitions (keep_failed) WHERE keep_failed IS NOT NULL;
--- the jobs /healthz must look at (job_health): invalid ones, and those with a slot come
--- since their last success (as the definition knows it), not paused
+-- the jobs the verdict must look at (job_problems, health_schedules): invalid ones; the
+-- schedules of those with a slot come since their last success (as the definition knows
+-- it), not paused, read one schedule at a time; and a job by schedule and by the later of
+-- when it was defined (or its schedule changed) and its last success, so that the jobs of
+-- a schedule overdue at an instant are a range (those before the slot before the latest)
 CREATE INDEX job_definitions_invalid_idx
     ON job_definitions (id) WHERE invalid_reason IS NOT NULL AND removed_at IS NULL;
 CREATE INDEX job_definitions_unsucceeded_idx
-    ON job_definitions (id)
-    WHERE removed_at IS NULL AND paused_at IS NULL
+    ON job_definitions (schedule, timezone)
+    WHERE removed_at IS NULL AND paused_at IS NULL AND invalid_reason IS NULL
       AND (last_succeeded_at IS NULL OR last_succeeded_at < cursor_at)
       AND cursor_at > greatest(created_at, schedule_since);
+CREATE INDEX job_definitions_verdict_idx
+    ON job_definitions (schedule, timezone,
+                        (greatest(created_at, schedule_since, last_succeeded_at)))
+    WHERE removed_at IS NULL AND paused_at IS NULL AND invalid_reason IS NULL;
+-- the handler jobs, by handler (waiting_for_handlers: the handler jobs nobody loaded)
+CREATE INDEX job_definitions_handler_idx
+    ON job_definitions (handler) WHERE kind = 'handler';
 
 -- Fleet-wide limits: at most max_running runs of a group's jobs hold a lease at once,
 -- across every tick (the claim locks the group's row: claims of one group take turns). A
@@ -552,3 +562,4 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (9, 'failing_jobs_index')
 INSERT INTO cronjobs_migrations (version, name) VALUES (10, 'claimable_runs');
 INSERT INTO cronjobs_migrations (version, name) VALUES (11, 'hot_queue_and_history');
 INSERT INTO cronjobs_migrations (version, name) VALUES (12, 'notification_outbox');
+INSERT INTO cronjobs_migrations (version, name) VALUES (13, 'verdict_indexes');

@@ -158,6 +158,7 @@ def make_context(server: Server, args: argparse.Namespace) -> Context:
                             "retire_sizes": args.retire_sizes,
                             "month_days": args.month_days, "month_jobs": args.month_jobs,
                             "before_ref": args.storage_before_ref,
+                            "verdict_ref": args.verdict_before_ref,
                             "plot": args.storage_plot})
 
 
@@ -200,6 +201,9 @@ def storage_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--storage-before-ref", default="4a9ef3f", metavar="REF",
                        help="storage_write: the code before the storage work (default "
                             "4a9ef3f)")
+    group.add_argument("--verdict-before-ref", default="287e717", metavar="REF",
+                       help="storage_verdict: the code before the verdict was judged in the "
+                            "database (default 287e717)")
     group.add_argument("--storage-plot", metavar="PNG",
                        help="storage_retire: plot the month's database size to PNG")
 

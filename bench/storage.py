@@ -6,6 +6,7 @@ retirement day, retention by dropping days), each figure against a baseline of t
     python bench/run.py --only storage_snapshot --snapshot-minutes 1
     python bench/run.py --only storage_retire --retire-sizes 10000,100000
     python bench/run.py --only storage_write                        # WAL and index entries
+    python bench/run.py --only storage_verdict                      # /healthz, /metrics only
 
 - ``storage_scale``: 100,000 definitions and 10,000,000 finished runs (``--storage-jobs``,
   ``--storage-history``) against the same database without the history: drains of queued
@@ -17,6 +18,9 @@ retirement day, retention by dropping days), each figure against a baseline of t
   ``--storage-plot``).
 - ``storage_write``: WAL bytes and index entries written per run, and runs/s, of cronjobs
   before the storage work (``--storage-before-ref``), after it, pgqueuer and the hand loop.
+- ``storage_verdict``: ``/healthz`` and ``/metrics`` at 100,000 definitions (``--storage-jobs``)
+  in storage_scale's states (on time; every job's slot come since it was defined, the state
+  its materialisation leaves; every job overdue), this tree against ``--verdict-before-ref``.
 
 Nothing here asserts a time: targets are reported met or NOT met.
 """
@@ -431,12 +435,12 @@ def _label(path: str) -> str:
 
 
 @contextlib.contextmanager
-def serving(conninfo: str) -> Iterator[str]:
+def serving(conninfo: str, cli: Sequence[str] | None = None) -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = benchlib.clean_env({"CRONJOBS_DATABASE_URL": conninfo})
-    proc = subprocess.Popen([*benchlib.cronjobs_command(), "serve", "--port", str(port),
+    proc = subprocess.Popen([*(cli or benchlib.cronjobs_command()), "serve", "--port", str(port),
                              "--no-access-log"], env=env, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -1008,8 +1012,89 @@ def _costed_drain(server: Server, inspect_db: str, system: System, count: int,
     return Cost(done, span, int(wal), *(row if row else (None,) * 5), est1 - est0)
 
 
+# -- 5. the verdict at scale ------------------------------------------------------------------
+
+# The states of storage_scale's definitions the verdict is asked about: what each sets on the
+# job-* definitions (not due before next year: "0 0 1 1 *", next_due_at next year).
+VERDICT_STATES = {
+    # the cursor where it was defined: no slot came since
+    "on time": "UPDATE job_definitions SET cursor_at = created_at",
+    # the cursor moved since they were defined and none succeeded (what storage_scale's
+    # materialisation leaves): each may have a problem until its schedule says not
+    "slot come, none due yet": "UPDATE job_definitions SET cursor_at = now()",
+    # defined a year and a day ago, the cursor moved, never succeeded: every job overdue
+    "every job overdue": "UPDATE job_definitions SET created_at = now() - interval '367 days', "
+                         "schedule_since = now() - interval '367 days', cursor_at = now()",
+}
+
+
+def bench_storage_verdict(ctx: Context) -> Section:
+    server, jobs, requests = ctx.server, ctx.storage["jobs"], ctx.storage["requests"]
+    ref = ctx.storage["verdict_ref"]
+    n = ctx.repeats("storage_verdict")
+    s = Section(
+        "The verdict at scale: /healthz and /metrics, before and after",
+        f"{jobs:,} shell-command definitions as storage_scale makes them (add_jobs: "
+        "`0 0 1 1 *`, not due before next year), a tick recorded, in three states: "
+        + "; ".join(f"{k}: `{v}`" for k, v in VERDICT_STATES.items())
+        + f". Two databases per state, the same rows: one migrated by git ref `{ref}` "
+        "(before), one by this tree (after), each served by its own `cronjobs serve`; "
+        f"/healthz fetched {requests} times and /metrics {max(5, requests // 5)} times "
+        "(after 3 warm-ups; fewer when a page is slow: storage_scale's budget), before "
+        f"and after alternately, in reverse order every other repetition ({n}); p95 per "
+        "page, after / before paired within a repetition.")
+    tmp = Path(tempfile.mkdtemp(prefix="cjbench-verdict-"))
+    try:
+        commit = git("rev-parse", "--verify", f"{ref}^{{commit}}")
+        export(commit, tmp / "src")
+        before = install("before", f"{ref} ({commit[:10]})", tmp / "src", tmp / "venv",
+                         extras="embedded,web")
+        versions = {"before": before.cli, "after": list(benchlib.cronjobs_command())}
+        s.extra["versions"] = {"before": before.describe(), "after": Version(
+            "after", "this tree", sys.executable).describe()}
+        p95s: dict[tuple[str, str, str], list[float]] = {}
+        for state, update in VERDICT_STATES.items():
+            dbs = {}
+            for name, cli in versions.items():
+                db = server.cronjobs_database(f"st_v_{name}", cli=cli)
+                add_jobs(server, db, count=jobs)
+                sql(server, db, "INSERT INTO job_ticks (worker, tick_at, started_at, "
+                    "finished_at, status) VALUES ('bench', now(), now(), now(), 'finished')")
+                sql(server, db, update)
+                sql(server, db, "VACUUM ANALYZE")
+                dbs[name] = db
+            for rep in range(n):
+                order = list(dbs.items())
+                for name, db in order[::-1] if rep % 2 else order:
+                    # a tick just now (else "no tick for ..." after a few slow minutes)
+                    sql(server, db, "UPDATE job_ticks SET tick_at = now(), "
+                        "started_at = now(), finished_at = now()")
+                    with serving(server.conninfo(db), versions[name]) as base:
+                        for path in ("/healthz", "/metrics"):
+                            count = max(5, requests // 5) if path == "/metrics" else requests
+                            times = _timed_fetches(base + path, count)
+                            p95 = benchlib.percentile(times, 95)
+                            p95s.setdefault((state, path, name), []).append(p95)
+                            log(f"  [{rep + 1}/{n}] {state}, {name}: {path} p95 {p95:.0f} ms")
+            for db in dbs.values():
+                server.drop_database(db)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for (state, path, name), values in p95s.items():
+        s.figure(f"{state}: {path} p95, {name}", "ms", values)
+    for state in VERDICT_STATES:
+        for path, limit in PAGE_LIMITS.items():
+            after, prior = p95s[(state, path, "after")], p95s[(state, path, "before")]
+            s.figure(f"{state}: {path} p95 after / before", "x",
+                     [a / max(b, 1e-9) for a, b in zip(after, prior, strict=True)])
+            s.target(f"{state}: {path} p95 <= {limit:.0f} ms (after)",
+                     (min(after), sorted(after)[len(after) // 2]), "<=", limit, "ms")
+    return s
+
+
 BENCHMARKS = {"storage_scale": bench_storage_scale, "storage_snapshot": bench_storage_snapshot,
-              "storage_retire": bench_storage_retire, "storage_write": bench_storage_write}
+              "storage_retire": bench_storage_retire, "storage_write": bench_storage_write,
+              "storage_verdict": bench_storage_verdict}
 GROUPS = {"storage": tuple(BENCHMARKS)}
 
 

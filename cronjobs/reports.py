@@ -236,6 +236,33 @@ LAST_SUCCESS_PRECISION = dt.timedelta(minutes=1)
 
 
 @dataclass(frozen=True)
+class HealthSchedule:
+    """A schedule the verdict evaluates (``health_schedules``): ``name`` only for one with
+    an H field, whose slots differ per job."""
+
+    schedule: str
+    timezone: str
+    name: str | None
+
+
+@dataclass(frozen=True)
+class JobVerdict(JobHealth):
+    """One job the verdict judged (``job_problems``), with its last success exact where the
+    definition's left the answer open; and, on every row, the counts of all the jobs with
+    a problem (not only the rows returned)."""
+
+    # the slot before the job's latest, when its last success is older (else None)
+    overdue_since: dt.datetime | None
+    overdue: bool
+    problem: bool
+    jobs_with_problems: int
+    dead_jobs: int
+    dead_runs: int
+    invalid_jobs: int
+    overdue_jobs: int
+
+
+@dataclass(frozen=True)
 class JobStats(JobHealth):
     """One job's numbers for ``metrics`` in detail (``job_stats``): its last success exact,
     its last run's duration and lateness, its recent runs by status."""

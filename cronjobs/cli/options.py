@@ -206,8 +206,8 @@ def per_job_option(name: str, envvar: str) -> Callable[[Callable[..., Any]], Cal
         help="Every job's series in detail (last duration, lateness, runs by status, "
              "retries): `auto` for up to 1,000 jobs. Off, or beyond that, per-job series "
              "are written only for the jobs with a problem (overdue, dead runs nobody "
-             "acknowledged), beside the totals: a scrape then costs the same with 100,000 "
-             "jobs.")
+             "acknowledged; at most 1,000, the most serious first), beside the totals: a "
+             "scrape then costs the same with 100,000 jobs.")
 
 
 def threshold_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -642,6 +642,7 @@ def status_json(st: Status) -> dict[str, Any]:
         "now": instant(st.now),
         "healthy": st.healthy,
         "problems": st.problems,
+        "more_problems": st.more_problems,
         "last_tick": {"at": instant(n.last_tick_at), "worker": n.last_tick_worker,
                       "status": n.last_tick_status},
         "ticks_last_hour": n.ticks_last_hour,

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -16,12 +14,13 @@ from cronjobs.db.store import Store
 from cronjobs.errors import ScheduleError
 from cronjobs.models import WaitingRuns
 from cronjobs.reports import (
-    LAST_SUCCESS_PRECISION,
     GroupUsage,
     Health,
+    HealthSchedule,
     HistoryStorage,
     HotTable,
     JobHealth,
+    JobVerdict,
     RunningRun,
     StartLateness,
     XminHolder,
@@ -41,6 +40,13 @@ DEAD_PER_LIVE = 4
 # Rows in a default partition are a warning; a problem once the oldest finished this long ago
 # (the tick makes each day's partition ahead of need: a row there means it did not).
 DEFAULT_ROWS_GRACE = dt.timedelta(days=1)
+
+# How many jobs' problems a verdict on the jobs with a problem lists (/healthz, the banner,
+# /metrics beyond its per-job limit): the most serious first (dead runs nobody acknowledged,
+# invalid jobs, then the jobs longest without a success). The others are counted, never
+# listed: Status.more_problems, and /healthz's "more_problems". `cronjobs status` lists
+# every one.
+JOB_PROBLEMS_SHOWN = 20
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,23 @@ class Problem:
         return self.what if self.advice is None else f"{self.what}; {self.advice}"
 
 
+@dataclass(frozen=True)
+class JobCounts:
+    """How many jobs have a problem, of each kind, counted in the database (whether or not
+    the verdict lists them all)."""
+
+    jobs: int = 0  # jobs with at least one problem
+    dead_jobs: int = 0  # jobs with dead runs nobody acknowledged
+    dead_runs: int = 0  # those runs
+    invalid: int = 0
+    overdue: int = 0
+
+    @property
+    def problems(self) -> int:
+        """The problems of jobs, as lines: one per kind per job."""
+        return self.dead_jobs + self.invalid + self.overdue
+
+
 @dataclass
 class Status:
     now: dt.datetime
@@ -127,6 +150,10 @@ class Status:
     warnings: list[str] = field(default_factory=list)
     # p50 / p99 start lateness over the last hour and day (None only for one built by hand)
     lateness: StartLateness | None = None
+    # the jobs with a problem, counted in the database (None only for one built by hand)
+    counts: JobCounts | None = None
+    # problems of jobs not in ``issues`` (beyond JOB_PROBLEMS_SHOWN jobs): counted only
+    more_problems: int = 0
 
     @property
     def problems(self) -> list[str]:
@@ -134,33 +161,54 @@ class Status:
 
     @property
     def healthy(self) -> bool:
-        return not self.issues
+        return not self.issues and not self.more_problems
+
+    @property
+    def problem_count(self) -> int:
+        """Every problem, those listed and those only counted."""
+        return len(self.issues) + self.more_problems
 
     @property
     def dead_unacknowledged(self) -> int:
+        if self.counts is not None:
+            return self.counts.dead_runs
         return sum(job.dead_unacknowledged for job in self.jobs)
+
+    @property
+    def overdue_jobs(self) -> int:
+        return self.counts.overdue if self.counts is not None else len(self.overdue)
 
 
 def status(store: Store, thresholds: Thresholds = Thresholds(), *,
            now: dt.datetime | None = None, exact_sizes: bool = True,
-           every_job: bool = True) -> Status:
+           every_job: bool = True, shown: int | None = JOB_PROBLEMS_SHOWN) -> Status:
     """Gather the health of the whole installation, and what is wrong with it, at ``now``
     (default: the database's clock). ``exact_sizes``: see :func:`storage`. Without
-    ``every_job``, ``jobs`` holds only the jobs that may have a problem (the same verdict,
-    a fraction of the work with many jobs: /healthz, /metrics)."""
+    ``every_job``, ``jobs`` holds only the jobs with a problem, at most ``shown`` of them
+    (None: all), the most serious first: the same verdict, judged in the database, whose
+    cost does not grow with the jobs (/healthz, /metrics); the problems of the others are
+    counted (``more_problems``)."""
     now = now if now is not None else store.now()
+    if shown is not None and shown < 1:
+        raise ValueError("shown: at least one job's problems are listed")
     numbers = store.reports.health(now)
     running = store.reports.running_runs()
     if running:  # their attempts as every view counts them (an interruption uses none)
         attempts = store.runs.attempts_of_runs([r.id for r in running])
         running = [replace(r, attempt=facts.attempts_used(r.attempt, r.id, attempts))
                    for r in running]
-    slots: dict[tuple[str, str, str | None], dt.datetime | ScheduleError | None] = {}
-    judged = [_job(row, now, store.reports.last_success, slots)
-              for row in store.reports.job_health(now=now, every=every_job)]
-    jobs = [job for job, _ in judged]
-    overdue = {job.name: why for job, why in judged if why is not None}
-    result = Status(now, numbers, running, jobs, overdue)
+    verdicts = judge_jobs(store, now, cap=None if every_job else shown, every=every_job)
+    counts = _counts(verdicts)
+    if every_job:
+        judged = {v.id: v for v in verdicts}
+        jobs = [_as_health(judged[row.id]) if row.id in judged else row
+                for row in store.reports.job_health()]
+    else:
+        jobs = sorted((_as_health(v) for v in verdicts if v.problem), key=lambda j: j.name)
+    overdue = {v.name: _overdue_text(v.last_success_at, v.overdue_since, now)
+               for v in sorted(verdicts, key=lambda v: v.name)
+               if v.overdue and v.overdue_since is not None}
+    result = Status(now, numbers, running, jobs, overdue, counts=counts)
     result.waiting = waiting_for_handlers(store, now, thresholds.max_tick_age)
     result.groups = waiting_for_groups(store, now)
     last_tick = numbers.last_tick_at
@@ -188,7 +236,7 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
                                  f"{_age(now - run.lease_expires_at)} ago (worker "
                                  f"{run.lease_owner}); the next tick reclaims it",
                                  job=run.job, run=run.id))
-    for job in jobs:
+    for job in jobs:  # in name order
         if job.dead_unacknowledged:
             # Red until a person acts, however long ago the run died.
             latest = job.latest_dead_id
@@ -203,6 +251,9 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
                                  job=job.name))
         if job.name in overdue:
             found.append(Problem(f"job {job.name!r}: {overdue[job.name]}", job=job.name))
+    listed = sum(bool(job.dead_unacknowledged) + bool(job.invalid_reason)
+                 + (job.name in overdue) for job in jobs)
+    result.more_problems = counts.problems - listed
     result.lateness = store.reports.start_lateness(now=now)
     found += [Problem(text) for text in judge_lateness(result.lateness, thresholds)]
     result.storage = storage(store, now, exact_sizes=exact_sizes)
@@ -332,61 +383,56 @@ def waiting_for_handlers(store: Store, now: dt.datetime, recent: dt.timedelta,
                                       definition_id=definition_id)
 
 
-def _job(row: JobHealth, now: dt.datetime, exact: Callable[[int], dt.datetime | None],
-         slots: dict[tuple[str, str, str | None], dt.datetime | ScheduleError | None]
-         ) -> tuple[JobHealth, str | None]:
-    """A job's health (with ``invalid_reason`` set when its schedule cannot be evaluated),
-    and why it is overdue: its last success is older than its schedule allows (or None).
-    The job's last success is known to within LAST_SUCCESS_PRECISION; when that leaves the
-    answer open, ``exact`` reads it (a probe per partition, for that job alone). ``slots``:
-    the slot before the latest, by schedule, zone (and name, which only an H field reads),
-    for the jobs of one status: many jobs share a schedule."""
-    if row.invalid_reason or row.paused_at is not None:
-        return row, None
-    if _surely_on_time(row, now):
-        return row, None
-    key = (row.schedule, row.timezone, row.name if "H" in row.schedule else None)
-    if key not in slots:
-        slots[key] = _slot_before_latest(row, now)
-    before = slots[key]
-    if isinstance(before, ScheduleError):
-        return dataclasses.replace(row, invalid_reason=before.message), None
-    since = max(row.created_at, row.schedule_since)
-    last = row.last_success_at
-    if (before is not None and last is not None and last < before
-            and last + LAST_SUCCESS_PRECISION >= before):
-        last = exact(row.id)
-        row = dataclasses.replace(row, last_success_at=last)
-    # The slot before the latest has had a whole period to succeed; the latest may still run.
-    if before is not None and before > since and (last is None or last < before):
-        shown = "never succeeded" if last is None else f"last success {_age(now - last)} ago"
-        return row, f"{shown}; expected a success since the slot of {in_zone(before, dt.UTC)}"
-    return row, None
+def judge_jobs(store: Store, now: dt.datetime, *, cap: int | None,
+               every: bool = False) -> list[JobVerdict]:
+    """What is wrong with which job at ``now``, the most serious first (at most ``cap``;
+    None: all), each with the counts of all. The schedules of the jobs that may be overdue
+    are evaluated here, once each (many jobs share one; a schedule with an H field is one
+    per job); the database judges the jobs with them (``job_problems``): no row per job
+    comes back unless something is wrong with it. ``every``: also the jobs whose last
+    success was read exactly."""
+    befores = [(key, *_before(key, now)) for key in store.reports.health_schedules(now=now)]
+    return store.reports.job_problems(now=now, befores=befores, cap=cap, every=every)
 
 
-def _slot_before_latest(row: JobHealth, now: dt.datetime) -> dt.datetime | ScheduleError | None:
-    """The job's slot before its latest at or before ``now`` (None: it has none), or why its
-    schedule cannot be evaluated."""
+def _before(key: HealthSchedule, now: dt.datetime) -> tuple[dt.datetime | None, str | None]:
+    """The schedule's slot before its latest at or before ``now`` (None: it has none), or
+    why it cannot be evaluated."""
+    before = _slot_before_latest(key.schedule, key.timezone, key.name, now)
+    return (None, before.message) if isinstance(before, ScheduleError) else (before, None)
+
+
+def _counts(verdicts: list[JobVerdict]) -> JobCounts:
+    if not verdicts:
+        return JobCounts()
+    v = verdicts[0]
+    return JobCounts(v.jobs_with_problems, v.dead_jobs, v.dead_runs, v.invalid_jobs,
+                     v.overdue_jobs)
+
+
+def _as_health(v: JobVerdict) -> JobHealth:
+    return JobHealth(v.id, v.name, v.schedule, v.timezone, v.created_at, v.schedule_since,
+                     v.paused_at, v.invalid_reason, v.last_success_at,
+                     v.dead_unacknowledged, v.latest_dead_id, v.cursor_at, v.next_due_at)
+
+
+def _overdue_text(last: dt.datetime | None, before: dt.datetime, now: dt.datetime) -> str:
+    """Why a job is overdue: the slot before its latest (``before``) has had a whole period
+    to succeed (the latest may still run)."""
+    shown = "never succeeded" if last is None else f"last success {_age(now - last)} ago"
+    return f"{shown}; expected a success since the slot of {in_zone(before, dt.UTC)}"
+
+
+def _slot_before_latest(schedule: str, timezone: str, name: str | None, now: dt.datetime
+                        ) -> dt.datetime | ScheduleError | None:
+    """The schedule's slot before its latest at or before ``now`` (None: it has none), or
+    why it cannot be evaluated (``name``: the job's, for an H field)."""
     try:
-        sched = schedules.parse(row.schedule, row.timezone, hash_key=row.name)
+        sched = schedules.parse(schedule, timezone, hash_key=name or "")
         latest = sched.latest_at_or_before(now)
         return sched.latest_at_or_before(latest - TICK) if latest is not None else None
     except ScheduleError as exc:
         return exc
-
-
-def _surely_on_time(row: JobHealth, now: dt.datetime) -> bool:
-    """Whether the job is on time without evaluating its schedule (which costs about as
-    much as the rest of a status, per job, with 100,000 jobs): no slot of it is due (its
-    next one is after now), so its latest slot is at or before its cursor, and
-    - it succeeded at or after its cursor: after the slot before the latest too; or
-    - its cursor has not moved since it was defined (or its schedule changed): no slot of
-      it has come since, and a job is overdue only when one came and went."""
-    if row.next_due_at is None or row.next_due_at <= now:
-        return False
-    since = max(row.created_at, row.schedule_since)
-    last = row.last_success_at
-    return (last is not None and last >= row.cursor_at) or row.cursor_at <= since
 
 
 def _age(delta: dt.timedelta) -> str:

@@ -9,7 +9,8 @@ Per-job series in detail (last duration, lateness, runs by status, retries) cost
 index probes per job and per day of history: by default (``auto``) they are written for up
 to PER_JOB_AUTO jobs. Beyond that, or with ``per_job=False``, the per-job series are
 written only for the jobs that have a problem (overdue, or dead runs nobody acknowledged),
-beside the totals.
+at most PER_JOB_AUTO of them (the most serious first), beside the totals, which count
+every job.
 
 Only this module imports ``prometheus_client``: `cronjobs tick` never loads it.
 """
@@ -44,7 +45,9 @@ def metrics(store: Store, *, now: dt.datetime | None = None,
     database's clock). ``per_job``: the per-job series in detail (None: for up to
     PER_JOB_AUTO jobs)."""
     registry = CollectorRegistry(auto_describe=False)
-    st = status(store, now=now, every_job=False)  # the jobs with a problem, if any
+    # the jobs with a problem, if any: all of them when every job is in detail
+    st = status(store, now=now, every_job=False,
+                shown=None if per_job else PER_JOB_AUTO)
     groups = [g for g in store.groups.group_usage(now=st.now) if g.max_running is not None]
     detailed = per_job if per_job is not None else st.numbers.jobs <= PER_JOB_AUTO
     stats = store.reports.job_stats(since=st.now - RECENT) if detailed else None
@@ -101,7 +104,7 @@ class _Snapshot(Collector):
         yield _gauge("cronjobs_jobs", "Jobs defined (not removed).", [({}, n.jobs)])
         yield _gauge("cronjobs_jobs_overdue",
                      "Jobs whose last success is older than their schedule allows.",
-                     [({}, len(st.overdue))])
+                     [({}, st.overdue_jobs)])
         yield _gauge("cronjobs_dead_unacknowledged_runs",
                      "Dead runs nobody acknowledged yet (`cronjobs ack`), of all jobs.",
                      [({}, st.dead_unacknowledged)])

@@ -88,7 +88,8 @@ async def healthz(request: Request) -> Response:
                         "problems": []}
             found = site.verdict(store, fresh=True)
             return {"healthy": found.healthy, "checked_at": found.now.isoformat(),
-                    "problems": found.problems, "warnings": found.warnings,
+                    "problems": found.problems, "more_problems": found.more_problems,
+                    "warnings": found.warnings,
                     "start_lateness": lateness_json(found.lateness)
                     if found.lateness is not None else None,
                     "storage": storage_json(found.storage)

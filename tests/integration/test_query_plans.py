@@ -245,6 +245,15 @@ DASHBOARD_QUERIES: dict[str, tuple[dict[str, Any], set[str]]] = {
                           "job_attempts_history_default_run_id_attempt_idx"}),
     "run_by_id": ({"id": 1}, {"job_runs_queue_pkey", "job_runs_history_default_id_idx",
                               "job_definitions_pkey"}),
+    # the verdict on the jobs (/healthz): the schedules that may be overdue by skipping
+    # along their index, then per schedule the range of jobs older than its slot
+    "health_schedules": ({"now": dt.datetime.now(dt.UTC)},
+                         {"job_definitions_unsucceeded_idx"}),
+    "job_problems": ({"now": dt.datetime.now(dt.UTC), "every": False, "cap": 20,
+                      "schedules": ["* * * * *"], "timezones": ["UTC"], "names": [None],
+                      "befores": [dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)],
+                      "errors": [None]},
+                     {"job_definitions_verdict_idx"}),
     # start lateness (status, /metrics, the dashboard): the day's runs by their finish, the
     # running ones by their start
     "start_lateness": ({"now": dt.datetime.now(dt.UTC),

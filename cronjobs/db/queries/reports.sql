@@ -94,43 +94,172 @@ WHERE r.status = 'running'
 ORDER BY r.started_at;
 
 -- name: job_health
--- Per job, what status and /healthz judge: the definition's own columns (its last success
--- to within a minute: last_succeeded_at) and its dead runs nobody acknowledged, counted
--- from the partial index of each partition that holds them (they are few). Never a probe
--- per job into the history. Unless %(every)s, only the jobs that may have a problem, each
--- kind found through its own index (cheap with 100,000 jobs): invalid ones, those with dead
--- runs, those with a slot due, and those with a slot come since their last success (the
--- test of health.py's _surely_on_time, written out: job_definitions_unsucceeded_idx).
+-- Every job, as `status` lists it: the definition's own columns (its last success to
+-- within a minute: last_succeeded_at) and its dead runs nobody acknowledged, counted from
+-- the partial index of each partition that holds them (they are few). Never a probe per
+-- job into the history. What is wrong with them is job_problems' to say.
 WITH dead AS (
     SELECT definition_id, count(*) AS n, max(id) AS latest
     FROM job_runs
     WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
     GROUP BY definition_id
-), candidates AS (
-    SELECT id FROM job_definitions WHERE %(every)s AND removed_at IS NULL
-    UNION
-    SELECT id FROM job_definitions
-    WHERE NOT %(every)s AND invalid_reason IS NOT NULL AND removed_at IS NULL
-    UNION
-    SELECT definition_id FROM dead WHERE NOT %(every)s
-    UNION
-    SELECT id FROM job_definitions
-    WHERE NOT %(every)s AND removed_at IS NULL AND next_due_at <= %(now)s
-    UNION
-    SELECT id FROM job_definitions
-    WHERE NOT %(every)s AND removed_at IS NULL AND paused_at IS NULL
-      AND (last_succeeded_at IS NULL OR last_succeeded_at < cursor_at)
-      AND cursor_at > greatest(created_at, schedule_since)
 )
 SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.paused_at,
        d.invalid_reason, d.last_succeeded_at AS last_success_at,
        coalesce(dead.n, 0) AS dead_unacknowledged, dead.latest AS latest_dead_id,
        d.cursor_at, d.next_due_at
 FROM job_definitions AS d
-JOIN candidates AS c ON c.id = d.id
 LEFT JOIN dead ON dead.definition_id = d.id
 WHERE d.removed_at IS NULL
 ORDER BY d.name;
+
+-- name: health_schedules
+-- The schedules the verdict must evaluate (core/health.py works out each one's slot before
+-- its latest, then job_problems judges with them): those of the valid, unpaused jobs that
+-- may be overdue, by schedule and time zone, and by name for a schedule with an H field
+-- (its slots differ per job: as cron.Schedule reads H, in either case, in any schedule but
+-- an @ nickname). A job may be overdue when a slot of it is due (job_definitions_due_idx)
+-- or one has come since its last success as the definition knows it: their schedules are
+-- read skipping along job_definitions_unsucceeded_idx, one probe per distinct schedule,
+-- never one per job. Many jobs share a schedule: a few rows, whatever the fleet (but one
+-- per job for the H schedules among them).
+WITH RECURSIVE unsucceeded AS (
+    (SELECT d.schedule, d.timezone FROM job_definitions AS d
+     WHERE d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+       AND (d.last_succeeded_at IS NULL OR d.last_succeeded_at < d.cursor_at)
+       AND d.cursor_at > greatest(d.created_at, d.schedule_since)
+     ORDER BY d.schedule, d.timezone LIMIT 1)
+    UNION ALL
+    SELECT n.schedule, n.timezone FROM unsucceeded AS u
+    CROSS JOIN LATERAL (
+        SELECT d.schedule, d.timezone FROM job_definitions AS d
+        WHERE d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+          AND (d.last_succeeded_at IS NULL OR d.last_succeeded_at < d.cursor_at)
+          AND d.cursor_at > greatest(d.created_at, d.schedule_since)
+          AND (d.schedule, d.timezone) > (u.schedule, u.timezone)
+        ORDER BY d.schedule, d.timezone LIMIT 1) AS n
+), schedules AS (
+    SELECT schedule, timezone FROM unsucceeded
+    UNION
+    SELECT d.schedule, d.timezone FROM job_definitions AS d
+    WHERE d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+      AND (d.next_due_at IS NULL OR d.next_due_at <= %(now)s)
+), hashed AS (
+    SELECT s.*, strpos(lower(s.schedule), 'h') > 0 AND left(s.schedule, 1) <> '@' AS h
+    FROM schedules AS s
+)
+SELECT s.schedule, s.timezone, NULL::text AS name FROM hashed AS s WHERE NOT s.h
+UNION ALL
+SELECT d.schedule, d.timezone, d.name
+FROM hashed AS s
+JOIN job_definitions AS d ON d.schedule = s.schedule AND d.timezone = s.timezone
+WHERE s.h AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+  AND (d.next_due_at IS NULL OR d.next_due_at <= %(now)s
+       OR ((d.last_succeeded_at IS NULL OR d.last_succeeded_at < d.cursor_at)
+           AND d.cursor_at > greatest(d.created_at, d.schedule_since)));
+
+-- name: job_problems
+-- The verdict on the jobs, judged here: what is wrong with which job, the most serious
+-- first, at most %(cap)s jobs (NULL: all), each row with the counts of all of them
+-- (a window over every job with a problem, before the limit). A job has a problem when it
+-- has dead runs nobody acknowledged, is invalid (as stored, or its schedule cannot be
+-- evaluated: %(errors)s), or is overdue: not paused, and the slot before its latest
+-- (%(befores)s, per schedule of health_schedules) came after it was defined (or its
+-- schedule changed) and after its last success. Those jobs of a schedule are a range of
+-- job_definitions_verdict_idx (the jobs of an H schedule: by name): only they are read. The
+-- definition knows its last success to within a minute (last_succeeded_at); when that
+-- leaves the answer open, the job's index is probed for the exact one, for that job alone.
+-- With %(every)s, every job so probed is returned too (its exact last success, for
+-- `status`), a problem or not.
+WITH keys AS (
+    SELECT * FROM unnest(%(schedules)s::text[], %(timezones)s::text[], %(names)s::text[],
+                         %(befores)s::timestamptz[], %(errors)s::text[])
+        AS k (schedule, timezone, name, before, error)
+), matched AS (
+    -- a schedule shared by its jobs: those whose last success (or definition) is older
+    -- than the slot before the latest
+    -- (a range of job_definitions_verdict_idx per schedule; OFFSET 0 keeps the test of
+    -- judged below out of it, where it would make the planner read every job it passes)
+    SELECT d.*, k.before, k.error FROM keys AS k
+    CROSS JOIN LATERAL (
+        SELECT * FROM job_definitions AS d
+        WHERE d.schedule = k.schedule AND d.timezone = k.timezone
+          AND greatest(d.created_at, d.schedule_since, d.last_succeeded_at) < k.before
+          AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+        OFFSET 0) AS d
+    WHERE k.name IS NULL AND k.error IS NULL
+    UNION ALL
+    -- a schedule of a job of its own (H: by name), or one that cannot be evaluated (its
+    -- jobs that may be overdue, by job_definitions_unsucceeded_idx and the due index)
+    SELECT d.*, k.before, k.error FROM keys AS k
+    CROSS JOIN LATERAL (
+        SELECT * FROM job_definitions AS d
+        WHERE d.name = k.name AND d.schedule = k.schedule AND d.timezone = k.timezone
+          AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+          AND (k.error IS NOT NULL
+               OR k.before > greatest(d.created_at, d.schedule_since, d.last_succeeded_at))
+        OFFSET 0) AS d
+    WHERE k.name IS NOT NULL
+    UNION ALL
+    SELECT d.*, k.before, k.error FROM keys AS k
+    JOIN job_definitions AS d ON d.schedule = k.schedule AND d.timezone = k.timezone
+    WHERE k.name IS NULL AND k.error IS NOT NULL
+      AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+), judged AS (
+    SELECT m.id, m.before, m.error,
+           CASE WHEN m.error IS NULL AND m.last_succeeded_at IS NOT NULL
+                     AND m.last_succeeded_at + interval '1 minute' >= m.before
+                THEN (SELECT r.finished_at FROM job_runs AS r
+                      WHERE r.definition_id = m.id AND r.status = 'succeeded'
+                        AND r.stage <> 'queue'
+                      ORDER BY r.id DESC LIMIT 1)
+                ELSE m.last_succeeded_at END AS last_success_at
+    FROM matched AS m
+    -- (the jobs that may be overdue, as health_schedules found their schedules)
+    WHERE m.next_due_at IS NULL OR m.next_due_at <= %(now)s
+       OR ((m.last_succeeded_at IS NULL OR m.last_succeeded_at < m.cursor_at)
+           AND m.cursor_at > greatest(m.created_at, m.schedule_since))
+), dead AS (
+    SELECT definition_id, count(*) AS n, max(id) AS latest
+    FROM job_runs
+    WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
+    GROUP BY definition_id
+), found AS (
+    SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since,
+           d.paused_at, coalesce(d.invalid_reason, j.error) AS invalid_reason,
+           CASE WHEN j.id IS NULL THEN d.last_succeeded_at ELSE j.last_success_at END
+               AS last_success_at,
+           coalesce(dead.n, 0) AS dead_unacknowledged, dead.latest AS latest_dead_id,
+           d.cursor_at, d.next_due_at,
+           j.before AS overdue_since,
+           (j.error IS NULL AND j.before IS NOT NULL
+            AND (j.last_success_at IS NULL OR j.last_success_at < j.before)) AS overdue
+    FROM (SELECT id FROM judged
+          UNION SELECT definition_id FROM dead
+          UNION SELECT id FROM job_definitions
+          WHERE invalid_reason IS NOT NULL AND removed_at IS NULL) AS ids
+    JOIN job_definitions AS d ON d.id = ids.id
+    LEFT JOIN dead ON dead.definition_id = d.id
+    LEFT JOIN judged AS j ON j.id = d.id
+    WHERE d.removed_at IS NULL
+), problems AS (
+    SELECT f.*, (f.dead_unacknowledged > 0 OR f.invalid_reason IS NOT NULL OR f.overdue)
+               AS problem
+    FROM found AS f
+)
+SELECT p.*,
+       count(*) FILTER (WHERE p.problem) OVER () AS jobs_with_problems,
+       count(*) FILTER (WHERE p.dead_unacknowledged > 0) OVER () AS dead_jobs,
+       coalesce(sum(p.dead_unacknowledged) OVER (), 0)::bigint AS dead_runs,
+       count(*) FILTER (WHERE p.invalid_reason IS NOT NULL) OVER () AS invalid_jobs,
+       count(*) FILTER (WHERE p.overdue) OVER () AS overdue_jobs
+FROM problems AS p
+WHERE p.problem OR %(every)s
+-- the most serious first: dead runs nobody acknowledged (the latest death first), invalid
+-- jobs, then overdue ones (the longest without a success first)
+ORDER BY p.problem DESC, p.dead_unacknowledged > 0 DESC, p.latest_dead_id DESC NULLS LAST,
+         p.invalid_reason IS NOT NULL DESC, p.last_success_at ASC NULLS FIRST, p.name
+LIMIT %(cap)s;
 
 -- name: last_success
 -- A job's latest success, exactly: the newest entries of its index in each partition.

@@ -13,8 +13,10 @@ from cronjobs.models import (
 from cronjobs.reports import (
     DashboardJob,
     Health,
+    HealthSchedule,
     JobHealth,
     JobStats,
+    JobVerdict,
     RunningRun,
     StartLateness,
 )
@@ -47,10 +49,30 @@ class ReportStore(Queries):
     def running_runs(self) -> list[RunningRun]:
         return self._rows("running_runs", None, RunningRun)
 
-    def job_health(self, *, now: dt.datetime, every: bool = True) -> list[JobHealth]:
-        """Every job's health (``every``), or only the jobs that may have a problem at
-        ``now``; cheap whatever the history."""
-        return self._rows("job_health", {"now": now, "every": every}, JobHealth)
+    def job_health(self) -> list[JobHealth]:
+        """Every job's health as the definitions know it; cheap whatever the history."""
+        return self._rows("job_health", None, JobHealth)
+
+    def health_schedules(self, *, now: dt.datetime) -> list[HealthSchedule]:
+        """The schedules the verdict evaluates at ``now``: those of the jobs that may be
+        overdue."""
+        return self._rows("health_schedules", {"now": now}, HealthSchedule)
+
+    def job_problems(self, *, now: dt.datetime,
+                     befores: Sequence[tuple[HealthSchedule, dt.datetime | None,
+                                             str | None]],
+                     cap: int | None, every: bool = False) -> list[JobVerdict]:
+        """The jobs with a problem at ``now``, the most serious first, at most ``cap``
+        (None: all), each row with the counts of all; ``befores``: per schedule of
+        health_schedules, the slot before its latest (or why it cannot be evaluated).
+        With ``every``, also the jobs whose last success was read exactly."""
+        return self._rows("job_problems", {
+            "now": now, "every": every, "cap": cap,
+            "schedules": [k.schedule for k, _, _ in befores],
+            "timezones": [k.timezone for k, _, _ in befores],
+            "names": [k.name for k, _, _ in befores],
+            "befores": [before for _, before, _ in befores],
+            "errors": [error for _, _, error in befores]}, JobVerdict)
 
     def last_success(self, definition_id: int) -> dt.datetime | None:
         """When the job's latest success finished, exactly (a probe of each partition)."""
