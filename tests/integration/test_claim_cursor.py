@@ -215,8 +215,8 @@ def test_the_cursor_is_a_start_key_of_the_range_scan(
     db.execute("ANALYZE job_runs, job_definitions")
     now = store.now()
     params = {"now": now, "worker": "w", "limit": 10, "scan": claim_scan(10), "tick_id": None,
-              "handlers": ["noop"], "run_ids": None, "after_late": False,
-              "after_at": now - dt.timedelta(minutes=30), "after_id": 1}
+              "handlers": ["noop"], "run_ids": None, "from_late": False,
+              "from_at": now - dt.timedelta(minutes=30), "from_id": 1}
     with db.transaction(force_rollback=True):
         db.execute(sql.query("claim_plan"), {"generic": False})
         row = db.execute(b"EXPLAIN (FORMAT JSON) " + sql.query(query).encode(),
@@ -228,7 +228,7 @@ def test_the_cursor_is_a_start_key_of_the_range_scan(
     assert "ROW((trigger = 'backfill'::text), eligible_at, id) > ROW(" in scans[0]["Index Cond"]
     assert "ROW(" not in scans[0].get("Filter", "")
     # without a key, from the front: the condition is gone from the plan
-    params.update(after_late=None, after_at=None, after_id=None)
+    params.update(from_late=None, from_at=None, from_id=None)
     with db.transaction(force_rollback=True):
         db.execute(sql.query("claim_plan"), {"generic": False})
         rows = db.execute(b"EXPLAIN " + sql.query(query).encode(), params).fetchall()

@@ -102,7 +102,7 @@ SELECT -- the bitmap scan of every waiting run, then a sort:
 -- in which the condition on %(run_ids)s is only a filter of the range scan.
 -- A run of a limited group is claimed only within the group's free slots (the parts marked
 -- [group limit]; lock_claimable_groups runs first, in the same transaction).
--- Given %(after_late)s, %(after_at)s and %(after_id)s, a drain's cursor, it reads only the
+-- Given %(from_late)s, %(from_at)s and %(from_id)s, a drain's cursor, it reads only the
 -- entries after that key (the parts marked [cursor]).
 WITH group_room AS (
     -- [group limit] each limited group's free slots: its limit minus its runs holding a
@@ -130,9 +130,9 @@ WITH group_room AS (
       -- generic one: QueueStore._claim_later); NULL: from the front, the condition gone
       -- from the plan (a claim by id keeps its lookup by primary key). See ClaimLoop
       -- (cronjobs/execution/claim_loop.py) for when a drain uses it.
-      AND (%(after_id)s::bigint IS NULL
+      AND (%(from_id)s::bigint IS NULL
            OR ((r.trigger = 'backfill'), r.eligible_at, r.id)
-              > (%(after_late)s::boolean, %(after_at)s::timestamptz, %(after_id)s::bigint))
+              > (%(from_late)s::boolean, %(from_at)s::timestamptz, %(from_id)s::bigint))
       -- one look at the run's job, a subquery evaluated per row of the index scan (not a
       -- join the planner could start from): only what this worker can execute (a command,
       -- or a handler it has loaded; the others wait, attempts untouched, for a worker that
@@ -215,9 +215,9 @@ FROM (
     FROM job_runs_queue AS r
     WHERE cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
       -- [cursor]
-      AND (%(after_id)s::bigint IS NULL
+      AND (%(from_id)s::bigint IS NULL
            OR ((r.trigger = 'backfill'), r.eligible_at, r.id)
-              > (%(after_late)s::boolean, %(after_at)s::timestamptz, %(after_id)s::bigint))
+              > (%(from_late)s::boolean, %(from_at)s::timestamptz, %(from_id)s::bigint))
       AND (SELECT (kd.kind = 'command' OR kd.handler = ANY(%(handlers)s::text[]))
                   AND cronjobs_job_lets_run(r.trigger, kd.paused_at, kd.paused_until,
                                             %(now)s)

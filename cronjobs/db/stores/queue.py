@@ -213,9 +213,9 @@ def claim_scan(limit: int) -> int:
 def _after(key: ClaimKey | None) -> dict[str, Any]:
     """The parameters of a claim's start (claim_runs, claimable_backlog): after ``key``,
     or all NULL (from the front)."""
-    return {"after_late": None if key is None else key.late,
-            "after_at": None if key is None else key.eligible_at,
-            "after_id": None if key is None else key.id}
+    return {"from_late": None if key is None else key.late,
+            "from_at": None if key is None else key.eligible_at,
+            "from_id": None if key is None else key.id}
 
 
 def _finish_params(outcomes: Sequence[Outcome], now: dt.datetime) -> dict[str, Any]:
