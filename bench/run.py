@@ -155,6 +155,7 @@ def make_context(server: Server, args: argparse.Namespace) -> Context:
                             "requests": args.storage_requests,
                             "snapshot_minutes": args.snapshot_minutes,
                             "snapshot_window": args.snapshot_window,
+                            "snapshot_vacuum": args.snapshot_vacuum,
                             "retire_sizes": args.retire_sizes,
                             "month_days": args.month_days, "month_jobs": args.month_jobs,
                             "before_ref": args.storage_before_ref,
@@ -190,6 +191,12 @@ def storage_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--snapshot-window", type=float, default=120.0, metavar="S",
                        help="storage_snapshot: seconds of the windows before and after "
                             "(default 120)")
+    group.add_argument("--snapshot-vacuum", type=float, default=0.0, metavar="S",
+                       help="storage_snapshot: every S seconds, VACUUM each hot table with "
+                            "more than 2,000 dead rows, as autovacuum would with the "
+                            "tables' own settings on a server where it is on (it is off on "
+                            "some benchmark servers, and a table's settings cannot turn it "
+                            "on); default 0: never")
     group.add_argument("--retire-sizes", type=_ints, default=(10_000, 100_000, 1_000_000),
                        metavar="N,N,…",
                        help="storage_retire: runs in the day dropped (default "

@@ -4,6 +4,7 @@ retirement day, retention by dropping days), each figure against a baseline of t
     python bench/run.py --only storage --database-url URL          # all four, full size
     python bench/run.py --only storage_scale --storage-jobs 1000 --storage-history 100000
     python bench/run.py --only storage_snapshot --snapshot-minutes 1
+    python bench/run.py --only storage_snapshot --snapshot-minutes 3 --snapshot-vacuum 60
     python bench/run.py --only storage_retire --retire-sizes 10000,100000
     python bench/run.py --only storage_write                        # WAL and index entries
     python bench/run.py --only storage_verdict                      # /healthz, /metrics only
@@ -543,6 +544,7 @@ HOT = ("job_runs_queue", "job_attempts_queue")
 def bench_storage_snapshot(ctx: Context) -> Section:  # noqa: PLR0915 - one timeline
     o, server = ctx.storage, ctx.server
     held, window = o["snapshot_minutes"] * 60, o["snapshot_window"]
+    vacuum_every = o.get("snapshot_vacuum", 0.0)
     s = Section(
         "A held snapshot: throughput and dead rows of the hot tables",
         f"A database with {NOOP_DEFS} no-op handler definitions. 4 loops each run `cronjobs "
@@ -557,7 +559,11 @@ def bench_storage_snapshot(ctx: Context) -> Section:  # noqa: PLR0915 - one time
         "job_attempts_queue (PostgreSQL 15 keeps these statistics in shared memory; a "
         "backend flushes its counts at most once a second and at exit, so a reading lags "
         "by a second or so; read in a new connection each time; pg_stat_force_next_flush "
-        "is PostgreSQL 16), sampled every 30 s, with autovacuum's count of runs on them.")
+        "is PostgreSQL 16), sampled every 30 s, with autovacuum's count of runs on them."
+        + (f" Every {vacuum_every:.0f} s, each of the two with more than 2,000 dead rows is "
+           "VACUUMed (what autovacuum would do with their own settings, the server's "
+           "autovacuum being off or not); the count of these VACUUMs is reported."
+           if vacuum_every else ""))
     appdir = handler_dir()
     db = server.cronjobs_database("st_snap")
     stop = threading.Event()
@@ -591,8 +597,21 @@ def bench_storage_snapshot(ctx: Context) -> Section:  # noqa: PLR0915 - one time
                     errors.append(str(exc))
                 stop.wait(0.5)
 
+        vacuums: list[str] = []
+
+        def vacuumer() -> None:  # (--snapshot-vacuum: autovacuum, as the tables ask for it)
+            while not stop.wait(vacuum_every):
+                with psycopg.connect(server.conninfo(db), autocommit=True) as conn:
+                    for (rel,) in conn.execute(
+                            "SELECT relname FROM pg_stat_user_tables WHERE relname = ANY(%s) "
+                            "AND n_dead_tup > 2000", (list(HOT),)).fetchall():
+                        conn.execute(f"VACUUM {rel}".encode())
+                        vacuums.append(rel)
+
         threads = [threading.Thread(target=ticks) for _ in range(4)]
         threads.append(threading.Thread(target=feeder))
+        if vacuum_every:
+            threads.append(threading.Thread(target=vacuumer))
         for t in threads:
             t.start()
         time.sleep(20)
@@ -653,6 +672,8 @@ def bench_storage_snapshot(ctx: Context) -> Section:  # noqa: PLR0915 - one time
         s.extra["server autovacuum settings"] = server.settings(
             ["autovacuum", "autovacuum_naptime", "autovacuum_max_workers"])
         s.extra["tick errors"] = errors[:5]
+        if vacuum_every:
+            s.extra["VACUUMs run (--snapshot-vacuum)"] = len(vacuums)
     finally:
         server.drop_database(db)
     return s

@@ -9,7 +9,7 @@ import datetime as dt
 import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class Kind(StrEnum):
@@ -377,6 +377,15 @@ def _member(enum: type[StrEnum], value: Any) -> Any:
         return value
 
 
+class ClaimKey(NamedTuple):
+    """A run's place in the claim's order (job_runs_queue_claim_idx): backfilled runs after
+    every other, then by eligible_at and id. Ordered as tuples are."""
+
+    late: bool
+    eligible_at: dt.datetime
+    id: int
+
+
 @dataclass(frozen=True)
 class Claimed:
     """A run this worker just claimed, with what it needs to run it."""
@@ -387,6 +396,7 @@ class Claimed:
     trigger: Trigger
     attempt: int
     max_attempts: int
+    eligible_at: dt.datetime  # (with trigger and id: its place in the claim's order)
     lease_token: Any
     lease_owner: str
     started_at: dt.datetime
@@ -407,6 +417,11 @@ class Claimed:
         # it is: that run fails alone, see execution/outcome.py, never its whole batch)
         object.__setattr__(self, "kind", _member(Kind, self.kind))
         object.__setattr__(self, "trigger", _member(Trigger, self.trigger))
+
+    @property
+    def key(self) -> ClaimKey:
+        """Its place in the claim's order."""
+        return ClaimKey(self.trigger == Trigger.BACKFILL, self.eligible_at, self.id)
 
 
 @dataclass(frozen=True)

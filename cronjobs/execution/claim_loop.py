@@ -1,8 +1,24 @@
 """The claim loop (river's producer): how many runs to claim and when — the free capacity,
-gathering free slots into batches, backing off while nothing is due — and starting what
-was claimed, each run in the mode it calls for (:mod:`cronjobs.execution.runners`). The
-claim itself shares its transaction with the pass's outcomes (see
-:class:`~cronjobs.execution.completer.Completer`)."""
+gathering free slots into batches, backing off while nothing is due — where each claim
+starts (the drain's cursor), and starting what was claimed, each run in the mode it calls
+for (:mod:`cronjobs.execution.runners`). The claim itself shares its transaction with the
+pass's outcomes (see :class:`~cronjobs.execution.completer.Completer`).
+
+The cursor: a claim reads the queue's claim index in its order from the front, over the
+entries of the runs claimed since (their old row versions). Vacuum, or the next scan once
+no snapshot can still see them, removes those entries; while a transaction holds an older
+snapshot, neither can, and each claim of a drain would read every run claimed since that
+snapshot began: a drain slows down as it goes. So once a claim from the front takes longer
+than SLOW, a drain remembers the place (ClaimKey) of the last run it claimed and starts its
+next claims after it (each such claim is planned for its key: a millisecond or so, which a
+fast claim from the front is not worth). What lies behind the cursor is never lost: runs
+skipped there (locked by another claim, an exclusive run's job running, a group full, a
+job paused) and runs due since with an earlier place are found by a claim from the front,
+which a drain makes whenever a claim from the cursor came back short (so a drain ends only
+after a claim from the front found too little), and in any case once FRONT_EVERY times as
+long as its last claim from the front took has passed (looking from the front costs a drain
+a twentieth of its time at most, and a run skipped behind the cursor waits that long at
+most)."""
 
 from __future__ import annotations
 
@@ -23,7 +39,7 @@ from cronjobs.execution.outcome import UnrunnableRun, lease_of, unrunnable
 from cronjobs.execution.runners import NotStarted, Work, failed
 from cronjobs.execution.runners.dispatch import Runners
 from cronjobs.execution.state import Active, Database, ExecReport, deadline
-from cronjobs.models import Claimed, Kind
+from cronjobs.models import Claimed, ClaimKey, Kind
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +48,10 @@ CLAIM_RETRY = (0.05, 1.0)  # wait after a claim that found less than capacity: f
 # While jobs still run, a free slot waits up to this long for half of the slots to be free,
 # so that short jobs are claimed in batches (a pass costs about the same for 1 run or 50)
 GATHER = 0.005
+# The cursor (the module's docstring): a drain claims from it after a claim from the front
+# that took longer than SLOW seconds, until FRONT_EVERY times as long as that one took
+SLOW = 0.02
+FRONT_EVERY = 20
 
 
 class ClaimLoop:
@@ -63,6 +83,10 @@ class ClaimLoop:
         self._cores = sizing.cores()
         self._sized_at: float | None = None  # monotonic time of the last count (auto)
         self._saturated = False  # the last count reached its limit (auto)
+        # the cursor: the place of the last run claimed, when that claim filled its slots
+        self.cursor: ClaimKey | None = None
+        self._after: ClaimKey | None = None  # where the claim under way started (None: front)
+        self._front_at = 0.0  # monotonic time from which the next claim is from the front
 
     # -- capacity and back-off ------------------------------------------------------------
 
@@ -73,8 +97,9 @@ class ClaimLoop:
             return
         self._sized_at = now
         at = self.clock.now()
+        # (from the cursor: what lies ahead of the drain)
         handler_runs, commands = self.db.call(lambda s: s.queue.claimable_backlog(
-            now=at, handlers=self.handlers, limit=sizing.MAX_THREADS))
+            now=at, handlers=self.handlers, limit=sizing.MAX_THREADS, after=self.cursor))
         # counted up to the limit: a count that reached it cannot grow the size any more
         self._saturated = handler_runs + commands >= sizing.MAX_THREADS
         backlog = sizing.Backlog.of(handlers=handler_runs, commands=commands,
@@ -139,12 +164,34 @@ class ClaimLoop:
     def limit(self, free: int) -> int:
         return min(free, self.capacity_left())
 
-    def claimed(self, got: int, free: int, now: float, *, running: bool) -> bool:
-        """After a claim for ``free`` slots that got ``got`` runs: when to claim next.
-        False when the tick is done: nothing is due, nothing runs, nothing is on its way."""
+    def after(self, now: float) -> ClaimKey | None:
+        """Where the claim about to be made starts: after the cursor, or from the front
+        (None) when there is none, when it is time to look there again, or for a
+        `trigger --run` (by id)."""
+        self._after = None
+        if (self.cursor is not None and now < self._front_at
+                and self.options.run_ids is None):
+            self._after = self.cursor
+        return self._after
+
+    def claimed(self, got: int, free: int, now: float, *, running: bool,
+                last: ClaimKey | None = None, took: float = 0.0) -> bool:
+        """After a claim for ``free`` slots that got ``got`` runs, the last of them at
+        ``last`` in the claim's order, in a pass that took ``took`` seconds: where and
+        when to claim next. False when the tick is done: nothing is due, nothing runs,
+        nothing is on its way, and the claim that found it was one from the front."""
+        if self._after is None:  # a claim from the front: was it slow?
+            self._front_at = now + FRONT_EVERY * took if took > SLOW else now
         if got >= free:
+            self.cursor = last
             self._retry = CLAIM_RETRY[0]
             self._resize(now)
+            return True
+        self.cursor = None
+        if self._after is not None:
+            # short from the cursor: what lies behind it is looked for at once, from the
+            # front
+            self._after = None
             return True
         # Nothing more is due now. Stay while runs are still being materialised by other
         # ticks (they will be due in a moment, so look again soon rather than later). Once

@@ -22,7 +22,15 @@ from cronjobs.execution.options import TickOptions
 from cronjobs.execution.outcome import next_status
 from cronjobs.execution.runners import Result
 from cronjobs.execution.state import Active, Database, ExecReport, Finished
-from cronjobs.models import AttemptOutcome, Claimed, JobFailure, Outcome, Outgoing, RunStatus
+from cronjobs.models import (
+    AttemptOutcome,
+    Claimed,
+    ClaimKey,
+    JobFailure,
+    Outcome,
+    Outgoing,
+    RunStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +58,11 @@ class Completer:
         self.tick_id = tick_id
         self.handlers = handlers
 
-    def finish(self, ended: Sequence[Ended], *, claim_limit: int = 0
-               ) -> tuple[list[Claimed], float]:
+    def finish(self, ended: Sequence[Ended], *, claim_limit: int = 0,
+               after: ClaimKey | None = None) -> tuple[list[Claimed], float]:
         """Record the outcomes of the attempts that ended, in one statement; with
-        ``claim_limit``, claim up to that many runs in the same transaction. Returns the
+        ``claim_limit``, claim up to that many runs in the same transaction (``after``:
+        from the drain's cursor, see ClaimLoop). Returns the
         runs claimed, and the monotonic time their leases were taken at (or later)."""
         writes = self._outcomes(ended)
         outcomes = [o for _, _, o in writes]
@@ -84,7 +93,7 @@ class Completer:
                 outcomes, failing, now=self.clock.now(), worker=self.options.worker,
                 limit=claim_limit, tick_id=self.tick_id,
                 run_ids=self.options.run_ids, handlers=self.handlers,
-                outbox=outbox if deliveries else None)
+                outbox=outbox if deliveries else None, after=after)
             failures.clear()
             failures.update(counted)
             sent[:] = written[0]() if written else []

@@ -35,6 +35,7 @@ from cronjobs.execution.options import TickOptions
 from cronjobs.execution.reclaimer import Reclaimer
 from cronjobs.execution.runners.dispatch import Runners
 from cronjobs.execution.state import Active, Database, ExecReport
+from cronjobs.models import Claimed, ClaimKey
 
 
 class Executor:
@@ -98,8 +99,11 @@ class Executor:
             if self.claims.due(now, free):
                 self.reclaimer.now_and_then(now)
                 # the outcomes and the next claim share one transaction
-                got = self._pass(ended, self.claims.limit(free))
-                if not self.claims.claimed(got, free, now, running=bool(self.active)):
+                after = self.claims.after(now)
+                claims, took = self._pass(ended, self.claims.limit(free), after=after)
+                if not self.claims.claimed(len(claims), free, now, running=bool(self.active),
+                                           last=max((c.key for c in claims), default=None),
+                                           took=took):
                     return
                 continue  # look at what just started before waiting
             self._pass(ended)
@@ -122,14 +126,17 @@ class Executor:
                     self.claims.abandoned()
         return ended
 
-    def _pass(self, ended: Sequence[Ended], claim_limit: int = 0) -> int:
-        """Record what ended and (with ``claim_limit``) claim, in one transaction; start
-        what was claimed. Returns the number claimed."""
-        claims, claimed_at = self.completer.finish(ended, claim_limit=claim_limit)
+    def _pass(self, ended: Sequence[Ended], claim_limit: int = 0,
+              after: ClaimKey | None = None) -> tuple[list[Claimed], float]:
+        """Record what ended and (with ``claim_limit``) claim, in one transaction (from
+        ``after``, the drain's cursor, when given); start what was claimed. Returns the runs
+        claimed, and the seconds the transaction took."""
+        claims, claimed_at = self.completer.finish(ended, claim_limit=claim_limit, after=after)
+        took = time.monotonic() - claimed_at
         for claim in claims:
             self.report.claimed += 1
             self.active[claim.id] = self.claims.start(claim, claimed_at)
         if ended or claims:
             self.leases.watch_self()
         self.runners.flush()
-        return len(claims)
+        return claims, took

@@ -112,6 +112,8 @@ SELECT -- the bitmap scan of every waiting run, then a sort:
 -- in which the condition on %(run_ids)s is only a filter of the range scan.
 -- A run of a limited group is claimed only within the group's free slots (the parts marked
 -- [group limit]; lock_claimable_groups runs first, in the same transaction).
+-- Given %(from_late)s, %(from_at)s and %(from_id)s, a drain's cursor, it reads only the
+-- entries after that key (the parts marked [cursor]).
 WITH group_room AS (
     -- [group limit] each limited group's free slots: its limit minus its runs holding a
     -- lease now
@@ -132,6 +134,15 @@ WITH group_room AS (
     -- (cronjobs_run_is_due, cronjobs_job_lets_run: what makes a run claimable, in schema.sql)
     WHERE cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
       AND (%(run_ids)s::bigint[] IS NULL OR r.id = ANY(%(run_ids)s::bigint[]))
+      -- [cursor] from where the drain's last claim stopped: only the entries after the
+      -- key (late, eligible_at, id) of the last run it claimed, a start key of the range
+      -- scan (an Index Cond, not a filter) in the plan made for the given key (never a
+      -- generic one: QueueStore._claim_later); NULL: from the front, the condition gone
+      -- from the plan (a claim by id keeps its lookup by primary key). See ClaimLoop
+      -- (cronjobs/execution/claim_loop.py) for when a drain uses it.
+      AND (%(from_id)s::bigint IS NULL
+           OR ((r.trigger = 'backfill'), r.eligible_at, r.id)
+              > (%(from_late)s::boolean, %(from_at)s::timestamptz, %(from_id)s::bigint))
       -- one look at the run's job, a subquery evaluated per row of the index scan (not a
       -- join the planner could start from): only what this worker can execute (a command,
       -- or a handler it has loaded; the others wait, attempts untouched, for a worker that
@@ -189,6 +200,7 @@ WITH group_room AS (
     FROM job_definitions AS d
     WHERE r.id IN (SELECT id FROM within_groups) AND d.id = r.definition_id
     RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
+              r.eligible_at,  -- [cursor] (with trigger and id: the run's key in the claim's order)
               r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
               AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
               d.backoff_max, cardinality(d.notify_urls) > 0 AS notifies
@@ -205,13 +217,18 @@ SELECT * FROM claimed;
 -- of job_runs_queue_claim_idx in its order, as claim_runs reads them, with the claim's one
 -- look at each run's job (a command, or a handler this worker has; not paused). Group
 -- limits and exclusivity are left out: a slot more or less. Run after claim_plan, in its
--- transaction (the range scan, never the queue whole).
+-- transaction (the range scan, never the queue whole). Given the drain's cursor, from
+-- there on, as claim_runs (the parts marked [cursor]).
 SELECT count(*) FILTER (WHERE due.kind = 'handler')::int AS handlers,
        count(*) FILTER (WHERE due.kind = 'command')::int AS commands
 FROM (
     SELECT (SELECT kd.kind FROM job_definitions AS kd WHERE kd.id = r.definition_id) AS kind
     FROM job_runs_queue AS r
     WHERE cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
+      -- [cursor]
+      AND (%(from_id)s::bigint IS NULL
+           OR ((r.trigger = 'backfill'), r.eligible_at, r.id)
+              > (%(from_late)s::boolean, %(from_at)s::timestamptz, %(from_id)s::bigint))
       AND (SELECT (kd.kind = 'command' OR kd.handler = ANY(%(handlers)s::text[]))
                   AND cronjobs_job_lets_run(r.trigger, kd.paused_at, kd.paused_until,
                                             %(now)s)

@@ -17,6 +17,7 @@ from cronjobs.errors import (
 )
 from cronjobs.models import (
     Claimed,
+    ClaimKey,
     JobFailure,
     LeaseHeld,
     Outcome,
@@ -31,25 +32,28 @@ class QueueStore(Queries):
     def pass_of_executor(self, outcomes: Sequence[Outcome], failing: Sequence[Outcome], *,
                          now: dt.datetime, worker: str, limit: int, tick_id: int | None,
                          run_ids: Sequence[int] | None = None, handlers: Sequence[str] = (),
-                         outbox: Callable[[], None] | None = None
+                         outbox: Callable[[], None] | None = None,
+                         after: ClaimKey | None = None
                          ) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed]]:
         """One pass of a tick's executor in one transaction, sent at once and read when
         the commit is in (one round trip, one flush of the write-ahead log): count the
         failures of ``failing`` (:meth:`record_job_failure`, in the order given), record
         ``outcomes`` (:meth:`finish_runs`) and, with ``limit``, claim up to that many
-        runs (:meth:`claim_runs`). ``outbox``, when given, sends the notifications of the
-        outcomes (NotificationStore.enqueue_deliveries) in the same transaction, before
-        the outcomes are written: both commit, or neither. Returns the ids recorded, the
+        runs (:meth:`claim_runs`, from ``after`` when given: the drain's cursor).
+        ``outbox``, when given, sends the notifications of the outcomes
+        (NotificationStore.enqueue_deliveries) in the same transaction, before the
+        outcomes are written: both commit, or neither. Returns the ids recorded, the
         failures counted and the runs claimed. When the claim conflicts with another
         worker's (see claim_runs), the whole transaction is undone and the outcomes are
         recorded on their own (``outbox`` is then called again, in that transaction)."""
         if limit > 0:
             def claim() -> Callable[[], list[Claimed]]:
                 return self._claim_later(now=now, worker=worker, limit=limit, tick_id=tick_id,
-                                         run_ids=run_ids, handlers=handlers, planned=True)
+                                         run_ids=run_ids, handlers=handlers, planned=True,
+                                         after=after)
             with contextlib.suppress(Conflict):
                 return self._pass(outcomes, failing, now=now, claim=claim,
-                                  generic=self._generic(run_ids), outbox=outbox)
+                                  generic=self._generic(run_ids, after), outbox=outbox)
         if not outcomes and not failing:
             return set(), {}, []
         return self._pass(outcomes, failing, now=now, claim=None, generic=self._generic(None),
@@ -82,11 +86,13 @@ class QueueStore(Queries):
 
     def claim_runs(self, *, now: dt.datetime, worker: str, limit: int,
                    tick_id: int | None, run_ids: Sequence[int] | None = None,
-                   handlers: Sequence[str] = ()) -> list[Claimed]:
+                   handlers: Sequence[str] = (), after: ClaimKey | None = None
+                   ) -> list[Claimed]:
         """Claim up to ``limit`` due runs: commands, and handler runs of ``handlers`` only
-        (the ones this worker has loaded). Another worker claiming an exclusive run of the
-        same job at the same moment makes the claim find nothing (the unique index refused
-        the second one: try again later)."""
+        (the ones this worker has loaded); with ``after``, only runs after that place in
+        the claim's order (a drain's cursor: see ClaimLoop). Another worker claiming an
+        exclusive run of the same job at the same moment makes the claim find nothing (the
+        unique index refused the second one: try again later)."""
         try:
             # its own transaction, sent at once (BEGIN, the group locks, the plan, the
             # claim, COMMIT) and read when the commit is in: one round trip, as a lone
@@ -95,15 +101,15 @@ class QueueStore(Queries):
                 with self.session.transaction_at_once():
                     rows = self._claim_later(now=now, worker=worker, limit=limit,
                                              tick_id=tick_id, run_ids=run_ids,
-                                             handlers=handlers)
+                                             handlers=handlers, after=after)
                 return rows()
         except Conflict:
             return []
 
     def _claim_later(self, *, now: dt.datetime, worker: str, limit: int,
                      tick_id: int | None, run_ids: Sequence[int] | None,
-                     handlers: Sequence[str], planned: bool = False
-                     ) -> Callable[[], list[Claimed]]:
+                     handlers: Sequence[str], planned: bool = False,
+                     after: ClaimKey | None = None) -> Callable[[], list[Claimed]]:
         """Send the statements of a claim inside an open transaction (``planned``: one in
         which claim_plan was sent already); the claimed rows are read by calling the result
         (after the pipeline, when there is one). ``run_ids``: these runs only, by id
@@ -112,40 +118,44 @@ class QueueStore(Queries):
         # generic plan: the range scan, whatever the instant). A claim by id runs once, and
         # is planned for its ids: the primary key finds them, where a generic plan would
         # scan the queue for them.
-        scheduled = run_ids is None
+        # A claim from a cursor is planned for its key too (the key a start of the range
+        # scan): never prepared, in a transaction whose plans are not generic.
+        scheduled = run_ids is None and after is None
         params = {"now": now, "worker": worker, "limit": limit, "tick_id": tick_id,
                   "handlers": list(handlers), "scan": claim_scan(limit),
-                  "run_ids": None if run_ids is None else list(run_ids)}
+                  "run_ids": None if run_ids is None else list(run_ids), **_after(after)}
         # SET LOCAL, until the transaction ends: the group locks are planned with it too
         # (without statistics on job_runs they could otherwise read the whole queue)
         if not planned:
-            self._send("claim_plan", {"generic": self._generic(run_ids)}, prepare=True)
+            self._send("claim_plan", {"generic": self._generic(run_ids, after)}, prepare=True)
         # [group limit] lock_claimable_groups first, in the claim's transaction: the
         # claims of one limited group take turns, each counting what the one before
         # committed (see queries/queue.sql)
-        self._send("lock_claimable_groups", {"now": now}, prepare=scheduled)
+        self._send("lock_claimable_groups", {"now": now}, prepare=run_ids is None)
         # (in binary: half the time of parsing the rows' text, per run)
         return self._later("claim_runs", params, class_row(Claimed), binary=True,
                            prepare=scheduled)
 
-    def claimable_backlog(self, *, now: dt.datetime, handlers: Sequence[str], limit: int
-                          ) -> tuple[int, int]:
+    def claimable_backlog(self, *, now: dt.datetime, handlers: Sequence[str], limit: int,
+                          after: ClaimKey | None = None) -> tuple[int, int]:
         """(handler runs, commands) a claim could take at ``now``, each counted up to
         ``limit`` together: the runs due, of commands and of ``handlers``, of jobs not
-        paused (what ``--concurrency auto`` sizes a tick from)."""
+        paused (what ``--concurrency auto`` sizes a tick from); with ``after``, those
+        after that place in the claim's order only (see claim_runs)."""
         with translated():
             with self.session.transaction_at_once():
                 self._send("claim_plan", {"generic": False})
                 rows = self._later("claimable_backlog", {
-                    "now": now, "handlers": list(handlers), "limit": limit}, tuple_row)
+                    "now": now, "handlers": list(handlers), "limit": limit, **_after(after)},
+                    tuple_row)
             handler_runs, commands = rows()[0]
             return int(handler_runs), int(commands)
 
-    def _generic(self, run_ids: Sequence[int] | None) -> bool:
+    def _generic(self, run_ids: Sequence[int] | None, after: ClaimKey | None = None) -> bool:
         """Whether claim_plan asks for generic plans (for every statement of the
         transaction, prepared or not): when the connection prepares statements, and the
-        claim is not one by id."""
-        return self.session.prepares() and run_ids is None
+        claim is neither one by id nor one from a cursor."""
+        return self.session.prepares() and run_ids is None and after is None
 
     def reclaim_expired(self, *, now: dt.datetime, limit: int = 1000) -> list[Reclaimed]:
         """Runs whose lease expired before ``now`` go back to the queue (or die); their
@@ -198,6 +208,14 @@ def claim_scan(limit: int) -> int:
     (a long run of them is one job's backlog: one per claim whatever the scan). The range
     a claim scans is bounded by this, never by the length of the queue."""
     return limit + 2
+
+
+def _after(key: ClaimKey | None) -> dict[str, Any]:
+    """The parameters of a claim's start (claim_runs, claimable_backlog): after ``key``,
+    or all NULL (from the front)."""
+    return {"from_late": None if key is None else key.late,
+            "from_at": None if key is None else key.eligible_at,
+            "from_id": None if key is None else key.id}
 
 
 def _finish_params(outcomes: Sequence[Outcome], now: dt.datetime) -> dict[str, Any]:
