@@ -76,15 +76,16 @@ def export(commit: str, dest: Path) -> None:
     archive.unlink()
 
 
-def install(name: str, source: str, project: Path, venv: Path) -> Version:
-    """A new virtual environment with ``project`` installed (editable, embedded extra), its
+def install(name: str, source: str, project: Path, venv: Path,
+            extras: str = "embedded") -> Version:
+    """A new virtual environment with ``project`` installed (editable, with ``extras``), its
     bytecode compiled into the run's cache like this environment's."""
     log(f"  {name}: installing {source} into a new virtual environment")
     env = benchlib.clean_env()
     checked(benchlib.run([sys.executable, "-m", "venv", str(venv)], env), "python -m venv")
     python = str(venv / "bin" / "python")
     checked(benchlib.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                          "-e", f"{project}[embedded]"], env, timeout=1200),
+                          "-e", f"{project}[{extras}]"], env, timeout=1200),
             f"pip install ({name})")
     benchlib.warm_up(python)
     return Version(name, source, python)
