@@ -111,6 +111,8 @@ CREATE TABLE job_definitions (
 
 CREATE UNIQUE INDEX job_definitions_name_key
     ON job_definitions (name) WHERE removed_at IS NULL;
+-- every definition that has carried a name, removed ones too (definition_history)
+CREATE INDEX job_definitions_name_idx ON job_definitions (name, id);
 CREATE INDEX job_definitions_due_idx
     ON job_definitions (next_due_at) WHERE removed_at IS NULL;
 CREATE INDEX job_definitions_group_idx
@@ -563,3 +565,4 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (10, 'claimable_runs');
 INSERT INTO cronjobs_migrations (version, name) VALUES (11, 'hot_queue_and_history');
 INSERT INTO cronjobs_migrations (version, name) VALUES (12, 'notification_outbox');
 INSERT INTO cronjobs_migrations (version, name) VALUES (13, 'verdict_indexes');
+INSERT INTO cronjobs_migrations (version, name) VALUES (14, 'definition_names');

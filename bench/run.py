@@ -160,7 +160,9 @@ def make_context(server: Server, args: argparse.Namespace) -> Context:
                             "month_days": args.month_days, "month_jobs": args.month_jobs,
                             "before_ref": args.storage_before_ref,
                             "verdict_ref": args.verdict_before_ref,
-                            "plot": args.storage_plot})
+                            "plot": args.storage_plot,
+                            "parts": args.storage_parts,
+                            "dashboard_ref": args.storage_dashboard_ref})
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -172,6 +174,18 @@ def _ints(text: str) -> tuple[int, ...]:
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected positive integers: {text!r}")
     return values
+
+
+SCALE_PARTS = storage.SCALE_PARTS
+
+
+def _parts(text: str) -> tuple[str, ...]:
+    parts = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = sorted(set(parts) - set(SCALE_PARTS))
+    if not parts or unknown:
+        raise argparse.ArgumentTypeError(
+            f"expected parts among {','.join(SCALE_PARTS)}: {text!r}")
+    return parts
 
 
 def storage_options(parser: argparse.ArgumentParser) -> None:
@@ -186,6 +200,14 @@ def storage_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--storage-requests", type=int, default=50, metavar="N",
                        help="storage_scale: timed requests per dashboard page (default 50; "
                             "/metrics a fifth)")
+    group.add_argument("--storage-parts", type=_parts, default=SCALE_PARTS,
+                       metavar="PART,…",
+                       help="storage_scale: which parts to run, of "
+                            f"{','.join(SCALE_PARTS)} (default: all)")
+    group.add_argument("--storage-dashboard-ref", metavar="REF",
+                       help="storage_scale: the dashboard's pages also served by the code "
+                            "at REF, on the same history at REF's schema (before / after in "
+                            "one run)")
     group.add_argument("--snapshot-minutes", type=float, default=10.0, metavar="M",
                        help="storage_snapshot: how long the snapshot is held (default 10)")
     group.add_argument("--snapshot-window", type=float, default=120.0, metavar="S",

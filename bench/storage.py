@@ -3,6 +3,8 @@ retirement day, retention by dropping days), each figure against a baseline of t
 
     python bench/run.py --only storage --database-url URL          # all four, full size
     python bench/run.py --only storage_scale --storage-jobs 1000 --storage-history 100000
+    python bench/run.py --only storage_scale --storage-parts dashboard \
+        --storage-dashboard-ref main                                 # pages, before / after
     python bench/run.py --only storage_snapshot --snapshot-minutes 1
     python bench/run.py --only storage_snapshot --snapshot-minutes 3 --snapshot-vacuum 60
     python bench/run.py --only storage_retire --retire-sizes 10000,100000
@@ -191,9 +193,10 @@ def utc_today(server: Server) -> dt.date:
 # -- 1. scale ---------------------------------------------------------------------------------
 
 PAGE_LIMITS = {"/healthz": 50.0, "/metrics": 500.0}  # ms; every other page: 200 ms
+SCALE_PARTS = ("drains", "materialise", "dashboard")  # --storage-parts
 
 
-def bench_storage_scale(ctx: Context) -> Section:
+def bench_storage_scale(ctx: Context) -> Section:  # noqa: PLR0915 - one setup
     o, server = ctx.storage, ctx.server
     jobs, history, queued = o["jobs"], o["history"], o["queued"]
     n = ctx.repeats("storage_scale")
@@ -221,39 +224,74 @@ def bench_storage_scale(ctx: Context) -> Section:
         "misses its limit on the full database is traced (the page rendered in a process "
         "that records its named queries, each then run under EXPLAIN ANALYZE): the "
         "slowest query is named.")
+    parts, ref = o["parts"], o["dashboard_ref"]
+    if ref and "dashboard" in parts:
+        s.method += (
+            f" (c') Before / after: the databases are made at the schema of the code at "
+            f"{ref} (its `cronjobs migrate`) and the history loaded once; the full one is "
+            "copied (CREATE DATABASE ... TEMPLATE) and the copy and the empty one are "
+            "migrated by this checkout; each page is then fetched from the code at "
+            f"{ref} on the original and from this checkout on the copy, alternately, page "
+            "by page; ratio = before / after of the p95.")
     appdir = handler_dir()
-    base = server.cronjobs_database("st_base")
-    try:
-        add_jobs(server, base, count=jobs)
-        add_noop(server, base)
-        today = utc_today(server)
-        days = sorted({today + dt.timedelta(days=d) for d in
-                       (*range(16), *range(75, 92))})
-        add_days(server, base, days)
-        sql(server, base, "VACUUM ANALYZE")
-        full = server.create_database("st_full", template=base)
-        empty = server.create_database("st_empty", template=base)
-        now = db_clock(server)
-        t = time.monotonic()
-        log(f"  loading {history:,} runs into the history")
-        insert_history(server, full, count=history, start=now - dt.timedelta(days=13.9),
-                       span=dt.timedelta(days=13.9) - dt.timedelta(minutes=1), defs=jobs,
-                       busy=1, busy_every=10, dead_every=50)
-        sql(server, full, "VACUUM ANALYZE")
-        s.extra["seconds to load the history (runs + attempts, VACUUM ANALYZE)"] = round(
-            time.monotonic() - t, 1)
-        s.extra["database sizes (MB)"] = {
-            name: round(scalar(server, db, "SELECT pg_database_size(current_database())")
-                        / 2**20) for name, db in (("full", full), ("empty", empty))}
-        dbs = {"full history": full, "empty history": empty}
-        _scale_drains(ctx, s, dbs, appdir, n)
-        _scale_materialise(ctx, s, dbs, n)
-        _scale_dashboard(ctx, s, dbs)
-    finally:
-        shutil.rmtree(appdir, ignore_errors=True)
-        for db in list(server._created):
-            if "_st_" in db:
-                server.drop_database(db)
+    with contextlib.ExitStack() as stack:
+        before = stack.enter_context(before_version(ref)) if ref and "dashboard" in parts \
+            else None
+        try:
+            base = server.cronjobs_database("st_base", cli=before.cli if before else None)
+            add_jobs(server, base, count=jobs)
+            add_noop(server, base)
+            today = utc_today(server)
+            days = sorted({today + dt.timedelta(days=d) for d in
+                           (*range(16), *range(75, 92))})
+            add_days(server, base, days)
+            sql(server, base, "VACUUM ANALYZE")
+            full = server.create_database("st_full", template=base)
+            empty = server.create_database("st_empty", template=base)
+            now = db_clock(server)
+            t = time.monotonic()
+            log(f"  loading {history:,} runs into the history")
+            insert_history(server, full, count=history,
+                           start=now - dt.timedelta(days=13.9),
+                           span=dt.timedelta(days=13.9) - dt.timedelta(minutes=1), defs=jobs,
+                           busy=1, busy_every=10, dead_every=50)
+            sql(server, full, "VACUUM ANALYZE")
+            s.extra["seconds to load the history (runs + attempts, VACUUM ANALYZE)"] = round(
+                time.monotonic() - t, 1)
+            dbs = {"full history": full, "empty history": empty}
+            clis: dict[str, list[str] | None] = {}
+            if before is not None:
+                # the history at REF's schema is REF's; a copy of it, and the empty one, are
+                # brought to this checkout's schema by its own `cronjobs migrate`
+                t = time.monotonic()
+                copy = server.create_database("st_full_now", template=full)
+                s.extra["seconds to copy the full database"] = round(time.monotonic() - t, 1)
+                for db in (copy, empty):
+                    t = time.monotonic()
+                    checked(benchlib.run_cli(["migrate"], server.conninfo(db)), "migrate")
+                    s.extra.setdefault("seconds of this checkout's migrate", []).append(
+                        round(time.monotonic() - t, 1))
+                sql(server, copy, "ANALYZE job_definitions")
+                dbs = {"full history": copy, "empty history": empty,
+                       f"full history, {ref}": full}
+                clis = {f"full history, {ref}": before.cli}
+                s.extra[f"code at {ref}"] = before.describe()
+            s.extra["database sizes (MB)"] = {
+                name: round(scalar(server, db, "SELECT pg_database_size(current_database())")
+                            / 2**20) for name, db in dbs.items()}
+            if "drains" in parts:
+                _scale_drains(ctx, s, {k: dbs[k] for k in ("full history", "empty history")},
+                              appdir, n)
+            if "materialise" in parts:
+                _scale_materialise(ctx, s, {k: dbs[k] for k in ("full history",
+                                                                "empty history")}, n)
+            if "dashboard" in parts:
+                _scale_dashboard(ctx, s, dbs, clis, ref if before is not None else None)
+        finally:
+            shutil.rmtree(appdir, ignore_errors=True)
+            for db in list(server._created):
+                if "_st_" in db:
+                    server.drop_database(db)
     return s
 
 
@@ -338,6 +376,19 @@ def _scale_materialise(ctx: Context, s: Section, dbs: dict[str, str], n: int) ->
                                             "distinct jobs; a second tick made 0")
 
 
+@contextlib.contextmanager
+def before_version(ref: str) -> Iterator[Version]:
+    """The code at ``ref``, installed in a virtual environment of its own; removed after."""
+    tmp = Path(tempfile.mkdtemp(prefix="cjbench-before-"))
+    try:
+        commit = git("rev-parse", "--verify", f"{ref}^{{commit}}")
+        export(commit, tmp / "src")
+        yield install("before", f"{ref} ({commit[:10]})", tmp / "src", tmp / "venv",
+                      extras="embedded,web")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _last_tick_seconds(server: Server, db: str) -> float:
     # a tick at a pinned instant records its end on that clock: finished_at - tick_at
     return float(scalar(server, db, "SELECT extract(epoch FROM finished_at - tick_at)"
@@ -356,17 +407,25 @@ def _pages(server: Server, db: str) -> list[str]:
             "/healthz?scope=server", "/metrics"]
 
 
-def _scale_dashboard(ctx: Context, s: Section, dbs: dict[str, str]) -> None:
+def _scale_dashboard(ctx: Context, s: Section, dbs: dict[str, str],
+                     clis: dict[str, list[str] | None], ref: str | None) -> None:
+    """Every page from every database, page by page (the databases alternate, so that the
+    load of a shared machine falls on each alike)."""
     server, requests = ctx.server, ctx.storage["requests"]
     p95s: dict[str, dict[str, float]] = {}
     timeouts: list[str] = []
-    for name, db in dbs.items():
-        paths = _pages(server, db)
-        for path in paths:
+    refused: list[str] = []
+    pages = {name: _pages(server, db) for name, db in dbs.items()}
+    for i in range(len(pages["full history"])):
+        for name, db in dbs.items():
+            path = pages[name][i]
             # a server per page: a request cut off by the timeout leaves none of its work
-            with serving(server.conninfo(db)) as base:
+            ERRORS.clear()
+            with serving(server.conninfo(db), clis.get(name)) as base:
                 n = max(5, requests // 5) if path == "/metrics" else requests
                 times = _timed_fetches(base + path, n)
+            if ERRORS:
+                refused.append(f"{name} {path}: HTTP {sorted(set(ERRORS.values()))}")
             if times[-1] >= PAGE_TIMEOUT * 1000:
                 timeouts.append(f"{name} {path}")
                 sql(server, db, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -377,7 +436,7 @@ def _scale_dashboard(ctx: Context, s: Section, dbs: dict[str, str]) -> None:
             p95s.setdefault(label, {})[name] = p95
             log(f"  {name} {path}: p95 {p95:.0f} ms")
     traced: dict[str, Any] = {}
-    paths = _pages(server, dbs["full history"])
+    paths = pages["full history"]
     for path in paths:
         label = _label(path)
         limit = PAGE_LIMITS.get(path.split("?")[0] if path.startswith("/healthz") else path,
@@ -387,6 +446,11 @@ def _scale_dashboard(ctx: Context, s: Section, dbs: dict[str, str]) -> None:
         s.figure(f"page {label}: p95, empty history", "ms", [p95s[label]["empty history"]])
         s.figure(f"page {label}: p95 full / empty", "x",
                  [full / max(p95s[label]["empty history"], 1e-9)])
+        if ref is not None:
+            old = p95s[label][f"full history, {ref}"]
+            s.figure(f"page {label}: p95, full history, {ref}", "ms", [old])
+            s.figure(f"page {label}: p95 {ref} / this checkout (full history)", "x",
+                     [old / max(full, 1e-9)])
         s.target(f"page {label}: p95 <= {limit:.0f} ms (full history)", (full, full), "<=",
                  limit, "ms")
         if full > limit and f"full history {path}" not in timeouts:
@@ -396,6 +460,7 @@ def _scale_dashboard(ctx: Context, s: Section, dbs: dict[str, str]) -> None:
                 traced[label] = {"error": f"{type(exc).__name__}: {exc}"}
     s.extra["pages"] = {_label(p): p for p in paths}
     s.extra[f"pages cut off after {PAGE_TIMEOUT:.0f} s (figure = the timeout)"] = timeouts
+    s.extra["pages answered with an error (timed all the same)"] = refused
     s.extra["pages that miss: their queries under EXPLAIN ANALYZE"] = traced
 
 
@@ -460,16 +525,22 @@ def serving(conninfo: str, cli: Sequence[str] | None = None) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
+ERRORS: dict[str, int] = {}  # path -> the error status it answered with (see fetch)
+
+
 def fetch(url: str) -> float:
-    """Milliseconds to fetch ``url`` (a 503 of /healthz is an answer too)."""
+    """Milliseconds to fetch ``url``. A 503 of /healthz is an answer too, and so is the 404
+    of the run page of a database that holds no run (the empty one without the drains);
+    any other error status is an answer recorded in ERRORS (a page that refuses: the busy
+    job's page before it bounded its timeline)."""
     start = time.perf_counter()
     try:
         with urllib.request.urlopen(url, timeout=PAGE_TIMEOUT) as response:  # noqa: S310
             response.read()
     except urllib.error.HTTPError as exc:
-        if exc.code != 503:
-            raise
         exc.read()
+        if exc.code not in (404, 503):
+            ERRORS[url.split("/", 3)[-1]] = exc.code
     except TimeoutError:
         return PAGE_TIMEOUT * 1000
     return (time.perf_counter() - start) * 1000

@@ -199,7 +199,7 @@ def load_runs(store: Store, runs: Iterable[tuple[Run, str]]) -> list[RunInfo]:
     pairs = list(runs)
     found: dict[int, list[Attempt]] = {}
     if pairs:
-        for attempt in store.runs.attempts_of_runs([run.id for run, _ in pairs]):
+        for attempt in store.runs.attempts_of([run for run, _ in pairs]):
             found.setdefault(attempt.run_id, []).append(attempt)
     return [run_info(run, job, found.get(run.id, ())) for run, job in pairs]
 

@@ -14,13 +14,18 @@ from cronjobs.core.facts import JobInfo
 from cronjobs.db.store import Store
 from cronjobs.errors import UsageError
 from cronjobs.models import Definition, Run
-from cronjobs.reports import Attempt, DashboardJob, Health
+from cronjobs.reports import Attempt, DashboardJob
 from cronjobs.validation import check_name, check_text
 
 PAGE = 50  # jobs per page
 STRIP = 20  # latest runs shown per job
 MAX_SEARCH = 128
 TIMELINE_ROWS = 300  # the newest rows of a job's timeline shown
+# the most runs a job's timeline reads, as many as the rows it shows: a job that ran more
+# often in the last 24 hours (every 4 minutes or more often, backfills, bursts of manual
+# runs) shows the span of its newest TIMELINE_RUNS runs instead, so that the page costs
+# the same whatever the job's history holds
+TIMELINE_RUNS = TIMELINE_ROWS
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,6 @@ class JobLine:
 @dataclass(frozen=True)
 class Overview:
     now: dt.datetime
-    numbers: Health  # as `cronjobs status` reads them (store.reports.health)
     jobs: tuple[JobLine, ...]
     total: int  # jobs matching the search, on every page
     search: str | None
@@ -63,7 +67,8 @@ class Overview:
 def overview(store: Store, *, after: str = "", search: str | None = None,
              limit: int = PAGE, strip: int = STRIP) -> Overview:
     """One page of the jobs table: the jobs named after ``after`` (in name order) whose
-    name contains ``search``, with the installation's numbers."""
+    name contains ``search``. (The installation's numbers the page shows beside them are
+    its health verdict's: read once for the banner, not once more here.)"""
     if after:
         check_name(after, what="page start")
     search = check_text(search.strip(), what="search", limit=MAX_SEARCH) if search else None
@@ -75,7 +80,7 @@ def overview(store: Store, *, after: str = "", search: str | None = None,
     more = len(rows) > limit
     rows = rows[:limit]
     jobs = tuple(_line(row, now) for row in rows)
-    return Overview(now, store.reports.health(now), jobs, store.reports.count_jobs(search=search),
+    return Overview(now, jobs, store.reports.count_jobs(search=search),
                     search, after, jobs[-1].definition.name if more and jobs else None)
 
 
@@ -110,21 +115,27 @@ class JobPage:
     start: dt.datetime
     timeline: tuple[Moment, ...]  # newest first
     hidden: int  # older timeline rows not shown
+    cut: bool  # whether the timeline starts after 24 hours ago (see TIMELINE_RUNS)
     attempts: dict[int, tuple[Attempt, ...]]  # of the latest runs, by run id
 
 
 def job_page(store: Store, name: str, *, runs: int = STRIP, upcoming: int = 8) -> JobPage:
     """A job's page: its definition and next slots, what became of each slot of the last 24
-    hours (runs, skips and why, lateness), and its latest runs with their attempts."""
+    hours (runs, skips and why, lateness) or, for a job that ran more than TIMELINE_RUNS
+    times in them, of the span of its newest TIMELINE_RUNS runs, and its latest runs with
+    their attempts."""
     description = describe(store, name, count=upcoming, runs=runs)
-    explanation = explain(store, name)
+    end = store.now()
+    day = end - dt.timedelta(days=1)
+    start = store.runs.timeline_start(name, start=day, end=end, runs=TIMELINE_RUNS)
+    explanation = explain(store, name, start=max(day, start or day), end=end)
     moments = _moments(explanation.rows)
     shown = tuple(reversed(moments[-TIMELINE_ROWS:]))
     found: dict[int, list[Attempt]] = {}
     for attempt in store.runs.attempts_of_runs([r.id for r in description.recent_runs]):
         found.setdefault(attempt.run_id, []).append(attempt)
     return JobPage(description, explanation.end, explanation.start, shown,
-                   max(0, len(moments) - TIMELINE_ROWS),
+                   max(0, len(moments) - TIMELINE_ROWS), start is not None and start > day,
                    {run_id: tuple(attempts) for run_id, attempts in found.items()})
 
 

@@ -18,7 +18,7 @@ from cronjobs.core.health import lateness_json, storage_json
 from cronjobs.core.metrics import CONTENT_TYPE
 from cronjobs.core.metrics import metrics as exposition
 from cronjobs.core.operations import MAX_RUN_ID, show
-from cronjobs.core.overview import job_page, overview
+from cronjobs.core.overview import TIMELINE_RUNS, job_page, overview
 from cronjobs.db.config import scrub
 from cronjobs.errors import CronjobsError, UsageError
 from cronjobs.web.site import site_of
@@ -56,7 +56,8 @@ def job(request: Request) -> Response:
         health = site.verdict(store)
     return site.render.page(request, "job.html", {
         "page": page, "job": definition, "words": schedule_words(definition),
-        "place": place, "crowded": crowded, "health": health})
+        "place": place, "crowded": crowded, "health": health,
+        "timeline_runs": f"{TIMELINE_RUNS:,}"})
 
 
 def run(request: Request) -> Response:

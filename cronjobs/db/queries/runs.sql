@@ -1,7 +1,31 @@
 -- Runs and their attempts as operators see and change them (cronjobs/db/stores/runs.py).
 
 -- name: recent_runs
-SELECT * FROM job_runs WHERE definition_id = %(definition_id)s ORDER BY id DESC LIMIT %(limit)s;
+-- A job's latest runs: a probe per partition of its (definition_id, id) index, merged
+-- newest first. The job is named by a range on purpose (see dashboard_jobs in
+-- reports.sql): a plan kept for the statement never reads a partition whole by its id
+-- index when the partition's statistics say one job fills it.
+SELECT * FROM job_runs
+WHERE definition_id BETWEEN %(definition_id)s AND %(definition_id)s
+ORDER BY definition_id DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: timeline_start
+-- The dashboard's timeline of a job reads at most its %(runs)s newest runs of
+-- [%(start)s, %(end)s]: the slot of its %(runs)s-th newest run there, the latest over the
+-- definitions that carried the name (NULL when none has that many: the whole range is
+-- read). Each definition's runs are read newest slot first from each partition's
+-- (definition_id, scheduled_for) index, merged, and stopped after %(runs)s entries.
+SELECT max(nth.slot) AS slot
+FROM job_definitions AS d
+CROSS JOIN LATERAL (
+    SELECT r.scheduled_for AS slot FROM job_runs AS r
+    WHERE r.definition_id BETWEEN d.id AND d.id
+      AND r.scheduled_for BETWEEN %(start)s AND %(end)s
+    ORDER BY r.definition_id DESC, r.scheduled_for DESC
+    OFFSET %(runs)s - 1 LIMIT 1
+) AS nth
+WHERE d.name = %(name)s;
 
 -- name: run_by_id
 SELECT r.*, d.name AS job FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
@@ -38,6 +62,25 @@ FROM job_runs_queue AS r
 WHERE r.id = ANY(%(run_ids)s::bigint[]) AND r.status = 'running'
   AND NOT EXISTS (SELECT FROM job_attempts_queue AS a
                   WHERE a.run_id = r.id AND a.attempt = r.attempt)
+ORDER BY run_id, attempt;
+
+-- name: attempts_of_placed_runs
+-- The attempts of runs read just before, found where their runs are (an attempt's stage
+-- and retire_at are its run's): a run of the history by one probe of the (run_id,
+-- attempt) index of its own day's partition (the others pruned as the join runs), never
+-- by a probe of every day's, nor by reading the days whole (as attempts_of_runs does for
+-- a thousand runs). A run read elsewhere (waiting, running, kept) is looked for in every
+-- partition, as one that moved since is found there too.
+SELECT a.*
+FROM unnest(%(run_ids)s::bigint[], %(stages)s::text[], %(retire_at)s::timestamptz[])
+    AS r(id, stage, retire_at)
+JOIN job_attempts_history AS a ON a.run_id = r.id AND a.retire_at = r.retire_at
+WHERE r.stage = 'history'
+UNION ALL
+SELECT a.*
+FROM unnest(%(run_ids)s::bigint[], %(stages)s::text[]) AS r(id, stage)
+JOIN job_attempts AS a ON a.run_id = r.id
+WHERE r.stage <> 'history'
 ORDER BY run_id, attempt;
 
 -- name: requeue_run

@@ -34,8 +34,24 @@ class RunStore(Queries):
         """The attempts of several runs (by run, then attempt): one query for a page."""
         return self._rows("attempts_of_runs", {"run_ids": list(run_ids)}, Attempt)
 
+    def attempts_of(self, runs: Sequence[Run]) -> list[Attempt]:
+        """The attempts of runs just read (by run, then attempt), each looked for where its
+        run is: the same as attempts_of_runs, for a fraction of the reads when the runs
+        are many and in the history."""
+        return self._rows("attempts_of_placed_runs", {
+            "run_ids": [r.id for r in runs], "stages": [r.stage for r in runs],
+            "retire_at": [r.retire_at for r in runs]}, Attempt)
+
     def recent_runs(self, definition_id: int, limit: int) -> list[Run]:
         return self._rows("recent_runs", {"definition_id": definition_id, "limit": limit}, Run)
+
+    def timeline_start(self, name: str, *, start: dt.datetime, end: dt.datetime,
+                       runs: int) -> dt.datetime | None:
+        """The slot of the ``runs``-th newest run of [start, end] of the job ``name`` (of
+        any definition that carried it), None when it has fewer runs there."""
+        values = self._values("timeline_start", {"name": name, "start": start, "end": end,
+                                                 "runs": runs})
+        return values[0] if values else None
 
     def list_runs(self, *, name: str | None, statuses: Sequence[str] | None,
                   since: dt.datetime | None, limit: int) -> list[tuple[Run, str]]:
