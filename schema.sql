@@ -429,6 +429,21 @@ CREATE INDEX job_attempts_history_run_idx ON job_attempts_history (run_id, attem
 CREATE TABLE job_attempts_kept PARTITION OF job_attempts FOR VALUES IN ('kept');
 CREATE INDEX job_attempts_kept_run_idx ON job_attempts_kept (run_id, attempt);
 
+-- The attempts running now, as rows of job_attempts: a claim writes no row for the attempt
+-- it opens; while it runs, it is its run's row, and finish_runs or reclaim_expired writes
+-- its job_attempts row when it ends. The readers of a run's attempts (db/queries/runs.sql)
+-- add these to job_attempts'. (An attempt an older cronjobs opened, which wrote its row at
+-- the claim, is read from that row.)
+CREATE VIEW job_attempts_running AS
+SELECT NULL::bigint AS id, r.id AS run_id, r.attempt, r.lease_owner AS worker, r.lease_token,
+       r.started_at, NULL::timestamptz AS finished_at, 'running'::text AS outcome,
+       NULL::integer AS exit_code, NULL::text AS error, NULL::text AS output_tail, r.stage,
+       NULL::timestamptz AS retire_at
+FROM job_runs_queue AS r
+WHERE r.status = 'running' AND r.lease_token IS NOT NULL
+  AND NOT EXISTS (SELECT FROM job_attempts_queue AS a
+                  WHERE a.run_id = r.id AND a.attempt = r.attempt);
+
 -- The history's day partitions are made and dropped by these two functions, which run as
 -- the schema's owner (SECURITY DEFINER): a tick under a least-privilege role
 -- (deploy/roles.sql) cannot run DDL itself. Each does the runs' and the attempts' day
@@ -566,3 +581,4 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (11, 'hot_queue_and_histo
 INSERT INTO cronjobs_migrations (version, name) VALUES (12, 'notification_outbox');
 INSERT INTO cronjobs_migrations (version, name) VALUES (13, 'verdict_indexes');
 INSERT INTO cronjobs_migrations (version, name) VALUES (14, 'definition_names');
+INSERT INTO cronjobs_migrations (version, name) VALUES (15, 'running_attempts');

@@ -208,7 +208,7 @@ WITH group_room AS (
 -- (The attempt this opens is the run's row itself while it runs (attempt, lease_owner,
 -- lease_token, started_at, heartbeat_at): its job_attempts row is written once, when it
 -- ends (finish_runs, reclaim_expired), never inserted here to be deleted at the finish.
--- attempts_of_run reads a running attempt from its run.)
+-- The view job_attempts_running (schema.sql) reads a running attempt from its run.)
 SELECT * FROM claimed;
 
 -- name: claimable_backlog

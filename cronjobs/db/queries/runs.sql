@@ -37,31 +37,18 @@ WHERE r.id = %(id)s
 FOR UPDATE OF r;
 
 -- name: attempts_of_run
--- A run's attempts: the rows of those that ended, and the one running now, read from its
--- run (claim_runs writes no row for it: finish_runs and reclaim_expired write it when it
--- ends; an older cronjobs wrote one at the claim, which is then read instead).
+-- A run's attempts: the rows of those that ended, and the one running now
+-- (job_attempts_running: its row is written when it ends).
 SELECT * FROM job_attempts WHERE run_id = %(run_id)s
 UNION ALL
-SELECT NULL::bigint, r.id, r.attempt, r.lease_owner, r.lease_token, r.started_at,
-       NULL::timestamptz, 'running', NULL::integer, NULL::text, NULL::text, r.stage,
-       NULL::timestamptz
-FROM job_runs_queue AS r
-WHERE r.id = %(run_id)s AND r.status = 'running'
-  AND NOT EXISTS (SELECT FROM job_attempts_queue AS a
-                  WHERE a.run_id = r.id AND a.attempt = r.attempt)
+SELECT * FROM job_attempts_running WHERE run_id = %(run_id)s
 ORDER BY attempt;
 
 -- name: attempts_of_runs
 -- (attempts_of_run for several runs)
 SELECT * FROM job_attempts WHERE run_id = ANY(%(run_ids)s::bigint[])
 UNION ALL
-SELECT NULL::bigint, r.id, r.attempt, r.lease_owner, r.lease_token, r.started_at,
-       NULL::timestamptz, 'running', NULL::integer, NULL::text, NULL::text, r.stage,
-       NULL::timestamptz
-FROM job_runs_queue AS r
-WHERE r.id = ANY(%(run_ids)s::bigint[]) AND r.status = 'running'
-  AND NOT EXISTS (SELECT FROM job_attempts_queue AS a
-                  WHERE a.run_id = r.id AND a.attempt = r.attempt)
+SELECT * FROM job_attempts_running WHERE run_id = ANY(%(run_ids)s::bigint[])
 ORDER BY run_id, attempt;
 
 -- name: attempts_of_placed_runs
@@ -81,6 +68,12 @@ SELECT a.*
 FROM unnest(%(run_ids)s::bigint[], %(stages)s::text[]) AS r(id, stage)
 JOIN job_attempts AS a ON a.run_id = r.id
 WHERE r.stage <> 'history'
+UNION ALL
+-- (the attempt running now: job_attempts_running)
+SELECT a.*
+FROM unnest(%(run_ids)s::bigint[], %(stages)s::text[]) AS r(id, stage)
+JOIN job_attempts_running AS a ON a.run_id = r.id
+WHERE r.stage = 'queue'
 ORDER BY run_id, attempt;
 
 -- name: requeue_run
