@@ -46,6 +46,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE
        job_attempts_kept, job_ticks
     TO cronjobs_tick;
 GRANT USAGE ON SEQUENCE job_runs_id_seq, job_attempts_id_seq TO cronjobs_tick;
+GRANT SELECT ON job_attempts_running TO cronjobs_tick;  -- a view of the queue (schema.sql)
 GRANT SELECT, INSERT, DELETE ON job_skips TO cronjobs_tick;
 GRANT SELECT, INSERT, DELETE ON job_notifications TO cronjobs_tick;
 -- retention: the tick reads the settings and records what it retired
