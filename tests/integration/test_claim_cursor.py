@@ -21,7 +21,7 @@ from cronjobs.clock import Clock
 from cronjobs.db import sql
 from cronjobs.db.store import Store
 from cronjobs.db.stores.queue import claim_scan
-from cronjobs.execution.claim_loop import SLOW
+from cronjobs.execution.claim_loop import FRONT_EVERY, SLOW
 from cronjobs.execution.executor import Executor
 from cronjobs.execution.options import TickOptions
 from cronjobs.models import ClaimKey
@@ -250,20 +250,23 @@ def test_where_a_drain_claims_from(store: Store) -> None:
     # it filled its slots in a pass as quick as SLOW: the next claim is from the front too
     assert claims.claimed(8, 8, 0.0, running=True, last=K1, took=SLOW)
     assert claims.after(0.001) is None
-    # one that took 50 ms: the next claims start after its last run for 20 times as long
-    assert claims.claimed(8, 8, 0.0, running=True, last=K1, took=0.05)
-    assert claims.after(0.5) == K1
-    assert claims.claimed(8, 8, 0.5, running=True, last=K2, took=5.0)  # (not timed)
-    assert claims.after(0.9) == K2
-    assert claims.after(1.0) is None  # time to look from the front again
-    assert claims.claimed(8, 8, 1.0, running=True, last=K1, took=0.05)
-    assert claims.after(1.5) == K1
+    # one that took twice SLOW: the next claims start after its last run for FRONT_EVERY
+    # times as long
+    slow = 2 * SLOW
+    front = FRONT_EVERY * slow
+    assert claims.claimed(8, 8, 0.0, running=True, last=K1, took=slow)
+    assert claims.after(front / 2) == K1
+    assert claims.claimed(8, 8, front / 2, running=True, last=K2, took=5.0)  # (not timed)
+    assert claims.after(front * 0.9) == K2
+    assert claims.after(front) is None  # time to look from the front again
+    assert claims.claimed(8, 8, front, running=True, last=K1, took=slow)
+    assert claims.after(front * 1.5) == K1
     # short from the cursor: the tick goes on, and the next claim is from the front
-    assert claims.claimed(3, 8, 1.5, running=False, last=K2, took=0.01)
+    assert claims.claimed(3, 8, front * 1.5, running=False, last=K2, took=0.01)
     assert claims.cursor is None
-    assert claims.after(1.6) is None
+    assert claims.after(front * 1.6) is None
     # short from the front, nothing running: the tick is done
-    assert not claims.claimed(0, 8, 1.6, running=False, took=0.05)
+    assert not claims.claimed(0, 8, front * 1.6, running=False, took=slow)
 
 
 def test_a_claim_by_id_never_starts_at_a_cursor(store: Store) -> None:
