@@ -176,10 +176,12 @@ def _fits(page: Any, errors: list[str], viewport: dict[str, int]) -> None:
 
 
 def _on_screen(locator: Any, viewport: dict[str, int]) -> None:
-    """Visible, and wholly within the width of the screen."""
-    assert locator.is_visible()
-    box = locator.bounding_box()
-    assert box is not None
+    """Visible, and wholly within the width of the screen. (Read in one evaluation: the page
+    refreshes itself every few seconds, and a row replaced between two calls has no box.)"""
+    box = locator.evaluate(
+        "e => { const r = e.getBoundingClientRect(); return {x: r.x, width: r.width, "
+        "height: r.height, hidden: getComputedStyle(e).visibility === 'hidden'}; }")
+    assert box["width"] > 0 and box["height"] > 0 and not box["hidden"], box  # visible
     assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], box
 
 
