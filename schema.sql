@@ -441,8 +441,10 @@ SELECT NULL::bigint AS id, r.id AS run_id, r.attempt, r.lease_owner AS worker, r
        NULL::timestamptz AS retire_at
 FROM job_runs_queue AS r
 WHERE r.status = 'running' AND r.lease_token IS NOT NULL
-  AND NOT EXISTS (SELECT FROM job_attempts_queue AS a
-                  WHERE a.run_id = r.id AND a.attempt = r.attempt);
+  -- (a subquery per row, by job_attempts_queue_run_attempt_key: never a join the planner
+  -- could make by reading the table whole)
+  AND (SELECT a.run_id FROM job_attempts_queue AS a
+       WHERE a.run_id = r.id AND a.attempt = r.attempt) IS NULL;
 
 -- The history's day partitions are made and dropped by these two functions, which run as
 -- the schema's owner (SECURITY DEFINER): a tick under a least-privilege role
