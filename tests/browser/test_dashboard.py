@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,10 +178,18 @@ def _fits(page: Any, errors: list[str], viewport: dict[str, int]) -> None:
 
 def _on_screen(locator: Any, viewport: dict[str, int]) -> None:
     """Visible, and wholly within the width of the screen. (Read in one evaluation: the page
-    refreshes itself every few seconds, and a row replaced between two calls has no box.)"""
-    box = locator.evaluate(
-        "e => { const r = e.getBoundingClientRect(); return {x: r.x, width: r.width, "
-        "height: r.height, hidden: getComputedStyle(e).visibility === 'hidden'}; }")
+    refreshes itself every few seconds, and a row replaced between two calls has no box. The
+    locator finds the element and then evaluates on it in two steps, so an element the refresh
+    detached in between is found again; only a connected element's box is judged.)"""
+    for _ in range(20):
+        box = locator.evaluate(
+            "e => { const r = e.getBoundingClientRect(); return {x: r.x, width: r.width, "
+            "height: r.height, hidden: getComputedStyle(e).visibility === 'hidden', "
+            "connected: e.isConnected}; }")
+        if box["connected"]:
+            break
+        time.sleep(0.05)
+    assert box["connected"], box  # replaced on every try: the page never settled
     assert box["width"] > 0 and box["height"] > 0 and not box["hidden"], box  # visible
     assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], box
 
