@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cronjobs.models import Definition, Run
@@ -193,6 +193,8 @@ class StartLateness:
     day_runs: int
     day_p50: float | None
     day_p99: float | None
+    # the instant the windows end at (what the figures are "as of"); not part of the figures
+    at: dt.datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from cronjobs.reports import (
     StartLateness,
     XminHolder,
 )
-from cronjobs.timefmt import in_zone
+from cronjobs.timefmt import in_zone, iso
 
 TICK = dt.timedelta(microseconds=1)
 
@@ -181,13 +181,16 @@ class Status:
 
 def status(store: Store, thresholds: Thresholds = Thresholds(), *,
            now: dt.datetime | None = None, exact_sizes: bool = True,
-           every_job: bool = True, shown: int | None = JOB_PROBLEMS_SHOWN) -> Status:
+           every_job: bool = True, shown: int | None = JOB_PROBLEMS_SHOWN,
+           lateness: StartLateness | None = None) -> Status:
     """Gather the health of the whole installation, and what is wrong with it, at ``now``
     (default: the database's clock). ``exact_sizes``: see :func:`storage`. Without
     ``every_job``, ``jobs`` holds only the jobs with a problem, at most ``shown`` of them
     (None: all), the most serious first: the same verdict, judged in the database, whose
     cost does not grow with the jobs (/healthz, /metrics); the problems of the others are
-    counted (``more_problems``)."""
+    counted (``more_problems``). ``lateness``: the start lateness as worked out a little
+    earlier (the server keeps it for a minute: its cost follows the runs of the day, see
+    web/site.py), judged as it is; None: worked out at ``now``."""
     now = now if now is not None else store.now()
     if shown is not None and shown < 1:
         raise ValueError("shown: at least one job's problems are listed")
@@ -254,7 +257,8 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     listed = sum(bool(job.dead_unacknowledged) + bool(job.invalid_reason)
                  + (job.name in overdue) for job in jobs)
     result.more_problems = counts.problems - listed
-    result.lateness = store.reports.start_lateness(now=now)
+    result.lateness = (lateness if lateness is not None
+                       else store.reports.start_lateness(now=now))
     found += [Problem(text) for text in judge_lateness(result.lateness, thresholds)]
     result.storage = storage(store, now, exact_sizes=exact_sizes)
     problems, warnings = judge_storage(result.storage, thresholds)
@@ -284,8 +288,10 @@ def seconds_text(seconds: float) -> str:
 
 def lateness_json(late: StartLateness) -> dict[str, Any]:
     """Start lateness as `status --json` and /healthz show it: per window, the runs started
-    and p50 / p99 in seconds (None: no run started)."""
-    return {"last_hour": {"runs": late.hour_runs, "p50_seconds": late.hour_p50,
+    and p50 / p99 in seconds (None: no run started), and the instant the windows end at
+    (``as_of``: /healthz's may be up to a minute older than its ``checked_at``)."""
+    return {"as_of": iso(late.at),
+            "last_hour": {"runs": late.hour_runs, "p50_seconds": late.hour_p50,
                           "p99_seconds": late.hour_p99},
             "last_day": {"runs": late.day_runs, "p50_seconds": late.day_p50,
                          "p99_seconds": late.day_p99}}

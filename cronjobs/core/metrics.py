@@ -27,7 +27,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from cronjobs.core.health import DEFAULT_ROWS_CAP, Status, Storage, status
 from cronjobs.db.store import Store
-from cronjobs.reports import GroupUsage, JobHealth, JobStats
+from cronjobs.reports import GroupUsage, JobHealth, JobStats, StartLateness
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -40,14 +40,14 @@ RECENT = dt.timedelta(days=1)
 
 
 def metrics(store: Store, *, now: dt.datetime | None = None,
-            per_job: bool | None = None) -> str:
+            per_job: bool | None = None, lateness: StartLateness | None = None) -> str:
     """The exposition text for the state of the installation at ``now`` (default: the
     database's clock). ``per_job``: the per-job series in detail (None: for up to
-    PER_JOB_AUTO jobs)."""
+    PER_JOB_AUTO jobs). ``lateness``: see :func:`~cronjobs.core.health.status`."""
     registry = CollectorRegistry(auto_describe=False)
     # the jobs with a problem, if any: all of them when every job is in detail
     st = status(store, now=now, every_job=False,
-                shown=None if per_job else PER_JOB_AUTO)
+                shown=None if per_job else PER_JOB_AUTO, lateness=lateness)
     groups = [g for g in store.groups.group_usage(now=st.now) if g.max_running is not None]
     detailed = per_job if per_job is not None else st.numbers.jobs <= PER_JOB_AUTO
     stats = store.reports.job_stats(since=st.now - RECENT) if detailed else None

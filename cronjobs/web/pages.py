@@ -108,5 +108,7 @@ async def healthz(request: Request) -> Response:
 def metrics(request: Request) -> Response:
     site = site_of(request)
     with site.store() as store:
-        text = exposition(store, per_job=site.settings.metrics_per_job)
+        now = store.now()
+        text = exposition(store, now=now, per_job=site.settings.metrics_per_job,
+                          lateness=site.lateness(store, now))
     return Response(text, media_type=CONTENT_TYPE, headers={"cache-control": "no-store"})

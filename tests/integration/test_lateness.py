@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from typing import Any
 
 import psycopg
@@ -38,11 +39,11 @@ IGNORED = [
 
 
 def _seed(db: psycopg.Connection[Any], runs: list[tuple[str, str, int, float, float]], *,
-          now: dt.datetime) -> None:
+          now: dt.datetime, job_name: str = "late") -> None:
     (job,) = db.execute(
         "INSERT INTO job_definitions (name, schedule, kind, command, cursor_at, next_due_at) "
-        "VALUES ('late', '* * * * *', 'command', 'true', %s, %s) RETURNING id",
-        (now, now + dt.timedelta(days=365))).fetchone() or (0,)
+        "VALUES (%s, '* * * * *', 'command', 'true', %s, %s) RETURNING id",
+        (job_name, now, now + dt.timedelta(days=365))).fetchone() or (0,)
     for stage, trigger, attempt, ago, late in runs:
         started = now - dt.timedelta(seconds=ago)
         running = stage == "queue"
@@ -167,3 +168,46 @@ def test_healthz_and_the_dashboard_show_it(database_url: str,
     lenient = Thresholds(max_lateness=dt.timedelta(seconds=99))
     with TestClient(create_app(Settings(conninfo=database_url, thresholds=lenient))) as ok:
         assert ok.get("/healthz").status_code == 200
+
+
+def test_the_server_keeps_the_figures_and_refreshes_them_off_the_request(
+        database_url: str, db: psycopg.Connection[Any]) -> None:
+    """Their cost follows the runs of the day, so a probe does not pay it: the server keeps
+    the figures for `lateness_for`, and once they are older a refresh runs in a thread of
+    its own while the requests answer with the kept figures (``as_of`` says when)."""
+    now = _healthy_now(db)
+    app = create_app(Settings(conninfo=database_url, lateness_for=dt.timedelta(seconds=1)))
+    with TestClient(app) as client:
+        first = client.get("/healthz").json()
+        late = first["start_lateness"]
+        assert late["last_hour"]["runs"] == 101
+        # the first request worked them out
+        assert _at(late["as_of"]) == _at(first["checked_at"])
+        # one more run started in the hour, now the figures are kept
+        _seed(db, [("history", "schedule", 1, 1, 0.0)], now=now, job_name="later")
+        time.sleep(1.1)  # the kept figures are now older than lateness_for
+        stale = client.get("/healthz").json()
+        # this request answers with the kept figures and starts the refresh
+        assert stale["start_lateness"] == late
+        fresh = late
+        for _ in range(100):  # the refresh, off the request path
+            fresh = client.get("/healthz").json()["start_lateness"]
+            if fresh["as_of"] != late["as_of"]:
+                break
+            time.sleep(0.1)
+        assert _at(fresh["as_of"]) > _at(late["as_of"])
+        assert fresh["last_hour"]["runs"] == 102
+        assert fresh["last_day"]["runs"] == 201
+        # /metrics shows the same kept figures
+        assert 'cronjobs_started_runs{window="1h"} 102.0' in client.get("/metrics").text
+
+
+def test_status_works_the_figures_out_at_its_own_instant(cli: Invoke,
+                                                          db: psycopg.Connection[Any]) -> None:
+    _healthy_now(db)
+    data = json.loads(cli("status", "--json").stdout)
+    assert _at(data["start_lateness"]["as_of"]) == _at(data["now"])
+
+
+def _at(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import replace
 
 from cronjobs.db.session import Queries
 from cronjobs.models import (
@@ -42,9 +43,10 @@ class ReportStore(Queries):
     def start_lateness(self, *, now: dt.datetime) -> StartLateness:
         """p50 and p99 start lateness of the runs started in the hour and in the day before
         ``now`` (a range of an index per partition: never the history whole)."""
-        return self._one("start_lateness", {
+        late = self._one("start_lateness", {
             "now": now, "hour": now - dt.timedelta(hours=1), "day": now - dt.timedelta(days=1)},
             StartLateness)
+        return replace(late, at=now)
 
     def running_runs(self) -> list[RunningRun]:
         return self._rows("running_runs", None, RunningRun)
