@@ -352,6 +352,10 @@ CREATE INDEX job_runs_history_unacknowledged_idx
 CREATE INDEX job_runs_kept_unacknowledged_idx
     ON job_runs_kept (definition_id)
     WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at);
+-- the runs that died, by their finish (few: `status` counts those of the last day)
+CREATE INDEX job_runs_history_dead_idx ON job_runs_history (finished_at)
+    WHERE status = 'dead';
+CREATE INDEX job_runs_kept_dead_idx ON job_runs_kept (finished_at) WHERE status = 'dead';
 
 -- What makes a run claimable, written once: SQL functions of a row's columns, each one
 -- expression the planner inlines where it is called (LANGUAGE sql, IMMUTABLE, not STRICT),
@@ -584,3 +588,4 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (12, 'notification_outbox
 INSERT INTO cronjobs_migrations (version, name) VALUES (13, 'verdict_indexes');
 INSERT INTO cronjobs_migrations (version, name) VALUES (14, 'definition_names');
 INSERT INTO cronjobs_migrations (version, name) VALUES (15, 'running_attempts');
+INSERT INTO cronjobs_migrations (version, name) VALUES (16, 'dead_runs_index');

@@ -13,7 +13,8 @@ DELETE FROM job_groups WHERE name = %(name)s RETURNING name;
 
 -- name: group_usage
 -- Every group (limited, or named by a job), or one: its limit (NULL: none), its jobs, its
--- runs holding a lease, and its due runs that wait.
+-- runs holding a lease, and its due runs that wait (both in the hot table alone: planning a
+-- statement over job_runs, every partition of the history, cost more than running it).
 WITH names AS (
     SELECT name FROM job_groups
     UNION
@@ -23,9 +24,11 @@ WITH names AS (
 SELECT n.name, g.max_running,
        (SELECT count(*) FROM job_definitions AS d
         WHERE d.group_name = n.name AND d.removed_at IS NULL) AS jobs,
-       (SELECT count(*) FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+       (SELECT count(*) FROM job_runs_queue AS r
+        JOIN job_definitions AS d ON d.id = r.definition_id
         WHERE d.group_name = n.name AND r.status = 'running') AS running,
-       (SELECT count(*) FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+       (SELECT count(*) FROM job_runs_queue AS r
+        JOIN job_definitions AS d ON d.id = r.definition_id
         WHERE d.group_name = n.name
           AND cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)) AS waiting
 FROM names AS n LEFT JOIN job_groups AS g ON g.name = n.name

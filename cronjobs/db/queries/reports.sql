@@ -38,6 +38,7 @@ SELECT
     (SELECT count(*) FROM job_runs_queue WHERE status = 'running') AS running,
     (SELECT count(*) FROM job_runs_queue
      WHERE status = 'failed' AND updated_at > %(now)s - interval '1 day') AS failed_last_day,
+    -- (by job_runs_history_dead_idx: never the day's runs that succeeded)
     (SELECT count(*) FROM job_runs
      WHERE status = 'dead' AND finished_at > %(now)s - interval '1 day') AS dead_last_day,
     (SELECT count(*) FROM job_definitions WHERE removed_at IS NULL) AS jobs,
