@@ -8,17 +8,17 @@ The cursor: a claim reads the queue's claim index in its order from the front, o
 entries of the runs claimed since (their old row versions). Vacuum, or the next scan once
 no snapshot can still see them, removes those entries; while a transaction holds an older
 snapshot, neither can, and each claim of a drain would read every run claimed since that
-snapshot began: a drain slows down as it goes. So once a claim from the front takes longer
-than SLOW, a drain remembers the place (ClaimKey) of the last run it claimed and starts its
-next claims after it (each such claim is planned for its key: a millisecond or so, which a
-fast claim from the front is not worth). What lies behind the cursor is never lost: runs
-skipped there (locked by another claim, an exclusive run's job running, a group full, a
-job paused) and runs due since with an earlier place are found by a claim from the front,
-which a drain makes whenever a claim from the cursor came back short (so a drain ends only
-after a claim from the front found too little), and in any case once FRONT_EVERY times as
-long as its last claim from the front took has passed (looking from the front costs a drain
-a twentieth of its time at most, and a run skipped behind the cursor waits that long at
-most)."""
+snapshot began: a drain slows down as it goes. So once a claim from the front is slow (see
+SLOW: for the runs its pass wrote), a drain remembers the place (ClaimKey) of the last run
+it claimed and starts its next claims after it (each such claim is planned for its key: a
+millisecond or so, which a fast claim from the front is not worth). What lies behind the
+cursor is never lost: runs skipped there (locked by another claim, an exclusive run's job
+running, a group full, a job paused) and runs due since with an earlier place are found by
+a claim from the front, which a drain makes whenever a claim from the cursor came back
+short (so a drain ends only after a claim from the front found too little), and in any
+case once FRONT_EVERY times as long as its last claim from the front took has passed
+(looking from the front costs a drain a twentieth of its time at most, and a run skipped
+behind the cursor waits that long at most)."""
 
 from __future__ import annotations
 
@@ -48,13 +48,25 @@ CLAIM_RETRY = (0.05, 1.0)  # wait after a claim that found less than capacity: f
 # While jobs still run, a free slot waits up to this long for half of the slots to be free,
 # so that short jobs are claimed in batches (a pass costs about the same for 1 run or 50)
 GATHER = 0.005
-# The cursor (the module's docstring): a drain claims from it after a claim from the front
-# that took longer than SLOW seconds, until FRONT_EVERY times as long as that one took.
-# (A pass of 64 outcomes and a claim of 64 takes about 20 ms on 2 busy cores with nothing
-# held: at 20 ms the cursor's claims, each planned for its key, slowed ordinary drains by
-# about 10 %; a held snapshot makes a pass several times that.)
+# The cursor (the module's docstring): a drain claims from it after a slow claim from the
+# front, until FRONT_EVERY times as long as that one took. Slow: longer than SLOW seconds,
+# or longer than SLOW_FLOOR and SLOW_PER_ROW seconds per run the pass wrote (outcomes and
+# claims). A pass of 64 outcomes and 64 claims takes about 20 ms on 2 busy cores with
+# nothing held (0.16 ms a run), one of 8 and 8 about 6 ms (0.4 ms a run); a held snapshot
+# makes each claim from the front read every run claimed since it began, and the passes of
+# 8 and 8 took 14, 24, then 35 ms in a 2-minute hold. The cursor's claims are each planned
+# for their key (a millisecond or so): at a flat 20 ms, big ordinary passes switched to
+# them, and that slowed ordinary drains by about 10 %.
 SLOW = 0.1
+SLOW_FLOOR = 0.01
+SLOW_PER_ROW = 0.001
 FRONT_EVERY = 20
+
+
+def slow(took: float, written: int) -> bool:
+    """Whether a pass from the front that took ``took`` seconds and wrote ``written`` runs
+    (outcomes and claims) says the front of the claim index is slow to read."""
+    return took > SLOW or (took > SLOW_FLOOR and took > SLOW_PER_ROW * max(written, 1))
 
 
 class ClaimLoop:
@@ -178,13 +190,15 @@ class ClaimLoop:
         return self._after
 
     def claimed(self, got: int, free: int, now: float, *, running: bool,
-                last: ClaimKey | None = None, took: float = 0.0) -> bool:
+                last: ClaimKey | None = None, took: float = 0.0, written: int = 0) -> bool:
         """After a claim for ``free`` slots that got ``got`` runs, the last of them at
-        ``last`` in the claim's order, in a pass that took ``took`` seconds: where and
-        when to claim next. False when the tick is done: nothing is due, nothing runs,
-        nothing is on its way, and the claim that found it was one from the front."""
+        ``last`` in the claim's order, in a pass that took ``took`` seconds and wrote
+        ``written`` runs (outcomes and claims; 0: ``got``): where and when to claim next.
+        False when the tick is done: nothing is due, nothing runs, nothing is on its way,
+        and the claim that found it was one from the front."""
         if self._after is None:  # a claim from the front: was it slow?
-            self._front_at = now + FRONT_EVERY * took if took > SLOW else now
+            self._front_at = (now + FRONT_EVERY * took if slow(took, written or got)
+                              else now)
         if got >= free:
             self.cursor = last
             self._retry = CLAIM_RETRY[0]

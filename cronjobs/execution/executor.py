@@ -103,7 +103,7 @@ class Executor:
                 claims, took = self._pass(ended, self.claims.limit(free), after=after)
                 if not self.claims.claimed(len(claims), free, now, running=bool(self.active),
                                            last=max((c.key for c in claims), default=None),
-                                           took=took):
+                                           took=took, written=len(ended) + len(claims)):
                     return
                 continue  # look at what just started before waiting
             self._pass(ended)

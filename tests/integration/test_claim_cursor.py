@@ -21,7 +21,7 @@ from cronjobs.clock import Clock
 from cronjobs.db import sql
 from cronjobs.db.store import Store
 from cronjobs.db.stores.queue import claim_scan
-from cronjobs.execution.claim_loop import FRONT_EVERY, SLOW
+from cronjobs.execution.claim_loop import FRONT_EVERY, SLOW, SLOW_FLOOR, SLOW_PER_ROW, slow
 from cronjobs.execution.executor import Executor
 from cronjobs.execution.options import TickOptions
 from cronjobs.models import ClaimKey
@@ -247,26 +247,56 @@ K2 = ClaimKey(False, dt.datetime(2030, 1, 1, tzinfo=dt.UTC), 20)
 def test_where_a_drain_claims_from(store: Store) -> None:
     claims = _claims(store)
     assert claims.after(0.0) is None  # the first claim: from the front
-    # it filled its slots in a pass as quick as SLOW: the next claim is from the front too
-    assert claims.claimed(8, 8, 0.0, running=True, last=K1, took=SLOW)
+    # it filled its slots in a pass as quick as SLOW, for as many runs as that allows (64
+    # outcomes and 64 claims): the next claim is from the front too
+    assert claims.claimed(64, 64, 0.0, running=True, last=K1, took=SLOW, written=128)
     assert claims.after(0.001) is None
     # one that took twice SLOW: the next claims start after its last run for FRONT_EVERY
     # times as long
-    slow = 2 * SLOW
-    front = FRONT_EVERY * slow
-    assert claims.claimed(8, 8, 0.0, running=True, last=K1, took=slow)
+    slower = 2 * SLOW
+    front = FRONT_EVERY * slower
+    assert claims.claimed(8, 8, 0.0, running=True, last=K1, took=slower)
     assert claims.after(front / 2) == K1
     assert claims.claimed(8, 8, front / 2, running=True, last=K2, took=5.0)  # (not timed)
     assert claims.after(front * 0.9) == K2
     assert claims.after(front) is None  # time to look from the front again
-    assert claims.claimed(8, 8, front, running=True, last=K1, took=slow)
+    assert claims.claimed(8, 8, front, running=True, last=K1, took=slower)
     assert claims.after(front * 1.5) == K1
     # short from the cursor: the tick goes on, and the next claim is from the front
     assert claims.claimed(3, 8, front * 1.5, running=False, last=K2, took=0.01)
     assert claims.cursor is None
     assert claims.after(front * 1.6) is None
     # short from the front, nothing running: the tick is done
-    assert not claims.claimed(0, 8, front * 1.6, running=False, took=slow)
+    assert not claims.claimed(0, 8, front * 1.6, running=False, took=slower)
+
+
+def test_what_makes_a_claim_from_the_front_slow() -> None:
+    # longer than SLOW, whatever the pass wrote
+    assert not slow(SLOW, 10_000)
+    assert slow(SLOW + 0.001, 10_000)
+    # or longer than SLOW_FLOOR and SLOW_PER_ROW a run written (8 outcomes, 8 claims)
+    per_16 = SLOW_PER_ROW * 16
+    assert per_16 > SLOW_FLOOR
+    assert not slow(per_16, 16)
+    assert slow(per_16 + 0.001, 16)
+    # never at SLOW_FLOOR or under, however few the runs
+    assert not slow(SLOW_FLOOR, 1)
+    assert not slow(SLOW_FLOOR, 0)
+    assert slow(SLOW_FLOOR + 0.001, 1)
+
+
+def test_a_slow_pass_for_its_runs_starts_the_cursor(store: Store) -> None:
+    # (a held snapshot: passes of 8 outcomes and 8 claims that took 24 ms)
+    claims = _claims(store)
+    took = SLOW_PER_ROW * 16 + 0.008
+    assert took < SLOW
+    assert claims.claimed(8, 8, 0.0, running=True, last=K1, took=took, written=16)
+    assert claims.after(FRONT_EVERY * took / 2) == K1
+    assert claims.after(FRONT_EVERY * took) is None
+    # the same pass, had it written four times the runs: the front again at once
+    claims = _claims(store)
+    assert claims.claimed(8, 8, 0.0, running=True, last=K1, took=took, written=64)
+    assert claims.after(0.001) is None
 
 
 def test_a_claim_by_id_never_starts_at_a_cursor(store: Store) -> None:
