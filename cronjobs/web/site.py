@@ -121,6 +121,10 @@ class Site:
                     threading.Thread(target=self._refresh_lateness, daemon=True,
                                      name="cronjobs-serve-lateness").start()
                 return kept[1]
+        return self._keep_lateness(store, now)
+
+    def _keep_lateness(self, store: Store, now: dt.datetime) -> StartLateness:
+        """Work the start lateness out at ``now``, and keep it."""
         late = store.reports.start_lateness(now=now)
         with self._lateness_lock:
             self._lateness = (time.monotonic(), late)
@@ -132,9 +136,7 @@ class Site:
         report an unreachable database."""
         try:
             with self.store() as store:
-                late = store.reports.start_lateness(now=store.now())
-            with self._lateness_lock:
-                self._lateness = (time.monotonic(), late)
+                self._keep_lateness(store, store.now())
         except Exception:  # a thread of its own: nothing above it to catch
             log.warning("could not refresh the start lateness; the older figures stay",
                         exc_info=True, extra={"action": "serve"})
