@@ -218,6 +218,18 @@ def test_hot_queries_use_their_indexes(
     assert not seq & scanned, (name, seq)
 
 
+def test_group_usage_reads_the_hot_table_alone(
+        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]],
+                      dict[str, tuple[set[str], set[str]]]]) -> None:
+    # running and due runs live in the queue only: a plan over every partition of the
+    # history (even one that never runs) cost the verdict more than the statement itself
+    read = {n["Relation Name"] for n in _plan_nodes(seeded[0], "group_usage")
+            if "Relation Name" in n}
+    assert "job_runs_queue" in read, read
+    assert not {r for r in read if r.startswith(("job_runs", "job_attempts"))
+                and r != "job_runs_queue"}, read
+
+
 def _history_scans(conn: psycopg.Connection[Any], name: str) -> set[str]:
     """The relations other than the queue the plan reads whole."""
     return {n["Relation Name"] for n in _plan_nodes(conn, name)
