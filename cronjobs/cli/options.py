@@ -54,10 +54,11 @@ def global_options(*, read_env: bool) -> list[click.Parameter]:
                             "set), then the embedded server.", **common),
         _EnvDocumented(["--prepared-statements"], metavar="auto|on|off",
                        envvar="CRONJOBS_PREPARED_STATEMENTS",
-                       help="Whether a tick's claims and finishes run as server-side "
-                            "prepared statements (planned once per connection). auto (the "
-                            "default): only on a connection of its own to PostgreSQL, never "
-                            "through a transaction pooler such as PgBouncer.", **common),
+                       help="Whether a tick's claims and finishes, and every statement "
+                            "of `cronjobs serve`, run as server-side prepared statements "
+                            "(planned once per connection). auto (the default): only on a "
+                            "connection of its own to PostgreSQL, never through a "
+                            "transaction pooler such as PgBouncer.", **common),
         env_option(["--app", "apps"], metavar="MODULE", multiple=True, envvar="CRONJOBS_APP",
                    help="Python module(s) registering handlers with @cronjobs.job, imported "
                         "from the current directory first (repeatable or comma-separated).",

@@ -9,6 +9,7 @@ import click
 from cronjobs.cli.app import App, pass_app
 from cronjobs.cli.options import PER_JOB, Command, per_job_option, threshold_options
 from cronjobs.core.health import Thresholds
+from cronjobs.db.connect import startup_options_taken
 from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
 
@@ -62,11 +63,14 @@ def serve(app: App, host: str, port: int, admin_token: str | None, refresh: str,
     every = parse_bounded(refresh, option="--refresh", minimum=dt.timedelta(seconds=2),
                           maximum=dt.timedelta(hours=1))
     conninfo = app.conninfo()  # connected once: the schema is checked, errors are clear
+    startup_options = startup_options_taken(app.store().conn)  # (refused by a pooler?)
     app.store().close()  # the server's pool opens its own connections
     settings = site.Settings(conninfo=conninfo, admin_token=admin_token or None,
                              refresh=every, thresholds=thresholds,
                              metrics_per_job=PER_JOB[per_job],
-                             application_name=app.application_name())
+                             application_name=app.application_name(),
+                             prepared=app.target.prepared,
+                             startup_options=startup_options)
     shown = f"[{host}]" if ":" in host else host
     mode = "actions enabled (admin token set)" if admin_token else "read-only"
     click.echo(f"serving the dashboard on http://{shown}:{port}/ ({mode})", err=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 import socket
 from collections.abc import Callable
@@ -203,10 +204,36 @@ def open_store(
 
 
 def connection_kwargs(conninfo: str, *, application_name: str = "cronjobs",
-                      options: str = SESSION_OPTIONS) -> dict[str, Any]:
-    """What :func:`connect` passes psycopg besides ``conninfo``: for a pool that opens
-    its connections itself (the dashboard's)."""
+                      options: str = SESSION_OPTIONS, prepared: str = "off") -> dict[str, Any]:
+    """What :func:`connect` passes psycopg besides ``conninfo``, for a pool that opens its
+    connections itself (the dashboard's): call it once per connection. ``prepared``
+    ``auto`` sends a fresh marker among the startup options, for :func:`prepare_pooled`
+    to look for in the session."""
+    if prepared == "auto" and options:
+        options = f"{options} -c {SESSION_MARKER}={secrets.token_hex(8)}"
     return {"autocommit": True, "prepare_threshold": None,
             "application_name": application_name[:63],
             "connect_timeout": int(os.environ.get("PGCONNECT_TIMEOUT", "5")),
             "options": _merged_options(conninfo, options)}
+
+
+def startup_options_taken(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn``, opened by :func:`connect`, was opened with startup options: false
+    when the server (a pooler: PgBouncer without ``ignore_startup_parameters = options``)
+    refused them and connect() fell back to none. A pool opening more connections to it
+    sends none either (``connection_kwargs(options="")``)."""
+    return bool(conn.info.get_parameters().get("options"))
+
+
+_SENT_MARKER = re.compile(rf"-c {re.escape(SESSION_MARKER)}=([0-9a-f]+)")
+
+
+def prepare_pooled(conn: psycopg.Connection[Any], prepared: str) -> None:
+    """A pool's ``configure``: on a connection opened with :func:`connection_kwargs`, run
+    every statement as a server-side prepared statement (parsed and, once PostgreSQL finds
+    its generic plan as good, planned once per connection, not at every request) when
+    ``prepared`` allows it, as :func:`prepared_statements_allowed` says, with the marker
+    the connection sent."""
+    sent = _SENT_MARKER.search(conn.info.get_parameters().get("options", ""))
+    if prepared_statements_allowed(conn, prepared, sent.group(1) if sent else None):
+        conn.prepare_threshold = 0

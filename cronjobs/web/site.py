@@ -15,7 +15,7 @@ import psycopg_pool
 from starlette.requests import Request
 
 from cronjobs.core.health import Status, Thresholds, status
-from cronjobs.db.connect import SESSION_OPTIONS, connection_kwargs
+from cronjobs.db.connect import SESSION_OPTIONS, connection_kwargs, prepare_pooled
 from cronjobs.db.store import Store
 from cronjobs.errors import DatabaseUnavailable
 from cronjobs.reports import StartLateness
@@ -43,6 +43,10 @@ class Settings:
     pool_size: int = 4
     pool_timeout: float = 10.0  # seconds a request waits for a connection, then 503
     application_name: str = "cronjobs serve"
+    # --prepared-statements: auto, on or off (see Site.__init__)
+    prepared: str = "auto"
+    # False where the server (a pooler) refuses startup options: the pool sends none
+    startup_options: bool = True
     # how long every page's health banner may reuse the latest verdict (see Site.verdict)
     verdict_for: dt.timedelta = dt.timedelta(seconds=5)
     # how long the start lateness is kept before a refresh off the request path (see
@@ -58,11 +62,19 @@ class Site:
         self.admin = Admin(settings.admin_token) if settings.admin_token else None
         self.render = Renderer(self)
         self.outlooks = Outlooks()  # the forecast page's, shared by the requests
+        # Every statement runs prepared where --prepared-statements allows it (auto: on a
+        # session of the connection's own, never through a transaction pooler): parsed,
+        # and once PostgreSQL finds its generic plan as good, planned once per connection
+        # rather than at every request. With 100,000 jobs that takes the verdict of
+        # /healthz from about 34 to 14 ms (most of it planning job_problems over every
+        # partition of the history). Each connection sends a marker of its own.
+        options = OPTIONS if settings.startup_options else ""
         self.pool = psycopg_pool.ConnectionPool(
             settings.conninfo, min_size=1, max_size=settings.pool_size, open=False,
-            kwargs=connection_kwargs(settings.conninfo,
-                                     application_name=settings.application_name,
-                                     options=OPTIONS),
+            kwargs=lambda: connection_kwargs(settings.conninfo,
+                                             application_name=settings.application_name,
+                                             options=options, prepared=settings.prepared),
+            configure=lambda conn: prepare_pooled(conn, settings.prepared),
             check=psycopg_pool.ConnectionPool.check_connection,
             timeout=settings.pool_timeout,
             name="cronjobs-serve")

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from conftest import clean_env
+from conftest import clean_env, serving
 from cronjobs.db.connect import connect
 from system_tools import require_tool
 
@@ -193,3 +193,28 @@ def _scheduled(db: psycopg.Connection[Any]) -> int:
     row = db.execute("SELECT count(*) FROM job_runs WHERE trigger = 'schedule'").fetchone()
     assert row is not None
     return int(row[0])
+
+
+@pytest.mark.parametrize("extra", ["", "ignore_startup_parameters = options\n"],
+                         ids=["refusing-options", "ignoring-options"])
+def test_the_dashboard_through_pgbouncer_transaction_pooling(
+        pgbouncer: str, database_url: str, tmp_path: Path, extra: str) -> None:
+    # The dashboard's pool prepares every statement only on a session of its own: through
+    # the pooler, whether it refuses the startup options or drops them, it prepares none,
+    # and each page answers every time (a statement prepared in one pooled transaction
+    # would be missing, or another client's, in the next).
+    import httpx  # the web extra's test client: only the tests that serve need it
+
+    with _pooler(pgbouncer, database_url, extra) as url:
+        assert _run(url, "define", "pooled", "0 3 * * *", "--command", "true").returncode == 0
+        with serving(tmp_path / "serve.log", {"CRONJOBS_DATABASE_URL": url}) as (base, _):
+            for _ in range(12):
+                for path in ("/healthz", "/metrics", "/", "/jobs/pooled"):
+                    answer = httpx.get(base + path, timeout=30)
+                    # (503: no tick has run yet, which the verdict says)
+                    assert answer.status_code in (200, 503), (path, answer.text)
+                    assert "prepared statement" not in answer.text
+                health = httpx.get(base + "/healthz", timeout=30).json()
+                assert health["problems"] == [
+                    "no tick has ever run: is `cronjobs tick` in a crontab or a Kubernetes "
+                    "CronJob?"], health

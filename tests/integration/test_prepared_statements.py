@@ -1,6 +1,7 @@
 """Server-side prepared statements: the executor's pass uses them on a connection of its own
-to PostgreSQL (auto), or as --prepared-statements / CRONJOBS_PREPARED_STATEMENTS says.
-Through a transaction pooler auto turns them off: tests/acceptance/test_pgbouncer.py."""
+to PostgreSQL (auto), or as --prepared-statements / CRONJOBS_PREPARED_STATEMENTS says, and so
+does the dashboard's pool, for every statement. Through a transaction pooler auto turns them
+off: tests/acceptance/test_pgbouncer.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from conftest import clean_env, make_invoke, run_cronjobs, snapshot
-from cronjobs.db.connect import connect
+from cronjobs.db.connect import SESSION_MARKER, connect, connection_kwargs
+from cronjobs.web.site import Settings, Site
 
 ONLY_WHEN_ASKED = 2**31  # the threshold connect() sets: prepared only when a call asks
 
@@ -78,3 +80,32 @@ def test_a_bad_value_is_a_usage_error_that_writes_nothing(
                                  "(expected auto, on or off)\n")
     assert result.exit_code == 2
     assert snapshot(db) == before
+
+
+@pytest.mark.parametrize(("mode", "threshold"), [("auto", 0), ("on", 0), ("off", None)])
+def test_the_dashboards_pool_prepares_every_statement_unless_told_off(
+        database_url: str, mode: str, threshold: int | None) -> None:
+    # `cronjobs serve` runs every statement of a request prepared (its verdict at every
+    # /healthz above all): planned once per connection, not at every request
+    site = Site(Settings(conninfo=database_url, prepared=mode))
+    site.pool.open(wait=True)
+    try:
+        with site.store() as store:
+            assert store.conn.prepare_threshold == threshold
+            site.verdict(store, fresh=True)
+            site.verdict(store, fresh=True)
+            row = store.conn.execute("SELECT count(*) FROM pg_prepared_statements "
+                                     "WHERE from_sql IS FALSE").fetchone()
+        assert row is not None
+        assert (row[0] > 5) == (threshold is not None), row
+    finally:
+        site.pool.close()
+
+
+def test_each_pooled_connection_sends_a_marker_of_its_own(database_url: str) -> None:
+    # (a transaction pooler that passed startup options on could hand one connection's
+    # session to another: only a marker of its own proves the session is the connection's)
+    markers = {connection_kwargs(database_url, prepared="auto")["options"] for _ in range(3)}
+    assert len(markers) == 3
+    assert all(SESSION_MARKER in m for m in markers)
+    assert SESSION_MARKER not in str(connection_kwargs(database_url, prepared="off")["options"])
