@@ -174,7 +174,7 @@ class Health:
     running: int
     failed_last_day: int
     dead_last_day: int
-    jobs: int
+    jobs: int | None  # None: not counted (the server's verdict, which shows no count)
     lost_ticks_last_day: int
     last_lost_tick_worker: str | None
     last_lost_tick_at: dt.datetime | None

@@ -182,7 +182,7 @@ class Status:
 def status(store: Store, thresholds: Thresholds = Thresholds(), *,
            now: dt.datetime | None = None, exact_sizes: bool = True,
            every_job: bool = True, shown: int | None = JOB_PROBLEMS_SHOWN,
-           lateness: StartLateness | None = None) -> Status:
+           lateness: StartLateness | None = None, count_jobs: bool = True) -> Status:
     """Gather the health of the whole installation, and what is wrong with it, at ``now``
     (default: the database's clock). ``exact_sizes``: see :func:`storage`. Without
     ``every_job``, ``jobs`` holds only the jobs with a problem, at most ``shown`` of them
@@ -190,11 +190,12 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     cost does not grow with the jobs (/healthz, /metrics); the problems of the others are
     counted (``more_problems``). ``lateness``: the start lateness as worked out a little
     earlier (the server keeps it for a minute: its cost follows the runs of the day, see
-    web/site.py), judged as it is; None: worked out at ``now``."""
+    web/site.py), judged as it is; None: worked out at ``now``. Without ``count_jobs``,
+    ``numbers.jobs`` is None (a count no verdict judges: /healthz and the banner skip it)."""
     now = now if now is not None else store.now()
     if shown is not None and shown < 1:
         raise ValueError("shown: at least one job's problems are listed")
-    numbers = store.reports.health(now)
+    numbers = store.reports.health(now, count_jobs=count_jobs)
     running = store.reports.running_runs()
     if running:  # their attempts as every view counts them (an interruption uses none)
         attempts = store.runs.attempts_of_runs([r.id for r in running])

@@ -49,7 +49,9 @@ def metrics(store: Store, *, now: dt.datetime | None = None,
     st = status(store, now=now, every_job=False,
                 shown=None if per_job else PER_JOB_AUTO, lateness=lateness)
     groups = [g for g in store.groups.group_usage(now=st.now) if g.max_running is not None]
-    detailed = per_job if per_job is not None else st.numbers.jobs <= PER_JOB_AUTO
+    counted = st.numbers.jobs
+    assert counted is not None  # noqa: S101 - status() counts them unless told not to
+    detailed = per_job if per_job is not None else counted <= PER_JOB_AUTO
     stats = store.reports.job_stats(since=st.now - RECENT) if detailed else None
     registry.register(_Snapshot(st, groups, stats))
     return generate_latest(registry).decode("utf-8")

@@ -99,7 +99,8 @@ class Site:
     def verdict(self, store: Store, *, fresh: bool = False) -> Status:
         """The installation's health as /healthz answers it and every page's banner shows
         it: `status --check`'s verdict, with the server's thresholds (only the jobs that may
-        have a problem are read, the history's sizes are estimated: a fraction of the work).
+        have a problem are read, the history's sizes are estimated, the jobs are not
+        counted: a fraction of the work).
 
         /healthz asks for a ``fresh`` one. A page reuses the latest if it is younger than
         ``verdict_for`` (the banner says when it was checked): with many jobs a verdict can
@@ -112,7 +113,8 @@ class Site:
                 return kept[1]
             now = store.now()
             found = status(store, self.settings.thresholds, now=now, exact_sizes=False,
-                           every_job=False, lateness=self.lateness(store, now))
+                           every_job=False, lateness=self.lateness(store, now),
+                           count_jobs=False)
             self._verdict = (time.monotonic(), found)
             return found
 

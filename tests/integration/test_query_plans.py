@@ -99,7 +99,7 @@ def _params(name: str, now: dt.datetime) -> dict[str, Any]:
         "after_at": dt.datetime.min.replace(tzinfo=dt.UTC), "after_id": 0,
         "ids": [1, 2, 3], "tokens": [uuid.uuid4() for _ in range(3)],
         "leases": [dt.timedelta(minutes=1)] * 3, "handlers": [], "since": None,
-        "definition_id": None,
+        "definition_id": None, "count_jobs": True,
     }
     names = re.findall(r"%\((\w+)\)[sb]", sql.query(_query_name(name)))
     return {n: known.get(n) for n in names}
@@ -228,6 +228,37 @@ def test_group_usage_reads_the_hot_table_alone(
     assert "job_runs_queue" in read, read
     assert not {r for r in read if r.startswith(("job_runs", "job_attempts"))
                 and r != "job_runs_queue"}, read
+
+
+# the scans of job_definitions, its indexes' included, in the current transaction
+DEFINITION_SCANS = """
+SELECT pg_stat_get_xact_numscans('job_definitions'::regclass)
+       + (SELECT sum(pg_stat_get_xact_numscans(indexrelid)) FROM pg_index
+          WHERE indrelid = 'job_definitions'::regclass)
+"""
+
+
+@pytest.mark.parametrize("plan", ["custom", "generic"])
+@pytest.mark.parametrize("count_jobs", [True, False])
+def test_the_servers_verdict_reads_no_definition_for_a_count(
+        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]],
+                      dict[str, tuple[set[str], set[str]]]], count_jobs: bool,
+        plan: str) -> None:
+    # /healthz and the banner show no count of the jobs: with 100,000 jobs counting them
+    # cost every verdict 5-10 ms. Without count_jobs the count is never run, whether the
+    # statement is planned for its values or once (`cronjobs serve` prepares it).
+    conn = seeded[0]
+    now = conn.execute("SELECT now()").fetchone()
+    assert now is not None
+    params = {**_params("health", now[0]), "count_jobs": count_jobs}
+    with conn.transaction(force_rollback=True):
+        conn.execute(f"SET LOCAL plan_cache_mode = force_{plan}_plan".encode())
+        before = conn.execute(DEFINITION_SCANS).fetchone()
+        row = conn.execute(sql.query("health"), params, prepare=plan == "generic").fetchone()
+        after = conn.execute(DEFINITION_SCANS).fetchone()
+    assert row is not None and before is not None and after is not None
+    assert row[9] == (2000 if count_jobs else None)  # (the column `jobs`)
+    assert (after[0] > before[0]) == count_jobs, (before, after)
 
 
 def _history_scans(conn: psycopg.Connection[Any], name: str) -> set[str]:

@@ -27,8 +27,9 @@ class ReportStore(Queries):
     """Read-only reports: health, runs waiting for handlers, what is running, per-job figures, the
     dashboard's pages."""
 
-    def health(self, now: dt.datetime) -> Health:
-        return self._one("health", {"now": now}, Health)
+    def health(self, now: dt.datetime, *, count_jobs: bool = True) -> Health:
+        """The installation's numbers at ``now``; ``jobs`` is None without ``count_jobs``."""
+        return self._one("health", {"now": now, "count_jobs": count_jobs}, Health)
 
     def waiting_for_handlers(self, *, now: dt.datetime, handlers: Sequence[str] | None,
                              since: dt.datetime | None = None,
