@@ -178,6 +178,11 @@ class Session:
         (LockBusy)."""
         self.send("lock_timeout", {"timeout": f"{int(timeout.total_seconds() * 1000)}ms"})
 
+    def generic_plans(self) -> None:
+        """In a transaction: its prepared statements run their generic plan (see
+        generic_plans in queries/session.sql)."""
+        self.send("generic_plans")
+
     def now(self) -> dt.datetime:
         """The database's clock: the truth every decision is made against."""
         value: dt.datetime = self.values("now")[0]

@@ -112,9 +112,16 @@ class Site:
             if not fresh and kept is not None and time.monotonic() - kept[0] < age:
                 return kept[1]
             now = store.now()
-            found = status(store, self.settings.thresholds, now=now, exact_sizes=False,
-                           every_job=False, lateness=self.lateness(store, now),
-                           count_jobs=False)
+            lateness = self.lateness(store, now)
+            # Its statements, prepared (see __init__), run their generic plans: each is
+            # written to read a range of an index whatever its values, and a plan made for
+            # the values at every request is most of the cost of some (see generic_plans
+            # in db/queries/session.sql).
+            with store.session.transaction():
+                if store.session.prepares():
+                    store.session.generic_plans()
+                found = status(store, self.settings.thresholds, now=now, exact_sizes=False,
+                               every_job=False, lateness=lateness, count_jobs=False)
             self._verdict = (time.monotonic(), found)
             return found
 

@@ -96,8 +96,16 @@ def test_the_dashboards_pool_prepares_every_statement_unless_told_off(
             site.verdict(store, fresh=True)
             row = store.conn.execute("SELECT count(*) FROM pg_prepared_statements "
                                      "WHERE from_sql IS FALSE").fetchone()
+            # the verdict's statements run their generic plan, planned once: health's
+            # (the numbers) among them, which PostgreSQL left to choose planned again at
+            # every execution
+            plans = store.conn.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement LIKE '%%AS last_tick_at%%' "
+                "AND statement NOT LIKE '%%pg_prepared_statements%%'").fetchall()  # (this)
         assert row is not None
         assert (row[0] > 5) == (threshold is not None), row
+        assert plans == ([(2, 0)] if threshold is not None else []), plans
     finally:
         site.pool.close()
 

@@ -20,6 +20,15 @@ SELECT now() AS now;
 -- claims queue behind it.
 SELECT set_config('lock_timeout', %(timeout)s, true);
 
+-- name: generic_plans
+-- The prepared statements of this transaction run their generic plan (SET LOCAL: until it
+-- ends), the one PostgreSQL makes once per connection, never one planned for the values
+-- at each execution. Left to choose, PostgreSQL keeps planning a statement whose generic
+-- plan it prices higher, as it does one that counts the rows of the last day in a history
+-- partitioned by another column: the same plan, made again over every partition at every
+-- execution (the server's verdict, see web/site.py: about 8 ms of health's 12).
+SELECT set_config('plan_cache_mode', 'force_generic_plan', true);
+
 -- name: begin
 -- (Session.transaction_at_once: a transaction sent in one pipeline with its statements)
 BEGIN;
