@@ -9,8 +9,7 @@ entries of the runs claimed since (their old row versions). Vacuum, or the next 
 no snapshot can still see them, removes those entries; while a transaction holds an older
 snapshot, neither can, and each claim of a drain would read every run claimed since that
 snapshot began: a drain slows down as it goes. So once a claim from the front is slow (see
-SLOW: for the runs its pass wrote) or crowded (CROWDED: it read many more entries than it
-claimed), a drain remembers the place (ClaimKey) of the last run
+SLOW: for the runs its pass wrote), a drain remembers the place (ClaimKey) of the last run
 it claimed and starts its next claims after it (each such claim is planned for its key: a
 millisecond or so, which a fast claim from the front is not worth). What lies behind the
 cursor is never lost: runs skipped there (locked by another claim, an exclusive run's job
@@ -62,20 +61,12 @@ SLOW = 0.1
 SLOW_FLOOR = 0.01
 SLOW_PER_ROW = 0.001
 FRONT_EVERY = 20
-# Or crowded: its claim read more than CROWDED entries of the claim index (the database
-# counts them: claim_entries_read), where a claim reads about as many as it claims. Time
-# alone missed most crowded claims: with 4 ticks on 2 cores, a pass's time is mostly the
-# rest of the machine's, and in a 40,000-run drain under a held snapshot 38 of 3,089 claims
-# from the front were judged slow while they read 10,600 entries each on average.
-CROWDED = 1_000
 
 
-def slow(took: float, written: int, read: int | None = None) -> bool:
-    """Whether a pass from the front that took ``took`` seconds, wrote ``written`` runs
-    (outcomes and claims) and whose claim read ``read`` entries of the claim index (None:
-    not counted) says the front of the claim index is slow to read."""
-    return (took > SLOW or (took > SLOW_FLOOR and took > SLOW_PER_ROW * max(written, 1))
-            or (read is not None and read > CROWDED))
+def slow(took: float, written: int) -> bool:
+    """Whether a pass from the front that took ``took`` seconds and wrote ``written`` runs
+    (outcomes and claims) says the front of the claim index is slow to read."""
+    return took > SLOW or (took > SLOW_FLOOR and took > SLOW_PER_ROW * max(written, 1))
 
 
 class ClaimLoop:
@@ -199,16 +190,14 @@ class ClaimLoop:
         return self._after
 
     def claimed(self, got: int, free: int, now: float, *, running: bool,
-                last: ClaimKey | None = None, took: float = 0.0, written: int = 0,
-                read: int | None = None) -> bool:
+                last: ClaimKey | None = None, took: float = 0.0, written: int = 0) -> bool:
         """After a claim for ``free`` slots that got ``got`` runs, the last of them at
         ``last`` in the claim's order, in a pass that took ``took`` seconds and wrote
-        ``written`` runs (outcomes and claims; 0: ``got``), whose claim read ``read``
-        entries of the claim index (None: not counted): where and when to claim next.
+        ``written`` runs (outcomes and claims; 0: ``got``): where and when to claim next.
         False when the tick is done: nothing is due, nothing runs, nothing is on its way,
         and the claim that found it was one from the front."""
         if self._after is None:  # a claim from the front: was it slow?
-            self._front_at = (now + FRONT_EVERY * took if slow(took, written or got, read)
+            self._front_at = (now + FRONT_EVERY * took if slow(took, written or got)
                               else now)
         if got >= free:
             self.cursor = last

@@ -59,12 +59,11 @@ class Completer:
         self.handlers = handlers
 
     def finish(self, ended: Sequence[Ended], *, claim_limit: int = 0,
-               after: ClaimKey | None = None) -> tuple[list[Claimed], float, int | None]:
+               after: ClaimKey | None = None) -> tuple[list[Claimed], float]:
         """Record the outcomes of the attempts that ended, in one statement; with
         ``claim_limit``, claim up to that many runs in the same transaction (``after``:
-        from the drain's cursor, see ClaimLoop). Returns the runs claimed, the monotonic
-        time their leases were taken at (or later), and for a claim from the front the
-        entries of the claim's index it read (else None)."""
+        from the drain's cursor, see ClaimLoop). Returns the
+        runs claimed, and the monotonic time their leases were taken at (or later)."""
         writes = self._outcomes(ended)
         outcomes = [o for _, _, o in writes]
         # retried through a lost connection for as long as every lease written still holds
@@ -80,10 +79,8 @@ class Completer:
         # nothing more)
         endings = [Ending.of_attempt(a.claim, o) for a, _, o in writes if a.claim.notifies]
         sent: list[Outgoing] = []
-        read: int | None = None  # (by the pass: see write)
 
         def write(store: Store) -> tuple[set[int], list[Claimed]]:
-            nonlocal read
             # the notifications are written in the same transaction (fenced by the same
             # leases): all of it is repeated when the policy repeats it
             deliveries = self.observer.notices(store, endings) if endings else []
@@ -92,7 +89,7 @@ class Completer:
             def outbox() -> None:
                 written[:] = [self.observer.enqueue(store, deliveries)]
 
-            recorded, counted, claimed, read = store.queue.pass_of_executor(
+            recorded, counted, claimed = store.queue.pass_of_executor(
                 outcomes, failing, now=self.clock.now(), worker=self.options.worker,
                 limit=claim_limit, tick_id=self.tick_id,
                 run_ids=self.options.run_ids, handlers=self.handlers,
@@ -125,7 +122,7 @@ class Completer:
             self._recorded(active.claim, result, outcome, recorded,
                            failures.get(active.claim.id))
         self.observer.send(sent)
-        return claims, claimed_at, read
+        return claims, claimed_at
 
     def _outcomes(self, ended: Sequence[Ended]) -> list[Write]:
         """The outcomes to record of the attempts that ended (a lost lease is not

@@ -100,11 +100,10 @@ class Executor:
                 self.reclaimer.now_and_then(now)
                 # the outcomes and the next claim share one transaction
                 after = self.claims.after(now)
-                claims, took, read = self._pass(ended, self.claims.limit(free), after=after)
+                claims, took = self._pass(ended, self.claims.limit(free), after=after)
                 if not self.claims.claimed(len(claims), free, now, running=bool(self.active),
                                            last=max((c.key for c in claims), default=None),
-                                           took=took, written=len(ended) + len(claims),
-                                           read=read):
+                                           took=took, written=len(ended) + len(claims)):
                     return
                 continue  # look at what just started before waiting
             self._pass(ended)
@@ -128,13 +127,11 @@ class Executor:
         return ended
 
     def _pass(self, ended: Sequence[Ended], claim_limit: int = 0,
-              after: ClaimKey | None = None) -> tuple[list[Claimed], float, int | None]:
+              after: ClaimKey | None = None) -> tuple[list[Claimed], float]:
         """Record what ended and (with ``claim_limit``) claim, in one transaction (from
         ``after``, the drain's cursor, when given); start what was claimed. Returns the runs
-        claimed, the seconds the transaction took, and for a claim from the front the
-        entries of the claim's index it read (else None)."""
-        claims, claimed_at, read = self.completer.finish(ended, claim_limit=claim_limit,
-                                                         after=after)
+        claimed, and the seconds the transaction took."""
+        claims, claimed_at = self.completer.finish(ended, claim_limit=claim_limit, after=after)
         took = time.monotonic() - claimed_at
         for claim in claims:
             self.report.claimed += 1
@@ -142,4 +139,4 @@ class Executor:
         if ended or claims:
             self.leases.watch_self()
         self.runners.flush()
-        return claims, took, read
+        return claims, took

@@ -21,14 +21,7 @@ from cronjobs.clock import Clock
 from cronjobs.db import sql
 from cronjobs.db.store import Store
 from cronjobs.db.stores.queue import claim_scan
-from cronjobs.execution.claim_loop import (
-    CROWDED,
-    FRONT_EVERY,
-    SLOW,
-    SLOW_FLOOR,
-    SLOW_PER_ROW,
-    slow,
-)
+from cronjobs.execution.claim_loop import FRONT_EVERY, SLOW, SLOW_FLOOR, SLOW_PER_ROW, slow
 from cronjobs.execution.executor import Executor
 from cronjobs.execution.options import TickOptions
 from cronjobs.models import ClaimKey
@@ -290,11 +283,6 @@ def test_what_makes_a_claim_from_the_front_slow() -> None:
     assert not slow(SLOW_FLOOR, 1)
     assert not slow(SLOW_FLOOR, 0)
     assert slow(SLOW_FLOOR + 0.001, 1)
-    # or crowded: its claim read more than CROWDED entries of the claim index, however
-    # quick (None: not counted)
-    assert slow(0.0, 16, CROWDED + 1)
-    assert not slow(0.0, 16, CROWDED)
-    assert not slow(0.0, 16, None)
 
 
 def test_a_slow_pass_for_its_runs_starts_the_cursor(store: Store) -> None:
@@ -309,56 +297,6 @@ def test_a_slow_pass_for_its_runs_starts_the_cursor(store: Store) -> None:
     claims = _claims(store)
     assert claims.claimed(8, 8, 0.0, running=True, last=K1, took=took, written=64)
     assert claims.after(0.001) is None
-
-
-def test_a_crowded_claim_from_the_front_starts_the_cursor(store: Store) -> None:
-    # (4 ticks on 2 cores under a held snapshot: passes of 2 ms whose claim read thousands
-    # of entries, the time being mostly the rest of the machine's)
-    took = 0.002
-    assert not slow(took, 16)
-    claims = _claims(store)
-    assert claims.claimed(8, 8, 0.0, running=True, last=K1, took=took, written=16,
-                          read=CROWDED + 1)
-    assert claims.after(FRONT_EVERY * took / 2) == K1
-    assert claims.after(FRONT_EVERY * took) is None
-    # one that read CROWDED entries: the front again at once
-    claims = _claims(store)
-    assert claims.claimed(8, 8, 0.0, running=True, last=K1, took=took, written=16,
-                          read=CROWDED)
-    assert claims.after(0.001) is None
-
-
-def test_a_claim_from_the_front_counts_the_entries_it_read(
-        store: Store, db: psycopg.Connection[Any], held: psycopg.Connection[Any]) -> None:
-    noop = _job(db, "noop")
-    _runs(db, noop, 3000)
-    now = store.now()
-
-    def front(limit: int) -> tuple[int, int | None]:
-        _, _, claimed, read = store.queue.pass_of_executor(
-            [], [], now=now, worker="w", limit=limit, tick_id=None, handlers=["noop"])
-        return len(claimed), read
-
-    # as many as it read for its candidates: the claim's scan
-    got, read = front(8)
-    assert got == 8
-    assert read is not None and 8 <= read <= claim_scan(8)
-    # 2,000 runs claimed since the snapshot began: their entries stay in front of the
-    # index (the old row versions, which the snapshot may still see), read by every claim
-    # from the front, however many runs it claims
-    assert front(2000) == (2000, 8 + claim_scan(2000))
-    for _ in range(2):
-        got, read = front(8)
-        assert got == 8 and read is not None and read >= 2000 + 8 > CROWDED
-    # a claim from a cursor, or by id, counts nothing
-    key = ClaimKey(False, now - dt.timedelta(minutes=1), 0)
-    assert store.queue.pass_of_executor([], [], now=now, worker="w", limit=8, tick_id=None,
-                                        handlers=["noop"], after=key)[3] is None
-    run = db.execute("SELECT max(id) FROM job_runs_queue WHERE status = 'queued'").fetchone()
-    assert run is not None
-    assert store.queue.pass_of_executor([], [], now=now, worker="w", limit=8, tick_id=None,
-                                        handlers=["noop"], run_ids=[run[0]])[3] is None
-    assert held.execute("SELECT count(*) FROM job_runs").fetchone() == (0,)
 
 
 def test_a_claim_by_id_never_starts_at_a_cursor(store: Store) -> None:

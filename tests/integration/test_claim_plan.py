@@ -171,7 +171,7 @@ def test_a_claim_by_id_finds_its_runs_by_id(
     assert queued is not None
     with backlog.transaction(force_rollback=True):
         if in_a_pass:
-            _, _, claimed, _ = store.queue.pass_of_executor(
+            _, _, claimed = store.queue.pass_of_executor(
                 [], [], now=now, worker="w", limit=10, tick_id=None, run_ids=ids,
                 handlers=["noop"])
         else:
@@ -249,7 +249,7 @@ def test_a_pass_records_its_outcomes_by_primary_key(backlog: psycopg.Connection[
                                 error=None, output_tail=None, result=None)
                         for i, c in enumerate(held)]
             plans.clear()
-            recorded, failures, held, _ = store.queue.pass_of_executor(
+            recorded, failures, held = store.queue.pass_of_executor(
                 outcomes, outcomes[:1], now=now, worker="w", limit=limit, tick_id=None,
                 handlers=["noop"])
             assert len(recorded) == limit and len(failures) == 1

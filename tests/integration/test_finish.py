@@ -94,8 +94,7 @@ def test_outcomes_are_kept_when_the_claim_beside_them_conflicts(
             "AND datname = current_database()").fetchone() == (1,), "our claim to wait")
         other.commit()
         worker.join(30)
-    # nothing claimed (nor counted), the outcome recorded all the same
-    assert result == [({done.id}, {}, [], None)]
+    assert result == [({done.id}, {}, [])]  # nothing claimed, the outcome recorded all the same
     assert db.execute("SELECT status FROM job_runs WHERE id = %s", (done.id,)
                       ).fetchone() == ("succeeded",)
     assert db.execute("SELECT status FROM job_runs WHERE id = %s", (second,)

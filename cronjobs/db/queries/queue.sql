@@ -211,17 +211,6 @@ WITH group_room AS (
 -- The view job_attempts_running (schema.sql) reads a running attempt from its run.)
 SELECT * FROM claimed;
 
--- name: claim_entries_read
--- The entries of job_runs_queue_claim_idx this session has read, as the counts it has not
--- yet reported to the statistics hold them (at least this transaction's: PostgreSQL 15
--- also keeps the earlier ones of up to a second): sent just before and just after a claim
--- from the front, in its transaction, the difference is what the claim read. That is
--- about as many as it claims, unless the front of the index holds the entries of runs
--- claimed since some transaction's snapshot began, which nothing may clean before it ends
--- (ClaimLoop, cronjobs/execution/claim_loop.py: the drain's cursor). Nothing is read from
--- a shared table.
-SELECT pg_stat_get_xact_tuples_returned('job_runs_queue_claim_idx'::regclass) AS read;
-
 -- name: claimable_backlog
 -- How many runs a claim could take now, counted up to %(limit)s, by kind: what a tick with
 -- `--concurrency auto` sizes itself from (cronjobs/execution/sizing.py). The first entries

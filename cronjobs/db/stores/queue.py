@@ -34,8 +34,7 @@ class QueueStore(Queries):
                          run_ids: Sequence[int] | None = None, handlers: Sequence[str] = (),
                          outbox: Callable[[], None] | None = None,
                          after: ClaimKey | None = None
-                         ) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed],
-                                    int | None]:
+                         ) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed]]:
         """One pass of a tick's executor in one transaction, sent at once and read when
         the commit is in (one round trip, one flush of the write-ahead log): count the
         failures of ``failing`` (:meth:`record_job_failure`, in the order given), record
@@ -46,11 +45,9 @@ class QueueStore(Queries):
         outcomes are written: both commit, or neither. Returns the ids recorded, the
         failures counted and the runs claimed. When the claim conflicts with another
         worker's (see claim_runs), the whole transaction is undone and the outcomes are
-        recorded on their own (``outbox`` is then called again, in that transaction).
-        The fourth: how many entries of the claim's index a claim from the front read
-        (claim_entries_read), else None."""
+        recorded on their own (``outbox`` is then called again, in that transaction)."""
         if limit > 0:
-            def claim() -> Later:
+            def claim() -> Callable[[], list[Claimed]]:
                 return self._claim_later(now=now, worker=worker, limit=limit, tick_id=tick_id,
                                          run_ids=run_ids, handlers=handlers, planned=True,
                                          after=after)
@@ -58,14 +55,14 @@ class QueueStore(Queries):
                 return self._pass(outcomes, failing, now=now, claim=claim,
                                   generic=self._generic(run_ids, after), outbox=outbox)
         if not outcomes and not failing:
-            return set(), {}, [], None
+            return set(), {}, []
         return self._pass(outcomes, failing, now=now, claim=None, generic=self._generic(None),
                           outbox=outbox)
 
     def _pass(self, outcomes: Sequence[Outcome], failing: Sequence[Outcome], *,
-              now: dt.datetime, claim: Callable[[], Later] | None,
+              now: dt.datetime, claim: Callable[[], Callable[[], list[Claimed]]] | None,
               generic: bool, outbox: Callable[[], None] | None
-              ) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed], int | None]:
+              ) -> tuple[set[int], dict[int, JobFailure | None], list[Claimed]]:
         with translated():
             with self.session.transaction_at_once():
                 # SET LOCAL, until the transaction ends: the outcomes are written by id
@@ -85,10 +82,7 @@ class QueueStore(Queries):
                 got = rows()
                 failures[run_id] = got[0] if got else None
             recorded = {row[0] for row in finished()} if finished is not None else set()
-            if claimed is None:
-                return recorded, failures, [], None
-            claim_rows, read = claimed
-            return recorded, failures, claim_rows(), read()
+            return recorded, failures, claimed() if claimed is not None else []
 
     def claim_runs(self, *, now: dt.datetime, worker: str, limit: int,
                    tick_id: int | None, run_ids: Sequence[int] | None = None,
@@ -105,9 +99,9 @@ class QueueStore(Queries):
             # statement would be
             with translated():
                 with self.session.transaction_at_once():
-                    rows, _ = self._claim_later(now=now, worker=worker, limit=limit,
-                                                tick_id=tick_id, run_ids=run_ids,
-                                                handlers=handlers, after=after)
+                    rows = self._claim_later(now=now, worker=worker, limit=limit,
+                                             tick_id=tick_id, run_ids=run_ids,
+                                             handlers=handlers, after=after)
                 return rows()
         except Conflict:
             return []
@@ -115,12 +109,11 @@ class QueueStore(Queries):
     def _claim_later(self, *, now: dt.datetime, worker: str, limit: int,
                      tick_id: int | None, run_ids: Sequence[int] | None,
                      handlers: Sequence[str], planned: bool = False,
-                     after: ClaimKey | None = None) -> Later:
+                     after: ClaimKey | None = None) -> Callable[[], list[Claimed]]:
         """Send the statements of a claim inside an open transaction (``planned``: one in
-        which claim_plan was sent already); the claimed rows, and for a claim from the
-        front the entries of the claim's index it read (else None), are read by calling
-        the results (after the pipeline, when there is one). ``run_ids``: these runs only,
-        by id (`trigger --run`)."""
+        which claim_plan was sent already); the claimed rows are read by calling the result
+        (after the pipeline, when there is one). ``run_ids``: these runs only, by id
+        (`trigger --run`)."""
         # The scheduled claim runs hundreds of times a tick: prepared, planned once (a
         # generic plan: the range scan, whatever the instant). A claim by id runs once, and
         # is planned for its ids: the primary key finds them, where a generic plan would
@@ -135,21 +128,13 @@ class QueueStore(Queries):
         # (without statistics on job_runs they could otherwise read the whole queue)
         if not planned:
             self._send("claim_plan", {"generic": self._generic(run_ids, after)}, prepare=True)
-        # (a claim from the front counts the entries of the claim's index it reads: the
-        # count before and after it; see claim_entries_read)
-        before = (self._later("claim_entries_read", {}, tuple_row, prepare=True)
-                  if scheduled else None)
         # [group limit] lock_claimable_groups first, in the claim's transaction: the
         # claims of one limited group take turns, each counting what the one before
         # committed (see queries/queue.sql)
         self._send("lock_claimable_groups", {"now": now}, prepare=run_ids is None)
         # (in binary: half the time of parsing the rows' text, per run)
-        rows = self._later("claim_runs", params, class_row(Claimed), binary=True,
+        return self._later("claim_runs", params, class_row(Claimed), binary=True,
                            prepare=scheduled)
-        if before is None:
-            return rows, lambda: None
-        end = self._later("claim_entries_read", {}, tuple_row, prepare=True)
-        return rows, lambda: int(end()[0][0]) - int(before()[0][0])
 
     def claimable_backlog(self, *, now: dt.datetime, handlers: Sequence[str], limit: int,
                           after: ClaimKey | None = None) -> tuple[int, int]:
@@ -215,10 +200,6 @@ class QueueStore(Queries):
             "definition_id": definition_id, "run_id": None, "token": None, "error": error,
             "now": now}, JobFailure)
 
-
-
-# A claim sent: its rows, and the entries of the claim's index it read (None: not counted)
-Later = tuple[Callable[[], list[Claimed]], Callable[[], int | None]]
 
 
 def claim_scan(limit: int) -> int:
