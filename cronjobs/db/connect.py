@@ -64,7 +64,7 @@ def connect(
     # The startup options to try, in turn while the server (a pooler) refuses them: ours
     # with a marker for prepared_statements_allowed to look for (auto mode), ours, none.
     marker = secrets.token_hex(8)
-    startup_options = [f"{options} -c {SESSION_MARKER}={marker}", options, ""]
+    startup_options = [_marked(options, marker), options, ""]
     if prepared != "auto":
         startup_options.pop(0)
 
@@ -116,6 +116,12 @@ def connect(
 # The custom setting a connection sets among its startup options in auto mode; never read
 # by cronjobs otherwise.
 SESSION_MARKER = "cronjobs.session_marker"
+_SENT_MARKER = re.compile(rf"-c {re.escape(SESSION_MARKER)}=([0-9a-f]+)")
+
+
+def _marked(options: str, marker: str) -> str:
+    """``options`` and the marker setting (read back by _SENT_MARKER)."""
+    return f"{options} -c {SESSION_MARKER}={marker}"
 
 
 def prepared_statements_allowed(conn: psycopg.Connection[Any], mode: str,
@@ -210,7 +216,7 @@ def connection_kwargs(conninfo: str, *, application_name: str = "cronjobs",
     ``auto`` sends a fresh marker among the startup options, for :func:`prepare_pooled`
     to look for in the session."""
     if prepared == "auto" and options:
-        options = f"{options} -c {SESSION_MARKER}={secrets.token_hex(8)}"
+        options = _marked(options, secrets.token_hex(8))
     return {"autocommit": True, "prepare_threshold": None,
             "application_name": application_name[:63],
             "connect_timeout": int(os.environ.get("PGCONNECT_TIMEOUT", "5")),
@@ -223,9 +229,6 @@ def startup_options_taken(conn: psycopg.Connection[Any]) -> bool:
     refused them and connect() fell back to none. A pool opening more connections to it
     sends none either (``connection_kwargs(options="")``)."""
     return bool(conn.info.get_parameters().get("options"))
-
-
-_SENT_MARKER = re.compile(rf"-c {re.escape(SESSION_MARKER)}=([0-9a-f]+)")
 
 
 def prepare_pooled(conn: psycopg.Connection[Any], prepared: str) -> None:

@@ -178,10 +178,18 @@ class Session:
         (LockBusy)."""
         self.send("lock_timeout", {"timeout": f"{int(timeout.total_seconds() * 1000)}ms"})
 
-    def generic_plans(self) -> None:
-        """In a transaction: its prepared statements run their generic plan (see
-        generic_plans in queries/session.sql)."""
-        self.send("generic_plans")
+    @contextmanager
+    def generic_plans(self) -> Iterator[None]:
+        """A transaction whose prepared statements run their generic plan (see
+        generic_plans in queries/session.sql); on a connection that prepares none, the
+        statements inside run as they would without it (no transaction: it would scope
+        nothing)."""
+        if not self.prepares():
+            yield
+            return
+        with self.transaction():
+            self.send("generic_plans")
+            yield
 
     def now(self) -> dt.datetime:
         """The database's clock: the truth every decision is made against."""

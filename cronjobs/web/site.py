@@ -117,9 +117,7 @@ class Site:
             # written to read a range of an index whatever its values, and a plan made for
             # the values at every request is most of the cost of some (see generic_plans
             # in db/queries/session.sql).
-            with store.session.transaction():
-                if store.session.prepares():
-                    store.session.generic_plans()
+            with store.session.generic_plans():
                 found = status(store, self.settings.thresholds, now=now, exact_sizes=False,
                                every_job=False, lateness=lateness, count_jobs=False)
             self._verdict = (time.monotonic(), found)
