@@ -145,6 +145,49 @@ CREATE INDEX job_definitions_verdict_idx
 CREATE INDEX job_definitions_handler_idx
     ON job_definitions (handler) WHERE kind = 'handler';
 
+-- The cursor never moves back: every slot up to it is decided, and a slot decided is never
+-- decided again, whoever writes the row (a schedule edit, a tick whose instant is behind the
+-- cursor, a statement typed by hand), nor by a definition that takes over a removed one's
+-- name (it starts where the latest of them left off). Seeding history on purpose (tests,
+-- benchmarks) sets cronjobs.rewind_cursor to 'on' in its session: the slots in between are
+-- then decided again.
+CREATE FUNCTION cronjobs_cursor_never_back() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    left_off timestamptz;
+BEGIN
+    IF current_setting('cronjobs.rewind_cursor', true) = 'on' THEN
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'UPDATE' AND NEW.cursor_at < OLD.cursor_at THEN
+        RAISE EXCEPTION 'the cursor of job % would move back from % to %: the slots in '
+                        'between were decided, and a slot is never decided twice',
+                        NEW.name, OLD.cursor_at, NEW.cursor_at
+            USING ERRCODE = 'CJ001';
+    END IF;
+    IF TG_OP = 'INSERT' OR NEW.name <> OLD.name THEN
+        SELECT max(cursor_at) INTO left_off FROM job_definitions
+        WHERE name = NEW.name AND id <> NEW.id;
+        IF NEW.cursor_at < left_off THEN
+            RAISE EXCEPTION 'job % would start at %, before %, where a job of that name left '
+                            'off: a slot is never decided twice',
+                            NEW.name, NEW.cursor_at, left_off
+                USING ERRCODE = 'CJ001';
+        END IF;
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER job_definitions_cursor_insert_check
+    BEFORE INSERT ON job_definitions
+    FOR EACH ROW EXECUTE FUNCTION cronjobs_cursor_never_back();
+-- (the condition spares the tick's updates, which move cursors forward, a call per row)
+CREATE TRIGGER job_definitions_cursor_update_check
+    BEFORE UPDATE OF cursor_at, name ON job_definitions
+    FOR EACH ROW WHEN (NEW.cursor_at < OLD.cursor_at OR NEW.name <> OLD.name)
+    EXECUTE FUNCTION cronjobs_cursor_never_back();
+
 -- Fleet-wide limits: at most max_running runs of a group's jobs hold a lease at once,
 -- across every tick (the claim locks the group's row: claims of one group take turns). A
 -- group named by jobs but without a row here has no limit.
@@ -589,3 +632,4 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (13, 'verdict_indexes');
 INSERT INTO cronjobs_migrations (version, name) VALUES (14, 'definition_names');
 INSERT INTO cronjobs_migrations (version, name) VALUES (15, 'running_attempts');
 INSERT INTO cronjobs_migrations (version, name) VALUES (16, 'dead_runs_index');
+INSERT INTO cronjobs_migrations (version, name) VALUES (17, 'cursor_never_back');

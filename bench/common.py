@@ -115,8 +115,10 @@ class Context:
 
 
 def sql(server: Server, db: str, query: str, params: Any = None) -> list[tuple[Any, ...]]:
-    """Run one statement on a scratch database in a short-lived connection."""
-    with psycopg.connect(server.conninfo(db), autocommit=True) as conn:
+    """Run one statement on a scratch database in a short-lived connection. Seeding may set
+    jobs' cursors back (cronjobs.rewind_cursor, schema.sql), which cronjobs never does."""
+    with psycopg.connect(server.conninfo(db), autocommit=True,
+                         options="-c cronjobs.rewind_cursor=on") as conn:
         cur = conn.execute(query, params)
         return cur.fetchall() if cur.description is not None else []
 

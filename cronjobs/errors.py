@@ -82,6 +82,12 @@ class Conflict(CronjobsError):
     """A concurrent change got there first (a unique key refused this one)."""
 
 
+class CursorMovedBack(CronjobsError):
+    """The database refused to move a job's cursor back: the slots behind it were decided,
+    and a slot is never decided twice (no cronjobs command asks this: it means a writer is
+    wrong, so nothing was written)."""
+
+
 class LockBusy(CronjobsError):
     """A lock the storage's upkeep asked for was held too long by others: it tries again at
     the next tick (never an error a user sees)."""

@@ -294,8 +294,11 @@ def store(database_url: str) -> Iterator[Store]:
 
 @pytest.fixture
 def db(database_url: str) -> Iterator[psycopg.Connection[Any]]:
-    """A plain connection for assertions and for seeding rows directly with SQL."""
-    with psycopg.connect(database_url, autocommit=True) as conn:
+    """A plain connection for assertions and for seeding rows directly with SQL. Seeding
+    may set a job's cursor back (a job "defined an hour ago"): this session says so
+    (cronjobs.rewind_cursor, schema.sql), which no cronjobs connection does."""
+    with psycopg.connect(database_url, autocommit=True,
+                         options="-c cronjobs.rewind_cursor=on") as conn:
         yield conn
 
 

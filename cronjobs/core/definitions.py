@@ -118,7 +118,10 @@ def define(
     store: Store, spec: DefinitionSpec, *, known_handlers: Collection[str] | None = None,
     preview: int = 5, source: str | None = None, crowded_threshold: int | None = None,
 ) -> DefineResult:
-    """Create or update a job (idempotent). A new schedule or zone continues from now.
+    """Create or update a job (idempotent). A new schedule or zone continues from now, or
+    from the job's cursor if that is later: the cursor never moves back (after ticks that
+    ran ahead, or a database clock that stepped back), so no slot is decided twice. A new
+    job continues likewise from where the removed jobs of its name left off.
 
     ``known_handlers`` are the handlers of the loaded --app modules (None: none configured).
     A handler they do not register is still accepted (it may live in another deployment's
@@ -131,14 +134,15 @@ def define(
     sched = schedules.parse(spec.schedule, spec.timezone, hash_key=spec.name)
     with store.transaction():
         now = store.now()
-        next_due = sched.next_after(now)
         existing = store.definitions.definition_by_name(spec.name, for_update=True)
+        start = _start(store, spec.name, existing, now)
         if existing is not None and (
             (existing.schedule, existing.timezone) != (spec.schedule, spec.timezone)
             or existing.invalid_reason is not None
         ):
             store.materialise.insert_skips(_undecided(existing, spec, now), now=now, tick_id=None)
-        stored = store.definitions.upsert_definition(spec, now=now, next_due_at=next_due,
+        stored = store.definitions.upsert_definition(spec, start=start,
+                                                     next_due_at=sched.next_after(start),
                                                      source=source)
         if stored is None:
             definition = get(store, spec.name, for_update=True)
@@ -149,9 +153,18 @@ def define(
     crowding = None
     if definition.paused_at is None or definition.paused_until is not None:
         crowding = check_define(store, spec, crowded_threshold, after=definition.paused_until)
-    return DefineResult(definition, outcome, _slots(sched, now, preview),
+    return DefineResult(definition, outcome, _slots(sched, start, preview),
                         _handler_warning(spec, known_handlers),
                         description=describe_schedule(sched), crowding=crowding)
+
+
+def _start(store: Store, name: str, existing: Definition | None,
+           now: dt.datetime) -> dt.datetime:
+    """The instant a new schedule of job ``name`` continues from: ``now``, or where its
+    cursor is when that is later (ticks ran ahead of the database's clock, or the clock
+    stepped back); for a new job, where the removed jobs of the name left off."""
+    left_off = existing.cursor_at if existing is not None else store.definitions.left_off(name)
+    return now if left_off is None else max(now, left_off)
 
 
 def _handler_warning(spec: DefinitionSpec, known: Collection[str] | None) -> str | None:

@@ -24,6 +24,7 @@ from cronjobs.db.config import scrub
 from cronjobs.errors import (
     Conflict,
     CronjobsError,
+    CursorMovedBack,
     DatabaseUnavailable,
     InvalidDefinition,
     LockBusy,
@@ -33,6 +34,8 @@ from cronjobs.errors import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# The SQLSTATE of cronjobs_cursor_never_back() (schema.sql): a job's cursor would move back.
+CURSOR_MOVED_BACK = "CJ001"
 
 
 class Session:
@@ -259,6 +262,8 @@ def translated() -> Iterator[None]:
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(f"database error: {_first_line(exc)}") from exc
     except psycopg.Error as exc:
+        if exc.sqlstate == CURSOR_MOVED_BACK:
+            raise CursorMovedBack(f"refused by the database: {_first_line(exc)}") from exc
         raise CronjobsError(f"database error: {_first_line(exc)}") from exc
 
 

@@ -34,6 +34,10 @@ SELECT 'index', indexdef FROM pg_indexes WHERE schemaname = 'public'
 UNION ALL
 SELECT 'function', pg_get_functiondef(oid) FROM pg_proc WHERE pronamespace = 'public'::regnamespace
 UNION ALL
+SELECT 'trigger', pg_get_triggerdef(t.oid) FROM pg_trigger AS t
+JOIN pg_class AS c ON c.oid = t.tgrelid
+WHERE c.relnamespace = 'public'::regnamespace AND NOT t.tgisinternal
+UNION ALL
 SELECT 'partition', relname || ' ' || pg_get_expr(relpartbound, oid) FROM pg_class
 WHERE relnamespace = 'public'::regnamespace AND relispartition
 UNION ALL

@@ -1,9 +1,12 @@
 -- Job definitions: define, apply, pause, resume, remove (cronjobs/db/stores/definitions.py).
 
 -- name: upsert_definition
--- Creates the job, or updates it when anything differs. A new schedule or zone restarts
--- the cursor from now; an unchanged definition is not touched (no row returned). The
--- source is written when the job is created only (an update keeps its owner).
+-- Creates the job, or updates it when anything differs. A new schedule or zone continues
+-- from the start the caller gives, the later of now and where the cursor was (a new job's:
+-- where the removed jobs of its name left off, name_left_off), and its next slot is the
+-- caller's, worked out from that instant; the cursor never moves back. An unchanged
+-- definition is not touched (no row returned). The source is written when the job is
+-- created only (an update keeps its owner).
 INSERT INTO job_definitions AS d (
     name, schedule, timezone, kind, handler, command, payload, catchup, catchup_limit,
     starting_deadline, overlap, max_attempts, backoff, backoff_max, timeout, lease,
@@ -15,7 +18,7 @@ INSERT INTO job_definitions AS d (
     %(backoff)s, %(backoff_max)s, %(timeout)s, %(lease)s,
     %(alert_command)s, %(alert_on_failure)s, %(pause_after_failures)s,
     %(notify_urls)s, %(notify_on)s, %(keep_succeeded)s, %(keep_failed)s,
-    %(now)s, %(next_due_at)s, %(now)s, %(source)s, %(group_name)s
+    %(start)s, %(next_due_at)s, %(start)s, %(source)s, %(group_name)s
 )
 ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
     schedule = excluded.schedule,
@@ -44,7 +47,7 @@ ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
     cursor_at = CASE
         WHEN (d.schedule, d.timezone) IS DISTINCT FROM (excluded.schedule, excluded.timezone)
             OR d.invalid_reason IS NOT NULL
-        THEN excluded.cursor_at ELSE d.cursor_at END,
+        THEN greatest(d.cursor_at, excluded.cursor_at) ELSE d.cursor_at END,
     next_due_at = CASE
         WHEN (d.schedule, d.timezone) IS DISTINCT FROM (excluded.schedule, excluded.timezone)
             OR d.invalid_reason IS NOT NULL
@@ -68,6 +71,11 @@ WHERE (d.schedule, d.timezone, d.kind, d.handler, d.command, d.payload, d.catchu
        excluded.notify_on, excluded.keep_succeeded, excluded.keep_failed)
    OR d.invalid_reason IS NOT NULL
 RETURNING d.*, (xmax = 0) AS created;
+
+-- name: name_left_off
+-- Where the definitions that carried this name (the current one and removed ones) left off:
+-- a job defined under it continues from there at the earliest (the cursor never moves back).
+SELECT max(cursor_at) FROM job_definitions WHERE name = %(name)s;
 
 -- name: apply_lock
 -- Held until the applying transaction ends: concurrent `cronjobs apply` calls (many pods

@@ -23,11 +23,12 @@ class DefinitionStore(Queries):
     """Job definitions: define, pause, resume, remove, the history of a definition, jobs as code."""
 
     def upsert_definition(
-        self, spec: DefinitionSpec, *, now: dt.datetime, next_due_at: dt.datetime | None,
+        self, spec: DefinitionSpec, *, start: dt.datetime, next_due_at: dt.datetime | None,
         source: str | None = None,
     ) -> tuple[Definition, bool] | None:
         """Insert or update; returns (definition, created) or None when nothing changed.
-        ``source`` is recorded on a new definition only."""
+        A new schedule continues from ``start`` (never before the cursor), whose first
+        slot after it is ``next_due_at``. ``source`` is recorded on a new definition only."""
         params = {
             "source": source,
             "name": spec.name,
@@ -54,7 +55,7 @@ class DefinitionStore(Queries):
             "notify_on": [event.value for event in spec.notify_on],
             "keep_succeeded": spec.keep_succeeded,
             "keep_failed": spec.keep_failed,
-            "now": now,
+            "start": start,
             "next_due_at": next_due_at,
         }
         row = self._row("upsert_definition", params, UpsertedDefinition)
@@ -63,6 +64,11 @@ class DefinitionStore(Queries):
     def definition_by_name(self, name: str, *, for_update: bool = False) -> Definition | None:
         query = "definition_by_name_for_update" if for_update else "definition_by_name"
         return self._row(query, {"name": name}, Definition)
+
+    def left_off(self, name: str) -> dt.datetime | None:
+        """Where the definitions that carried ``name`` (current and removed) left off."""
+        value: dt.datetime | None = self._values("name_left_off", {"name": name})[0]
+        return value.astimezone(dt.UTC) if value is not None else None
 
     def list_definitions(self) -> list[DefinitionSummary]:
         return [DefinitionSummary(row, row.last_run_status, row.last_run_at)
