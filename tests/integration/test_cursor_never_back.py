@@ -37,6 +37,13 @@ def _define(cli: Invoke, name: str, schedule: str, *options: str) -> None:
     assert result.exit_code == 0, result.stderr
 
 
+def _every_minute(cli: Invoke, db: psycopg.Connection[Any]) -> dt.datetime:
+    """Job ``every`` (every minute, every slot run); returns its cursor: the first slot it
+    runs is the first after it."""
+    _define(cli, "every", "* * * * *")
+    return _cursor(db, "every")[0]
+
+
 def _tick(cli: Invoke, at: dt.datetime) -> None:
     result = cli("tick", "--now", at.isoformat(), "--allow-future", "--concurrency", "2")
     assert result.exit_code == 0, result.stderr
@@ -75,8 +82,7 @@ def _assert_ran_once(db: psycopg.Connection[Any], name: str,
 
 def test_a_schedule_edit_after_ticks_ran_ahead_runs_no_slot_twice(
         cli: Invoke, db: psycopg.Connection[Any]) -> None:
-    _define(cli, "every", "* * * * *")
-    start, _ = _cursor(db, "every")
+    start = _every_minute(cli, db)
     ahead = start + 6 * MINUTE
     _tick(cli, ahead)
     expected = _slots("* * * * *", start, ahead)
@@ -101,8 +107,7 @@ def test_a_schedule_edit_after_ticks_ran_ahead_runs_no_slot_twice(
 
 def test_a_clock_that_steps_back_with_an_edit_between_runs_no_slot_twice(
         cli: Invoke, db: psycopg.Connection[Any]) -> None:
-    _define(cli, "every", "* * * * *")
-    start, _ = _cursor(db, "every")
+    start = _every_minute(cli, db)
     _tick(cli, start + 10 * MINUTE)
     # the clock steps back by minutes: a tick behind the cursor decides nothing
     _tick(cli, start + 4 * MINUTE)
@@ -122,8 +127,7 @@ def test_a_clock_that_steps_back_with_an_edit_between_runs_no_slot_twice(
 
 def test_pause_and_resume_behind_the_cursor_run_no_slot_twice(
         cli: Invoke, db: psycopg.Connection[Any]) -> None:
-    _define(cli, "every", "* * * * *")
-    start, _ = _cursor(db, "every")
+    start = _every_minute(cli, db)
     _tick(cli, start + 3 * MINUTE)
     assert cli("pause", "every").exit_code == 0
     _tick(cli, start + 8 * MINUTE)  # slots 4-8: paused
@@ -203,8 +207,7 @@ def test_apply_continues_a_changed_schedule_from_the_cursor(
 
 def test_a_job_defined_again_continues_where_its_removed_namesake_left_off(
         cli: Invoke, db: psycopg.Connection[Any]) -> None:
-    _define(cli, "every", "* * * * *")
-    start, _ = _cursor(db, "every")
+    start = _every_minute(cli, db)
     _tick(cli, start + 6 * MINUTE)
     assert cli("remove", "every").exit_code == 0
     # defined again (another schedule text), the database's clock behind the old cursor
@@ -226,8 +229,7 @@ def test_a_job_defined_again_continues_where_its_removed_namesake_left_off(
 
 def test_the_tick_behind_the_cursor_keeps_it(cli: Invoke, db: psycopg.Connection[Any],
                                              store: Store) -> None:
-    _define(cli, "every", "* * * * *")
-    start, _ = _cursor(db, "every")
+    start = _every_minute(cli, db)
     _tick(cli, start + 5 * MINUTE)
     before = _cursor(db, "every")
     _tick(cli, start + 2 * MINUTE)
