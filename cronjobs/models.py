@@ -119,7 +119,8 @@ class DefinitionSpec:
     alert_on_failure: bool
     pause_after_failures: int | None
     group_name: str | None  # the group whose limit applies to its runs
-    notify_urls: tuple[str, ...]  # webhook receivers (secrets)
+    notify_urls: tuple[str, ...]  # webhook receivers (secrets: shown masked, by
+    # cronjobs.validation.mask_url)
     notify_on: tuple[NotifyEvent, ...]
     # how long its finished runs are kept: succeeded and cancelled ones, dead ones
     # (None: the global retention, `cronjobs retention`)
@@ -128,29 +129,11 @@ class DefinitionSpec:
 
 
 @dataclass(frozen=True)
-class Definition:
-    """A row of job_definitions."""
+class Definition(DefinitionSpec):
+    """A row of job_definitions: its definition (the columns of DefinitionSpec, which
+    ``define`` writes) and the job's state (the columns below)."""
 
     id: int
-    name: str
-    schedule: str
-    timezone: str
-    kind: Kind
-    handler: str | None
-    command: str | None
-    payload: dict[str, Any]
-    catchup: Catchup
-    catchup_limit: int
-    starting_deadline: dt.timedelta | None
-    overlap: Overlap
-    max_attempts: int
-    backoff: dt.timedelta
-    backoff_max: dt.timedelta
-    timeout: dt.timedelta | None
-    lease: dt.timedelta
-    alert_command: str | None
-    alert_on_failure: bool
-    pause_after_failures: int | None
     consecutive_failures: int
     paused_at: dt.datetime | None
     paused_until: dt.datetime | None
@@ -158,16 +141,11 @@ class Definition:
     invalid_reason: str | None
     removed_at: dt.datetime | None
     source: str | None  # NULL: made by hand; else the `apply` source that owns it
-    group_name: str | None  # the group whose limit applies to its runs
     cursor_at: dt.datetime
     next_due_at: dt.datetime | None
     schedule_since: dt.datetime
     created_at: dt.datetime
     updated_at: dt.datetime
-    notify_urls: tuple[str, ...]  # secrets: shown masked (cronjobs.validation.mask_url)
-    notify_on: tuple[NotifyEvent, ...]
-    keep_succeeded: dt.timedelta | None  # retention of its finished runs (None: global)
-    keep_failed: dt.timedelta | None
     last_succeeded_at: dt.datetime | None  # to within a minute (see schema.sql)
     last_failed_at: dt.datetime | None
 

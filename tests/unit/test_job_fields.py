@@ -21,11 +21,18 @@ from cronjobs import Client
 from cronjobs.cli import main_group
 from cronjobs.cli.options import definition_options
 from cronjobs.core.declarations import Declaration, fields_of, to_spec
-from cronjobs.core.spec import FIELDS, FORMS, KEY_COLUMN, build_spec, spec_columns
+from cronjobs.core.spec import (
+    FIELDS,
+    FORMS,
+    KEY_COLUMN,
+    STATE_COLUMNS,
+    build_spec,
+    spec_columns,
+)
 from cronjobs.db import sql
 from cronjobs.errors import InvalidDefinition
 from cronjobs.execution.registry import job
-from cronjobs.models import DefinitionSpec
+from cronjobs.models import Definition, DefinitionSpec
 
 OPTIONS = [field for field in FIELDS if not field.argument]
 # the columns upsert_definition writes beside a DefinitionSpec's: the job's state
@@ -49,6 +56,8 @@ def test_a_definition_spec_holds_the_fields_columns() -> None:
     assert set(columns) == {f.name for f in dataclasses.fields(DefinitionSpec)}
     assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
                for f in dataclasses.fields(DefinitionSpec)), "defaults live in FIELDS"
+    # a row: the definition and the job's state (tests/integration/test_row_types.py)
+    assert {f.name for f in dataclasses.fields(Definition)} - set(columns) == STATE_COLUMNS
 
 
 def _upsert() -> str:
