@@ -26,6 +26,7 @@ from cronjobs.core import definitions, explain, operations
 from cronjobs.core.declarations import Declaration, check_source, read_jobs_file, to_spec, to_specs
 from cronjobs.core.facts import AttemptInfo, JobInfo, RunInfo
 from cronjobs.core.forecast import Crowding
+from cronjobs.core.spec import FIELDS
 from cronjobs.db.config import resolve_database
 from cronjobs.db.connect import open_store
 from cronjobs.db.store import Store
@@ -142,7 +143,7 @@ class Client:
 
     def define(self, name: str, schedule: str, *, tz: str | None = None,
                command: str | None = None, handler: str | None = None,
-               payload: dict[str, Any] | None = None, catchup: str | None = None,
+               payload: dict[str, Any] | str | None = None, catchup: str | None = None,
                catchup_limit: int | None = None, starting_deadline: str | None = None,
                overlap: str | None = None, max_attempts: int | None = None,
                backoff: str | None = None, timeout: str | None = None,
@@ -161,18 +162,10 @@ class Client:
         the default) is defined with a warning (``Defined.crowding``, also logged as a
         warning of the ``cronjobs.client`` logger). Raises :class:`cronjobs.UsageError`
         for bad input (nothing is written)."""
-        given = {"schedule": schedule, "tz": tz, "command": command, "handler": handler,
-                 "payload": payload, "catchup": catchup, "catchup_limit": catchup_limit,
-                 "starting_deadline": starting_deadline, "overlap": overlap,
-                 "max_attempts": max_attempts, "backoff": backoff, "timeout": timeout,
-                 "lease": lease, "alert_command": alert_command,
-                 "alert_on_failure": alert_on_failure,
-                 "pause_after_failures": pause_after_failures, "group": group,
-                 "notify": notify,
-                 "notify_on": notify_on, "keep_succeeded": keep_succeeded,
-                 "keep_failed": keep_failed}
-        spec = to_spec(Declaration(name, {k: v for k, v in given.items() if v is not None},
-                                   "Client.define"))
+        passed = dict(locals())  # the keywords: a test keeps them those of core.spec.FIELDS
+        given = {field.name: passed[field.name] for field in FIELDS
+                 if passed[field.name] is not None}
+        spec = to_spec(Declaration(name, given, "Client.define"))
         with self._using() as store:
             done = definitions.define(store, spec, crowded_threshold=crowded_threshold)
             result = Defined(done.outcome, definitions.job_info(done.definition, store.now()),

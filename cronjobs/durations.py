@@ -15,6 +15,7 @@ _PART = re.compile(r"(\d{1,9})([smhdw])", re.ASCII)
 _WHOLE = re.compile(r"(?:\d{1,9}[smhdw])+", re.ASCII)
 MAX_DURATION = dt.timedelta(days=36500)  # far inside timedelta's and interval's range
 HELP = "a number with a unit, such as 90s, 5m, 2h, 1d or 1h30m"
+DURATION_HELP = "a duration such as 90s, 5m, 2h, 1d or 1h30m"  # in options' help
 
 
 def looks_like_duration(text: str) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -95,52 +95,21 @@ class SkipReason(StrEnum):
 
 @dataclass(frozen=True)
 class DefinitionSpec:
-    """What `cronjobs define` asks for: the whole desired definition of one job."""
+    """What `cronjobs define` asks for: the whole desired definition of one job, a
+    job_definitions row's columns that are no state (built by ``core.spec.build_spec``,
+    which applies the defaults of ``core.spec.FIELDS``)."""
 
-    name: str
-    schedule: str
-    timezone: str = "UTC"
-    kind: Kind = Kind.HANDLER
-    handler: str | None = None
-    command: str | None = None
-    payload: dict[str, Any] = field(default_factory=dict)
-    catchup: Catchup = Catchup.LATEST
-    catchup_limit: int = 100
-    starting_deadline: dt.timedelta | None = None
-    overlap: Overlap = Overlap.SKIP
-    max_attempts: int = 3
-    backoff: dt.timedelta = dt.timedelta(seconds=30)
-    backoff_max: dt.timedelta = dt.timedelta(hours=1)
-    timeout: dt.timedelta | None = dt.timedelta(hours=1)
-    lease: dt.timedelta = dt.timedelta(seconds=60)
-    alert_command: str | None = None
-    alert_on_failure: bool = False
-    pause_after_failures: int | None = None
-    group_name: str | None = None  # the group whose limit applies to its runs
-    notify_urls: tuple[str, ...] = ()  # webhook receivers (secrets)
-    notify_on: tuple[NotifyEvent, ...] = (NotifyEvent.DEAD, NotifyEvent.RECOVERY)
-    # how long its finished runs are kept: succeeded and cancelled ones, dead ones
-    # (None: the global retention, `cronjobs retention`)
-    keep_succeeded: dt.timedelta | None = None
-    keep_failed: dt.timedelta | None = None
-
-
-@dataclass(frozen=True)
-class Definition:
-    """A row of job_definitions."""
-
-    id: int
     name: str
     schedule: str
     timezone: str
-    kind: str
+    kind: Kind
     handler: str | None
     command: str | None
     payload: dict[str, Any]
-    catchup: str
+    catchup: Catchup
     catchup_limit: int
     starting_deadline: dt.timedelta | None
-    overlap: str
+    overlap: Overlap
     max_attempts: int
     backoff: dt.timedelta
     backoff_max: dt.timedelta
@@ -149,6 +118,22 @@ class Definition:
     alert_command: str | None
     alert_on_failure: bool
     pause_after_failures: int | None
+    group_name: str | None  # the group whose limit applies to its runs
+    notify_urls: tuple[str, ...]  # webhook receivers (secrets: shown masked, by
+    # cronjobs.validation.mask_url)
+    notify_on: tuple[NotifyEvent, ...]
+    # how long its finished runs are kept: succeeded and cancelled ones, dead ones
+    # (None: the global retention, `cronjobs retention`)
+    keep_succeeded: dt.timedelta | None
+    keep_failed: dt.timedelta | None
+
+
+@dataclass(frozen=True)
+class Definition(DefinitionSpec):
+    """A row of job_definitions: its definition (the columns of DefinitionSpec, which
+    ``define`` writes) and the job's state (the columns below)."""
+
+    id: int
     consecutive_failures: int
     paused_at: dt.datetime | None
     paused_until: dt.datetime | None
@@ -156,22 +141,20 @@ class Definition:
     invalid_reason: str | None
     removed_at: dt.datetime | None
     source: str | None  # NULL: made by hand; else the `apply` source that owns it
-    group_name: str | None  # the group whose limit applies to its runs
     cursor_at: dt.datetime
     next_due_at: dt.datetime | None
     schedule_since: dt.datetime
     created_at: dt.datetime
     updated_at: dt.datetime
-    notify_urls: tuple[str, ...]  # secrets: shown masked (cronjobs.validation.mask_url)
-    notify_on: tuple[str, ...]
-    keep_succeeded: dt.timedelta | None  # retention of its finished runs (None: global)
-    keep_failed: dt.timedelta | None
     last_succeeded_at: dt.datetime | None  # to within a minute (see schema.sql)
     last_failed_at: dt.datetime | None
 
-    def __post_init__(self) -> None:  # text[] columns arrive as lists
+    def __post_init__(self) -> None:  # text columns arrive as text, text[] ones as lists
+        object.__setattr__(self, "kind", Kind(self.kind))
+        object.__setattr__(self, "catchup", Catchup(self.catchup))
+        object.__setattr__(self, "overlap", Overlap(self.overlap))
         object.__setattr__(self, "notify_urls", tuple(self.notify_urls or ()))
-        object.__setattr__(self, "notify_on", tuple(self.notify_on or ()))
+        object.__setattr__(self, "notify_on", tuple(NotifyEvent(e) for e in self.notify_on or ()))
 
     @property
     def paused(self) -> bool:

@@ -30,7 +30,6 @@ EXIT_UNHEALTHY = 3
 EXIT_PENDING = 4  # `apply --dry-run`: changes are pending (the database is not in sync)
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) outside a tick or a --watch, as shells report it
 
-DURATION_HELP = "a duration such as 90s, 5m, 2h, 1d or 1h30m"
 TIMES_HELP = "see 'Times and durations' in the docs' schedules reference"
 
 

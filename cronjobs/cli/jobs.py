@@ -4,18 +4,18 @@ backfill. Each parses its input, calls one library function and renders the resu
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import click
 
 from cronjobs.cli.app import (
-    DURATION_HELP,
     TIMES_HELP,
     App,
     emit,
     json_option,
     pass_app,
 )
-from cronjobs.cli.options import Command, crowded_option
+from cronjobs.cli.options import Command, crowded_option, definition_options
 from cronjobs.cli.render import (
     backfill_json,
     backfill_text,
@@ -51,69 +51,11 @@ from cronjobs.instants import parse_instant
 @click.command(cls=Command)
 @click.argument("name")
 @click.argument("schedule")
-@click.option("--tz", default="UTC", show_default=True, metavar="ZONE",
-              help="IANA time zone the schedule is read in, e.g. Europe/Berlin.")
-@click.option("--command", metavar="SHELL", help="Run this with /bin/sh -c, as cron does.")
-@click.option("--handler", metavar="NAME",
-              help="Run the @cronjobs.job handler of this name (default: the job's NAME).")
-@click.option("--payload", default="{}", show_default=True, metavar="JSON",
-              help="A JSON object handed to the job.")
-@click.option("--catchup", type=click.Choice(["latest", "all", "none"]), default="latest",
-              show_default=True,
-              help="Missed slots: run the latest one, all of them (up to --catchup-limit), "
-                   "or none.")
-@click.option("--catchup-limit", type=click.IntRange(1, 10000), default=100, show_default=True,
-              help="With --catchup all: the most missed slots run at once.")
-@click.option("--starting-deadline", default="none", show_default=True, metavar="DURATION",
-              help=f"A slot later than this is missed, not run ({DURATION_HELP}, or none).")
-@click.option("--overlap", type=click.Choice(["skip", "queue", "allow", "replace"]),
-              default="skip", show_default=True,
-              help="When the previous run is still running: skip the new slot, queue one, "
-                   "allow both, or replace the running one.")
-@click.option("--max-attempts", type=click.IntRange(1, 100), default=3, show_default=True,
-              help="Attempts per run, including the first.")
-@click.option("--backoff", default="30s", show_default=True, metavar="DURATION",
-              help="Delay before the first retry; doubles each time, with jitter, up to 1h "
-                   "(or this value, if longer).")
-@click.option("--timeout", default="1h", show_default=True, metavar="DURATION",
-              help=f"Kill an attempt that runs longer ({DURATION_HELP}, up to 7d, or none).")
-@click.option("--lease", default="60s", show_default=True, metavar="DURATION",
-              help="How long a silent worker keeps a run before another takes it over "
-                   "(10s to 1h; heartbeats renew it).")
-@click.option("--alert-command", metavar="SHELL",
-              help="Run this (/bin/sh -c) when a run becomes dead, with the run's details in "
-                   "CRONJOBS_* variables (like systemd's OnFailure=).")
-@click.option("--alert-on-failure", is_flag=True,
-              help="Also run the alert command on every failed attempt.")
-@click.option("--pause-after-failures", type=click.IntRange(1, 1000), metavar="N",
-              help="Pause the job after N failed attempts in a row (with a note saying why).")
-@click.option("--group", metavar="NAME",
-              help="Its runs count against group NAME's limit "
-                   "(`cronjobs group set NAME --max-running N`).")
-@click.option("--notify", "notify", metavar="URL", multiple=True,
-              help="POST a JSON notification to this http(s) webhook (repeatable, at most "
-                   "10; Slack and Mattermost incoming webhooks show its `text`). A secret: "
-                   "shown masked.")
-@click.option("--notify-on", "notify_on", metavar="EVENTS", multiple=True,
-              help="When to notify: dead (a run exhausted its attempts), failure (any failed "
-                   "attempt), recovery (a success after a failure); repeatable or "
-                   "comma-separated. Default: dead,recovery.")
-@click.option("--keep-succeeded", default="default", show_default=True, metavar="DURATION",
-              help="Keep its succeeded and cancelled runs this long after they finish "
-                   "(1d to 3650d, e.g. 30d or 12w), or default: the global retention "
-                   "(`cronjobs retention`).")
-@click.option("--keep-failed", default="default", show_default=True, metavar="DURATION",
-              help="Keep its dead runs this long after they died (1d to 3650d), or default: "
-                   "the global retention.")
+@definition_options
 @crowded_option
 @json_option
 @pass_app
-def define(app: App, name: str, schedule: str, tz: str, command: str | None,
-           handler: str | None, payload: str, catchup: str, catchup_limit: int,
-           starting_deadline: str, overlap: str, max_attempts: int, backoff: str, timeout: str,
-           lease: str, alert_command: str | None, alert_on_failure: bool,
-           pause_after_failures: int | None, group: str | None, notify: tuple[str, ...],
-           notify_on: tuple[str, ...], keep_succeeded: str, keep_failed: str,
+def define(app: App, name: str, schedule: str, options: dict[str, Any],
            crowded_threshold: str, as_json: bool) -> None:
     """Create or update job NAME to run on cron SCHEDULE (idempotent).
 
@@ -138,14 +80,7 @@ def define(app: App, name: str, schedule: str, tz: str, command: str | None,
       cronjobs define backup "0 2 * * *" --command "backup.sh" \
           --notify https://hooks.slack.com/services/T000/B000/XXXX --notify-on dead,recovery
     """
-    spec = build_spec(
-        name=name, schedule=schedule, tz=tz, command=command, handler=handler, payload=payload,
-        catchup=catchup, catchup_limit=catchup_limit, starting_deadline=starting_deadline,
-        overlap=overlap, max_attempts=max_attempts, backoff=backoff, timeout=timeout,
-        lease=lease, alert_command=alert_command, alert_on_failure=alert_on_failure,
-        pause_after_failures=pause_after_failures, group=group, notify=notify,
-        notify_on=notify_on, keep_succeeded=keep_succeeded, keep_failed=keep_failed,
-    )
+    spec = build_spec(name=name, schedule=schedule, **options)
     threshold = parse_threshold(crowded_threshold)
     known = app.handlers() if spec.handler is not None else None
     store = app.store()

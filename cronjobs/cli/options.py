@@ -17,6 +17,7 @@ from click.core import ParameterSource
 
 from cronjobs.cli.app import App, split_apps
 from cronjobs.core.health import Thresholds
+from cronjobs.core.spec import FIELDS, Field
 from cronjobs.db.config import resolve_database, scrub
 from cronjobs.durations import parse_bounded, parse_duration
 
@@ -281,3 +282,44 @@ def crowded_option(func: Callable[..., Any]) -> Callable[..., Any]:
              "other jobs (over the next 7 days). auto: what the slowest run mode has "
              "started in 10 s (see `cronjobs forecast`), or 10 without history; off: no "
              "check. Never an error.")(func)
+
+
+# -- a job's fields (`define`) -----------------------------------------------------------------
+
+_DEFINED = tuple(field for field in FIELDS if not field.argument)
+
+
+def definition_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """An option for each of a job's fields (``core.spec.FIELDS``, in order; SCHEDULE is an
+    argument the command declares itself). The command receives the ones the user gave, on
+    the command line or in their environment variables, as ``options`` (field name -> value
+    as typed); those left out are not in it, and take their defaults from the spec in
+    ``build_spec``."""
+    @functools.wraps(command)
+    def given_options(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        values = {field.name: kwargs.pop(field.name) for field in _DEFINED}
+        given = {name: value for name, value in values.items()
+                 if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT}
+        return command(*args, options=given, **kwargs)
+
+    wrapper: Callable[..., Any] = given_options
+    for field in reversed(_DEFINED):
+        wrapper = _field_option(field)(wrapper)
+    return wrapper
+
+
+def _field_option(field: Field) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A field's option, with its checks of choices and ranges (click's messages)."""
+    settings: dict[str, Any] = {"help": field.help, "metavar": field.metavar}
+    if field.form == "boolean":
+        settings["is_flag"] = True
+    elif field.form in ("urls", "events"):
+        settings["multiple"] = True
+    elif field.enum is not None:
+        settings["type"] = click.Choice(field.choices)
+    elif field.form == "integer" and field.bounds is not None:
+        settings["type"] = click.IntRange(*field.bounds)
+    if field.default not in (None, False, ()):
+        settings.update(default=field.default, show_default=True)
+    return click.option(field.option, field.name, **settings)

@@ -3,14 +3,14 @@ the ``@cronjobs.job(name, schedule=...)`` decorator, turned into DefinitionSpecs
 validation as ``cronjobs define`` (``core.spec.build_spec``); and definitions written back in
 the file's format (``cronjobs export``).
 
-A declaration's fields are ``define``'s options under their Python names (``tz``,
-``starting_deadline``, ``max_attempts``...). A bad one is an InvalidDefinition (exit 2) that
-names the file and line, or the decorated function, the job and the field.
+A declaration's fields are those of ``core.spec.FIELDS``: ``define``'s options under their
+Python names (``tz``, ``starting_deadline``, ``max_attempts``...). A bad one is an
+InvalidDefinition (exit 2) that names the file and line, or the decorated function, the job
+and the field.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 import tomllib
@@ -20,29 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from cronjobs.core.definitions import validate_spec
-from cronjobs.core.spec import GLOBAL_KEEP, build_spec
-from cronjobs.durations import format_duration
+from cronjobs.core.spec import BY_NAME, FIELDS, build_spec
 from cronjobs.errors import InvalidDefinition, UsageError
 from cronjobs.models import Definition, DefinitionSpec
 from cronjobs.validation import check_name, check_text, mask_url
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
-# field -> what it holds, for the messages about a value of the wrong type
-FIELDS: dict[str, str] = {
-    "schedule": "text", "tz": "text", "command": "text", "handler": "text",
-    "payload": "table", "catchup": "text", "catchup_limit": "integer",
-    "starting_deadline": "duration", "overlap": "text", "max_attempts": "integer",
-    "backoff": "duration", "timeout": "duration", "lease": "duration",
-    "alert_command": "text", "alert_on_failure": "boolean", "pause_after_failures": "integer",
-    "group": "text", "notify": "urls", "notify_on": "events",
-    "keep_succeeded": "duration", "keep_failed": "duration",
-}
-DURATION_FIELDS = {name for name, kind in FIELDS.items() if kind == "duration"}
 _OPTION = re.compile(r"--([a-z]+(?:-[a-z]+)*)")
 _HEADER = re.compile(r"^\s*\[\s*jobs\s*\.\s*(.+?)\s*\]\s*(?:#.*)?$")
 MASK = "***"  # what mask_url puts in place of a URL's secret part
-SECRET_FIELDS = ("notify",)  # fields holding URLs that may carry tokens: shown masked
+SECRET_FIELDS = tuple(field.name for field in FIELDS if field.secret)  # shown masked
 
 
 @dataclass(frozen=True)
@@ -161,10 +149,10 @@ def to_spec(declaration: Declaration) -> DefinitionSpec:
     except UsageError as exc:
         raise InvalidDefinition(f"{where}: {exc.message}") from None
     prefix = f"{where}: job {name!r}"
-    unknown = sorted(set(fields) - set(FIELDS))
+    unknown = sorted(set(fields) - set(BY_NAME))
     if unknown:
         raise InvalidDefinition(f"{prefix}: unknown field {unknown[0]!r} (known: "
-                                f"{', '.join(FIELDS)})")
+                                f"{', '.join(BY_NAME)})")
     if "schedule" not in fields:
         raise InvalidDefinition(f"{prefix}: field 'schedule' is missing")
     options: dict[str, Any] = {}
@@ -186,7 +174,7 @@ def to_spec(declaration: Declaration) -> DefinitionSpec:
 
 def _typed(prefix: str, field: str, value: Any) -> Any:
     """A field's value as build_spec takes it, or an error naming the field and the type."""
-    kind = FIELDS[field]
+    kind = BY_NAME[field].form
     if kind in ("urls", "events"):
         return _texts(prefix, field, value)
     if kind == "table":
@@ -258,34 +246,7 @@ def _kind(value: Any) -> str:
 def fields_of(job: DefinitionSpec | Definition) -> dict[str, Any]:
     """Every field of a job as the jobs file writes it: what apply compares and export
     writes (durations as ``1h30m``, no value as ``none``)."""
-    return {
-        "schedule": job.schedule,
-        "tz": job.timezone,
-        "command": job.command,
-        "handler": job.handler,
-        "payload": dict(job.payload),
-        "catchup": str(job.catchup),
-        "catchup_limit": job.catchup_limit,
-        "starting_deadline": format_duration(job.starting_deadline),
-        "overlap": str(job.overlap),
-        "max_attempts": job.max_attempts,
-        "backoff": format_duration(job.backoff),
-        "timeout": format_duration(job.timeout),
-        "lease": format_duration(job.lease),
-        "alert_command": job.alert_command,
-        "alert_on_failure": job.alert_on_failure,
-        "pause_after_failures": job.pause_after_failures,
-        "group": job.group_name,
-        "notify": list(job.notify_urls),
-        "notify_on": [str(event) for event in job.notify_on],
-        "keep_succeeded": _keep(job.keep_succeeded),
-        "keep_failed": _keep(job.keep_failed),
-    }
-
-
-def _keep(value: dt.timedelta | None) -> str:
-    """A job's own retention as written (``30d``), or ``default``: the global one."""
-    return GLOBAL_KEEP if value is None else format_duration(value)
+    return {field.name: field.write(getattr(job, field.column)) for field in FIELDS}
 
 
 def masked(fields: Mapping[str, Any]) -> dict[str, Any]:

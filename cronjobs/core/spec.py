@@ -1,12 +1,32 @@
-"""Build a DefinitionSpec from the text a user typed (``cronjobs define`` options)."""
+"""A job definition's fields, declared once (:data:`FIELDS`), and :func:`build_spec`, which
+turns the values a user gave — ``cronjobs define``'s options, a jobs file's keys, the
+keywords of ``Client.define`` and ``@cronjobs.job`` — into a DefinitionSpec.
+
+Each :class:`Field` states its name (the Python keyword and the jobs file's key; ``define``'s
+option is the same name with dashes: ``max_attempts``, ``--max-attempts``), the
+job_definitions columns it sets, what it holds, its default as typed, its bounds or choices,
+how it is read and how it is written back, and its help. Built from the table: ``define``'s
+options (``cli.options.definition_options``), the jobs file's keys and their types and the
+fields apply compares and export writes (``core.declarations``). Checked against it by
+tests: upsert_definition's column lists, job_definitions' columns, DefinitionSpec's
+attributes, and the keyword arguments of ``Client.define`` and ``@cronjobs.job``.
+
+Adding a field: its entry here, its column in schema.sql and in a migration, in
+upsert_definition's lists and in DefinitionSpec and Definition; the tests name what is
+missing.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
 
-from cronjobs.core.retention import parse_keep
+from cronjobs.core.retention import KEEP_LEAST, KEEP_MOST, parse_keep
 from cronjobs.cron import check_timezone
-from cronjobs.durations import parse_bounded
+from cronjobs.durations import DURATION_HELP, format_duration, parse_bounded
 from cronjobs.errors import UsageError
 from cronjobs.models import Catchup, DefinitionSpec, Kind, NotifyEvent, Overlap
 from cronjobs.validation import (
@@ -24,90 +44,249 @@ BACKOFF_CAP = dt.timedelta(hours=1)
 NO_VALUE = ("none", "never", "off")
 GLOBAL_KEEP = "default"  # a job's --keep-succeeded/--keep-failed: the global retention's
 
+# What a field holds, as a jobs file writes it (its type errors say so), and the type the
+# Python API takes for it (Client.define and @cronjobs.job, each keyword also taking None:
+# left out).
+FORMS: dict[str, str] = {
+    "text": "str",
+    "integer": "int",
+    "boolean": "bool",
+    "duration": "str",
+    "table": "dict[str, Any] | str",  # the payload: a table, or a JSON object in a string
+    "urls": "str | Sequence[str]",
+    "events": "str | Sequence[str]",  # or comma-separated, as on the command line
+}
 
-def build_spec(
-    *,
-    name: str,
-    schedule: str,
-    tz: str = "UTC",
-    command: str | None = None,
-    handler: str | None = None,
-    payload: str = "{}",
-    catchup: str = "latest",
-    catchup_limit: int = 100,
-    starting_deadline: str = "none",
-    overlap: str = "skip",
-    max_attempts: int = 3,
-    backoff: str = "30s",
-    timeout: str = "1h",
-    lease: str = "60s",
-    alert_command: str | None = None,
-    alert_on_failure: bool = False,
-    pause_after_failures: int | None = None,
-    group: str | None = None,
-    notify: tuple[str, ...] = (),
-    notify_on: tuple[str, ...] = (),
-    keep_succeeded: str = GLOBAL_KEEP,
-    keep_failed: str = GLOBAL_KEEP,
-) -> DefinitionSpec:
-    """Validate every option; the first problem raises a UsageError naming the option.
 
-    The one validation of a job's options: ``define``, the ``@cronjobs.job`` decorator and
-    the jobs file all come here (the CLI's own checks of choices and ranges repeat these)."""
+@dataclass(frozen=True)
+class Field:
+    """One field of a job definition: everything the layers that take it need to know."""
+
+    name: str  # the Python keyword and the jobs file's key
+    columns: tuple[str, ...]  # the job_definitions columns (DefinitionSpec attributes) it
+    # sets: the first is its value as read; the others build_spec works out from it
+    form: str  # a key of FORMS
+    read: Callable[[Field, Any], Any]  # the value as typed -> the first column's value
+    help: str  # define's --help
+    default: Any = None  # as typed (None: no value)
+    metavar: str | None = None
+    enum: type[StrEnum] | None = None  # its values are the choices
+    bounds: tuple[Any, Any] | None = None  # the least and the most: integers or durations
+    write: Callable[[Any], Any] = lambda value: value  # the column's value as a jobs file
+    # writes it (export, and apply's diff)
+    argument: bool = False  # define takes it as an argument, not an option (SCHEDULE)
+    decorator: bool = True  # @cronjobs.job takes it (not command or handler: it declares
+    # the handler it decorates)
+    secret: bool = False  # URLs that may hold a token: shown masked
+
+    @property
+    def option(self) -> str:
+        """``define``'s option: ``--max-attempts``."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def column(self) -> str:
+        return self.columns[0]
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(member.value for member in self.enum) if self.enum is not None else ()
+
+    @property
+    def limits(self) -> tuple[Any, Any]:
+        if self.bounds is None:
+            raise TypeError(f"field {self.name!r} has no bounds")
+        return self.bounds
+
+    @property
+    def annotation(self) -> str:
+        """The type the Python API's keyword takes (with ``| None``: left out)."""
+        return f"{FORMS[self.form]} | None"
+
+
+# -- reading a field's value (the messages name the option; the jobs file's renames it) --------
+
+def _as_typed(field: Field, value: Any) -> Any:
+    return value
+
+
+def _schedule(field: Field, value: str) -> str:
+    return " ".join(value.split())  # checked by validate_spec, with the zone and the name
+
+
+def _zone(field: Field, value: str) -> str:
+    check_timezone(value)
+    return value
+
+
+def _payload(field: Field, value: str) -> dict[str, Any]:
+    return parse_payload(value)
+
+
+def _choice(field: Field, value: str) -> StrEnum:
+    choices = field.choices
+    if field.enum is None:
+        raise TypeError(f"field {field.name!r} has no choices")
+    if value not in choices:
+        raise UsageError(f"invalid {field.option} {value!r}: use {', '.join(choices[:-1])} or "
+                         f"{choices[-1]}")
+    return field.enum(value)
+
+
+def _integer(field: Field, value: int | None) -> int | None:
+    low, high = field.limits
+    if value is not None and not low <= value <= high:
+        raise UsageError(f"invalid {field.option} {value}: must be between {low} and {high}")
+    return value
+
+
+def _duration(field: Field, value: str) -> dt.timedelta:
+    low, high = field.limits
+    return parse_bounded(value, option=field.option, minimum=low, maximum=high)
+
+
+def _optional(field: Field, value: str) -> dt.timedelta | None:
+    """A duration, or none (never, off)."""
+    if value.strip().lower() in NO_VALUE:
+        return None
+    return _duration(field, value)
+
+
+def _alert(field: Field, command: str | None) -> str | None:
+    if command is None:
+        return None
+    if not command.strip():
+        raise UsageError("invalid --alert-command: empty")
+    return check_text(command, what="--alert-command", limit=MAX_COMMAND_CHARS)
+
+
+def _group(field: Field, value: str | None) -> str | None:
+    return None if value is None else check_name(value, what="--group")
+
+
+def _urls(field: Field, value: tuple[str, ...]) -> tuple[str, ...]:
+    return notify_urls(value)
+
+
+def _events(field: Field, value: tuple[str, ...]) -> tuple[NotifyEvent, ...]:
+    return notify_events(value)
+
+
+def _keep(field: Field, value: str) -> dt.timedelta | None:
+    return keep(value, field.option)
+
+
+def _kept(value: dt.timedelta | None) -> str:
+    """A job's own retention as written (``30d``), or ``default``: the global one."""
+    return GLOBAL_KEEP if value is None else format_duration(value)
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("schedule", ("schedule",), "text", _schedule, argument=True,
+          help="The cron schedule (an argument of define: SCHEDULE)."),
+    Field("tz", ("timezone",), "text", _zone, default="UTC", metavar="ZONE",
+          help="IANA time zone the schedule is read in, e.g. Europe/Berlin."),
+    Field("command", ("command", "kind"), "text", _as_typed, metavar="SHELL", decorator=False,
+          help="Run this with /bin/sh -c, as cron does."),
+    Field("handler", ("handler",), "text", _as_typed, metavar="NAME", decorator=False,
+          help="Run the @cronjobs.job handler of this name (default: the job's NAME)."),
+    Field("payload", ("payload",), "table", _payload, default="{}", metavar="JSON",
+          write=dict, help="A JSON object handed to the job."),
+    Field("catchup", ("catchup",), "text", _choice, default="latest", enum=Catchup, write=str,
+          help="Missed slots: run the latest one, all of them (up to --catchup-limit), "
+               "or none."),
+    Field("catchup_limit", ("catchup_limit",), "integer", _integer, default=100,
+          bounds=(1, 10000), help="With --catchup all: the most missed slots run at once."),
+    Field("starting_deadline", ("starting_deadline",), "duration", _optional, default="none",
+          metavar="DURATION", bounds=(SECOND, dt.timedelta(days=366)), write=format_duration,
+          help=f"A slot later than this is missed, not run ({DURATION_HELP}, or none)."),
+    Field("overlap", ("overlap",), "text", _choice, default="skip", enum=Overlap, write=str,
+          help="When the previous run is still running: skip the new slot, queue one, "
+               "allow both, or replace the running one."),
+    Field("max_attempts", ("max_attempts",), "integer", _integer, default=3, bounds=(1, 100),
+          help="Attempts per run, including the first."),
+    Field("backoff", ("backoff", "backoff_max"), "duration", _duration, default="30s",
+          metavar="DURATION", bounds=(SECOND, DAY), write=format_duration,
+          help="Delay before the first retry; doubles each time, with jitter, up to 1h "
+               "(or this value, if longer)."),
+    Field("timeout", ("timeout",), "duration", _optional, default="1h", metavar="DURATION",
+          bounds=(SECOND, dt.timedelta(days=7)), write=format_duration,
+          help=f"Kill an attempt that runs longer ({DURATION_HELP}, up to 7d, or none)."),
+    Field("lease", ("lease",), "duration", _duration, default="60s", metavar="DURATION",
+          bounds=(dt.timedelta(seconds=10), dt.timedelta(hours=1)), write=format_duration,
+          help="How long a silent worker keeps a run before another takes it over "
+               "(10s to 1h; heartbeats renew it)."),
+    Field("alert_command", ("alert_command",), "text", _alert, metavar="SHELL",
+          help="Run this (/bin/sh -c) when a run becomes dead, with the run's details in "
+               "CRONJOBS_* variables (like systemd's OnFailure=)."),
+    Field("alert_on_failure", ("alert_on_failure",), "boolean", _as_typed, default=False,
+          help="Also run the alert command on every failed attempt."),
+    Field("pause_after_failures", ("pause_after_failures",), "integer", _integer,
+          metavar="N", bounds=(1, 1000),
+          help="Pause the job after N failed attempts in a row (with a note saying why)."),
+    Field("group", ("group_name",), "text", _group, metavar="NAME",
+          help="Its runs count against group NAME's limit "
+               "(`cronjobs group set NAME --max-running N`)."),
+    Field("notify", ("notify_urls",), "urls", _urls, default=(), metavar="URL", write=list,
+          secret=True,
+          help=f"POST a JSON notification to this http(s) webhook (repeatable, at most "
+               f"{MAX_NOTIFY_URLS}; Slack and Mattermost incoming webhooks show its `text`). "
+               "A secret: shown masked."),
+    Field("notify_on", ("notify_on",), "events", _events, default=(), metavar="EVENTS",
+          enum=NotifyEvent, write=lambda events: [str(event) for event in events],
+          help="When to notify: dead (a run exhausted its attempts), failure (any failed "
+               "attempt), recovery (a success after a failure); repeatable or "
+               "comma-separated. Default: dead,recovery."),
+    Field("keep_succeeded", ("keep_succeeded",), "duration", _keep, default=GLOBAL_KEEP,
+          metavar="DURATION", bounds=(KEEP_LEAST, KEEP_MOST), write=_kept,
+          help="Keep its succeeded and cancelled runs this long after they finish "
+               "(1d to 3650d, e.g. 30d or 12w), or default: the global retention "
+               "(`cronjobs retention`)."),
+    Field("keep_failed", ("keep_failed",), "duration", _keep, default=GLOBAL_KEEP,
+          metavar="DURATION", bounds=(KEEP_LEAST, KEEP_MOST), write=_kept,
+          help="Keep its dead runs this long after they died (1d to 3650d), or default: "
+               "the global retention."),
+)
+BY_NAME: dict[str, Field] = {field.name: field for field in FIELDS}
+KEY_COLUMN = "name"  # the job's name: the one column that is no field (NAME names the job)
+# The columns of job_definitions that are the job's state, not its definition: what the
+# engine and the operators' commands write (a column is either a field's or one of these).
+STATE_COLUMNS = frozenset({
+    "id", "consecutive_failures", "paused_at", "paused_until", "pause_note", "invalid_reason",
+    "removed_at", "source", "cursor_at", "next_due_at", "schedule_since", "created_at",
+    "updated_at", "last_succeeded_at", "last_failed_at"})
+
+
+def spec_columns() -> tuple[str, ...]:
+    """The columns a DefinitionSpec sets (its attributes): the name and every field's."""
+    return (KEY_COLUMN, *(column for field in FIELDS for column in field.columns))
+
+
+def build_spec(*, name: str, schedule: str, **given: Any) -> DefinitionSpec:
+    """Validate the fields ``given`` (by :data:`FIELDS` name; those left out or given as
+    None take their defaults); the first problem raises a UsageError naming the option.
+
+    The one validation of a job's options: ``define``, ``Client.define``, the
+    ``@cronjobs.job`` decorator and the jobs file all come here (the CLI's own checks of
+    choices and ranges repeat these)."""
+    unknown = sorted(set(given) - set(BY_NAME))
+    if unknown:
+        raise TypeError(f"build_spec() got an unexpected field {unknown[0]!r}")
     check_name(name)
-    check_timezone(tz)
-    if command is not None and handler is not None:
+    given["schedule"] = schedule
+    typed = {f.name: f.default if given.get(f.name) is None else given[f.name]
+             for f in FIELDS}
+    if typed["command"] is not None and typed["handler"] is not None:
         raise UsageError("--command and --handler cannot be used together: a job runs either "
                          "a shell command or a Python handler")
-    _choice(catchup, "--catchup", Catchup)
-    _choice(overlap, "--overlap", Overlap)
-    _within(catchup_limit, "--catchup-limit", 1, 10000)
-    _within(max_attempts, "--max-attempts", 1, 100)
-    if pause_after_failures is not None:
-        _within(pause_after_failures, "--pause-after-failures", 1, 1000)
-    if group is not None:
-        check_name(group, what="--group")
-    backoff_value = parse_bounded(backoff, option="--backoff", minimum=SECOND, maximum=DAY)
-    return DefinitionSpec(
-        name=name,
-        schedule=" ".join(schedule.split()),
-        timezone=tz,
+    columns = {field.column: field.read(field, typed[field.name]) for field in FIELDS}
+    command, backoff = columns["command"], columns["backoff"]
+    columns.update(  # the columns worked out from others (Field.columns[1:])
         kind=Kind.COMMAND if command is not None else Kind.HANDLER,
-        handler=None if command is not None else (handler or name),
-        command=command,
-        payload=parse_payload(payload),
-        catchup=Catchup(catchup),
-        catchup_limit=catchup_limit,
-        starting_deadline=_optional(starting_deadline, "--starting-deadline",
-                                    maximum=dt.timedelta(days=366)),
-        overlap=Overlap(overlap),
-        max_attempts=max_attempts,
-        backoff=backoff_value,
-        backoff_max=max(BACKOFF_CAP, backoff_value),
-        timeout=_optional(timeout, "--timeout", maximum=dt.timedelta(days=7)),
-        lease=parse_bounded(lease, option="--lease", minimum=dt.timedelta(seconds=10),
-                            maximum=dt.timedelta(hours=1)),
-        alert_command=_alert(alert_command),
-        alert_on_failure=alert_on_failure,
-        pause_after_failures=pause_after_failures,
-        group_name=group,
-        notify_urls=notify_urls(notify),
-        notify_on=notify_events(notify_on),
-        keep_succeeded=keep(keep_succeeded, "--keep-succeeded"),
-        keep_failed=keep(keep_failed, "--keep-failed"),
+        handler=None if command is not None else (columns["handler"] or name),
+        backoff_max=max(BACKOFF_CAP, backoff),
     )
-
-
-def _choice(value: str, option: str, kind: type[Catchup] | type[Overlap]) -> None:
-    choices = [member.value for member in kind]
-    if value not in choices:
-        raise UsageError(f"invalid {option} {value!r}: use {', '.join(choices[:-1])} or "
-                         f"{choices[-1]}")
-
-
-def _within(value: int, option: str, low: int, high: int) -> None:
-    if not low <= value <= high:
-        raise UsageError(f"invalid {option} {value}: must be between {low} and {high}")
+    return DefinitionSpec(name=name, **columns)
 
 
 def notify_urls(urls: tuple[str, ...]) -> tuple[str, ...]:
@@ -133,20 +312,6 @@ def notify_events(values: tuple[str, ...]) -> tuple[NotifyEvent, ...]:
             raise UsageError(f"invalid --notify-on {shown!r}: use {', '.join(allowed)} "
                              "(repeatable, or comma-separated)")
     return tuple(NotifyEvent(v) for v in allowed if v in names)
-
-
-def _alert(command: str | None) -> str | None:
-    if command is None:
-        return None
-    if not command.strip():
-        raise UsageError("invalid --alert-command: empty")
-    return check_text(command, what="--alert-command", limit=MAX_COMMAND_CHARS)
-
-
-def _optional(text: str, option: str, *, maximum: dt.timedelta) -> dt.timedelta | None:
-    if text.strip().lower() in NO_VALUE:
-        return None
-    return parse_bounded(text, option=option, minimum=SECOND, maximum=maximum)
 
 
 def keep(text: str, option: str) -> dt.timedelta | None:

@@ -81,16 +81,10 @@ def job(
     keep the job's finished runs longer or shorter than the global retention (``"30d"``;
     ``"default"``, or left out: the global one).
     """
+    passed = dict(locals())  # the keywords: a test keeps them those of core.spec.FIELDS
     check_name(name, what="handler name")
-    given = {key: value for key, value in (
-        ("tz", tz), ("payload", payload), ("catchup", catchup),
-        ("catchup_limit", catchup_limit), ("starting_deadline", starting_deadline),
-        ("overlap", overlap), ("max_attempts", max_attempts), ("backoff", backoff),
-        ("timeout", timeout), ("lease", lease), ("alert_command", alert_command),
-        ("alert_on_failure", alert_on_failure), ("pause_after_failures", pause_after_failures),
-        ("group", group), ("notify", _listed(notify)), ("notify_on", _listed(notify_on)),
-        ("keep_succeeded", keep_succeeded), ("keep_failed", keep_failed))
-        if value is not None}
+    given = {key: _listed(value) for key, value in passed.items()
+             if key not in ("name", "schedule") and value is not None}
     if schedule is None and given:
         raise UsageError(f"job {name!r}: {', '.join(sorted(given))} given without a schedule "
                          "(a job is declared on its handler by its schedule)")

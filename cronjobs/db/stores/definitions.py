@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+from enum import StrEnum
+from typing import Any
 
 from psycopg.types.json import Jsonb
 
@@ -29,35 +32,9 @@ class DefinitionStore(Queries):
         """Insert or update; returns (definition, created) or None when nothing changed.
         A new schedule continues from ``start`` (never before the cursor), whose first
         slot after it is ``next_due_at``. ``source`` is recorded on a new definition only."""
-        params = {
-            "source": source,
-            "name": spec.name,
-            "schedule": spec.schedule,
-            "timezone": spec.timezone,
-            "kind": spec.kind.value,
-            "handler": spec.handler,
-            "command": spec.command,
-            "payload": Jsonb(spec.payload),
-            "catchup": spec.catchup.value,
-            "catchup_limit": spec.catchup_limit,
-            "starting_deadline": spec.starting_deadline,
-            "overlap": spec.overlap.value,
-            "max_attempts": spec.max_attempts,
-            "backoff": spec.backoff,
-            "backoff_max": spec.backoff_max,
-            "timeout": spec.timeout,
-            "lease": spec.lease,
-            "alert_command": spec.alert_command,
-            "alert_on_failure": spec.alert_on_failure,
-            "pause_after_failures": spec.pause_after_failures,
-            "group_name": spec.group_name,
-            "notify_urls": list(spec.notify_urls),
-            "notify_on": [event.value for event in spec.notify_on],
-            "keep_succeeded": spec.keep_succeeded,
-            "keep_failed": spec.keep_failed,
-            "start": start,
-            "next_due_at": next_due_at,
-        }
+        params = {column.name: _column_value(getattr(spec, column.name))
+                  for column in dataclasses.fields(spec)}
+        params.update(source=source, start=start, next_due_at=next_due_at)
         row = self._row("upsert_definition", params, UpsertedDefinition)
         return (row, row.created) if row is not None else None
 
@@ -137,3 +114,14 @@ class DefinitionStore(Queries):
         return self._one("adopt_definition", {"id": definition_id, "source": source,
                                               "now": now}, Definition)
 
+
+def _column_value(value: Any) -> Any:
+    """A DefinitionSpec attribute as its column takes it: an enum as its text, a tuple as an
+    array (of texts), a mapping as jsonb."""
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, tuple):
+        return [_column_value(item) for item in value]
+    if isinstance(value, dict):
+        return Jsonb(value)
+    return value
