@@ -15,6 +15,7 @@ from cronjobs.cli.app import (
     json_option,
     pass_app,
 )
+from cronjobs.cli.diff import changes_json, changes_text
 from cronjobs.cli.options import Command, crowded_option, definition_options
 from cronjobs.cli.render import (
     backfill_json,
@@ -33,7 +34,6 @@ from cronjobs.cli.render import (
 )
 from cronjobs.cli.render_forecast import crowding_json
 from cronjobs.core import definitions
-from cronjobs.core.definitions import define as run_define
 from cronjobs.core.definitions import describe as run_describe
 from cronjobs.core.definitions import get, job_info, list_jobs
 from cronjobs.core.definitions import pause as run_pause
@@ -42,7 +42,7 @@ from cronjobs.core.definitions import resume as run_resume
 from cronjobs.core.explain import explain as run_explain
 from cronjobs.core.forecast import parse_threshold
 from cronjobs.core.materialise import backfill as run_backfill
-from cronjobs.core.spec import build_spec
+from cronjobs.core.update import define_given
 from cronjobs.cron import check_timezone
 from cronjobs.instants import parse_instant
 
@@ -50,23 +50,33 @@ from cronjobs.instants import parse_instant
 
 @click.command(cls=Command)
 @click.argument("name")
-@click.argument("schedule")
+@click.argument("schedule", required=False)
 @definition_options
+@click.option("--reset", multiple=True, metavar="OPTION",
+              help="A job that exists: return OPTION to its default, e.g. --reset "
+                   "alert-command (repeatable or comma-separated).")
+@click.option("--replace-target", is_flag=True,
+              help="A job that exists: let --command replace its handler, or --handler its "
+                   "command (without it, a change of kind is refused).")
 @crowded_option
 @json_option
 @pass_app
-def define(app: App, name: str, schedule: str, options: dict[str, Any],
-           crowded_threshold: str, as_json: bool) -> None:
-    """Create or update job NAME to run on cron SCHEDULE (idempotent).
+def define(app: App, name: str, schedule: str | None, options: dict[str, Any],
+           reset: tuple[str, ...], replace_target: bool, crowded_threshold: str,
+           as_json: bool) -> None:
+    """Create job NAME to run on cron SCHEDULE, or change job NAME: the options given (and
+    SCHEDULE, if given), keeping the rest. Prints what changed.
 
     SCHEDULE has 5 fields (minute hour day-of-month month day-of-week), or a macro
     (@hourly, @daily, @weekly, @monthly, @yearly); H spreads a field by the job's name,
     e.g. "H 3 * * *". Day of month also takes L (last day), L-3, 15W (nearest weekday) and
     LW; day of week fri#3 (third Friday) and 5L or friL (last Friday). The schedule is
-    said back in words. A define states the whole job: options left out take their
-    defaults. A changed schedule or zone continues from now. A job landing in a minute
-    that already holds more than --crowded-threshold runs of other jobs is defined with a
-    warning saying what H would give instead.
+    said back in words. A new job needs SCHEDULE; its options left out take their
+    defaults. A job that exists keeps every option not given: --reset OPTION returns one
+    to its default, and changing what it runs from a command to a handler (or back) needs
+    --replace-target. A changed schedule or zone continues from now. A job landing in a
+    minute that already holds more than --crowded-threshold runs of other jobs is defined
+    with a warning saying what H would give instead.
 
     \b
     Examples:
@@ -79,14 +89,23 @@ def define(app: App, name: str, schedule: str, options: dict[str, Any],
           --keep-failed 365d
       cronjobs define backup "0 2 * * *" --command "backup.sh" \
           --notify https://hooks.slack.com/services/T000/B000/XXXX --notify-on dead,recovery
+      cronjobs define backup --max-attempts 5          # change one option, keep the rest
+      cronjobs define backup --reset notify,notify-on  # back to their defaults
+      cronjobs define report --command "report.sh" --replace-target
     """
-    spec = build_spec(name=name, schedule=schedule, **options)
     threshold = parse_threshold(crowded_threshold)
-    known = app.handlers() if spec.handler is not None else None
     store = app.store()
-    result = run_define(store, spec, known_handlers=known, crowded_threshold=threshold)
-    app.confirm(define_json(result) | {"crowding": crowding_json(result.crowding)},
-                define_text(result, app.times(store.now())), as_json)
+    done = define_given(store, name, schedule, options, reset=reset,
+                        replace_target=replace_target, handlers=app.handlers,
+                        crowded_threshold=threshold)
+    result = done.result
+    changes = None if done.diff is None else changes_json(done.diff)
+    text = define_text(result, app.times(store.now()))
+    if done.diff is not None:
+        text = "\n".join([text, *changes_text(done.diff)])
+    app.confirm(define_json(result) | {"crowding": crowding_json(result.crowding),
+                                       "changes": changes},
+                text, as_json)
     if result.warning is not None:
         click.echo(f"warning: {result.warning}", err=True)
     if result.crowding is not None:

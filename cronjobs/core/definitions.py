@@ -150,12 +150,18 @@ def define(
         else:
             definition, created = stored
             outcome = "created" if created else "updated"
-    crowding = None
-    if definition.paused_at is None or definition.paused_until is not None:
-        crowding = check_define(store, spec, crowded_threshold, after=definition.paused_until)
     return DefineResult(definition, outcome, _slots(sched, start, preview),
                         _handler_warning(spec, known_handlers),
-                        description=describe_schedule(sched), crowding=crowding)
+                        description=describe_schedule(sched),
+                        crowding=crowding(store, definition, crowded_threshold))
+
+
+def crowding(store: Store, definition: Definition, threshold: int | None) -> Crowding | None:
+    """The crowded-minute warning of a job just defined (see ``define``); none while it is
+    paused without an end."""
+    if definition.paused_at is not None and definition.paused_until is None:
+        return None
+    return check_define(store, definition, threshold, after=definition.paused_until)
 
 
 def _start(store: Store, name: str, existing: Definition | None,
