@@ -293,8 +293,8 @@ def definition_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """An option for each of a job's fields (``core.spec.FIELDS``, in order; SCHEDULE is an
     argument the command declares itself). The command receives the ones the user gave, on
     the command line or in their environment variables, as ``options`` (field name -> value
-    as typed); those left out are not in it, and take their defaults from the spec in
-    ``build_spec``."""
+    as typed); those left out are not in it: a new job takes their defaults
+    (``build_spec``), a job that exists keeps their values (``core.update``)."""
     @functools.wraps(command)
     def given_options(*args: Any, **kwargs: Any) -> Any:
         ctx = click.get_current_context()

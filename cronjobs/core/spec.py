@@ -7,7 +7,9 @@ option is the same name with dashes: ``max_attempts``, ``--max-attempts``), the
 job_definitions columns it sets, what it holds, its default as typed, its bounds or choices,
 how it is read and how it is written back, and its help. Built from the table: ``define``'s
 options (``cli.options.definition_options``), the jobs file's keys and their types and the
-fields apply compares and export writes (``core.declarations``). Checked against it by
+fields apply compares and export writes (``core.declarations``), and a stored job read back
+as options (``Field.given``), which ``update_spec`` overlays with what ``define`` was given.
+Checked against it by
 tests: upsert_definition's column lists, job_definitions' columns, DefinitionSpec's
 attributes, and the keyword arguments of ``Client.define`` and ``@cronjobs.job``.
 
