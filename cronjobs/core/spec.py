@@ -359,6 +359,13 @@ def update_spec(base: DefinitionSpec, *, schedule: str | None = None,
     options = stored_options(base)
     if kind != base.kind:
         options.update(command=None, handler=None)
+    for field in FIELDS:  # a stored value that no longer holds (a zone gone from tzdata)
+        if field.name not in given and field.name not in reset and not field.argument:
+            try:
+                field.read(field, options[field.name])
+            except UsageError as exc:
+                raise UsageError(f"job {base.name!r}: its stored {field.option} is not valid "
+                                 f"({exc.message}); give {field.option} to repair it") from None
     options.update({name: BY_NAME[name].default for name in reset})
     options.update(given)
     options["schedule"] = options["schedule"] if schedule is None else schedule
