@@ -23,9 +23,9 @@ from typing import Any
 
 from cronjobs.core import apply as applying
 from cronjobs.core import definitions, explain, operations
+from cronjobs.core.crowding import Crowding
 from cronjobs.core.declarations import Declaration, check_source, read_jobs_file, to_spec, to_specs
 from cronjobs.core.facts import AttemptInfo, JobInfo, RunInfo
-from cronjobs.core.forecast import Crowding
 from cronjobs.core.spec import FIELDS
 from cronjobs.db.config import resolve_database
 from cronjobs.db.connect import open_store

@@ -12,7 +12,7 @@ from cronjobs.cli.options import Command, crowded_option
 from cronjobs.cli.render import to_json
 from cronjobs.client import apply_declared
 from cronjobs.core.apply import export as run_export
-from cronjobs.core.forecast import parse_threshold
+from cronjobs.core.crowding import parse_threshold
 from cronjobs.errors import UsageError
 
 

@@ -9,6 +9,7 @@ from cronjobs.cli.app import TIMES_HELP, App, emit, json_option, pass_app
 from cronjobs.cli.options import Command
 from cronjobs.cli.render_forecast import forecast_json, forecast_text
 from cronjobs.core import forecast as forecasting
+from cronjobs.core.load import MAX_WINDOW, MIN_BUCKET, parse_bucket
 from cronjobs.cron import check_timezone
 from cronjobs.durations import looks_like_duration, parse_bounded
 from cronjobs.instants import parse_instant
@@ -45,14 +46,14 @@ def forecast(app: App, start: str | None, end: str | None, bucket: str, top: int
       cronjobs forecast --json
     """
     zone = check_timezone(tz)
-    width = forecasting.parse_bucket(bucket)
+    width = parse_bucket(bucket)
     store = app.store()
     begin = (parse_instant(start, option="--from", zone=zone, now=store.now)
              if start is not None else None)
     finish = length = None
     if end is not None and looks_like_duration(end):
-        length = parse_bounded(end, option="--to", minimum=forecasting.MIN_BUCKET,
-                               maximum=forecasting.MAX_WINDOW)
+        length = parse_bounded(end, option="--to", minimum=MIN_BUCKET,
+                               maximum=MAX_WINDOW)
     elif end is not None:
         finish = parse_instant(end, option="--to", zone=zone, end=True)
     result = forecasting.forecast(store, start=begin, end=finish, length=length, bucket=width,

@@ -33,6 +33,7 @@ from cronjobs.cli.render import (
 )
 from cronjobs.cli.render_forecast import crowding_json
 from cronjobs.core import definitions
+from cronjobs.core.crowding import parse_threshold
 from cronjobs.core.definitions import define as run_define
 from cronjobs.core.definitions import describe as run_describe
 from cronjobs.core.definitions import get, job_info, list_jobs
@@ -40,7 +41,6 @@ from cronjobs.core.definitions import pause as run_pause
 from cronjobs.core.definitions import remove as run_remove
 from cronjobs.core.definitions import resume as run_resume
 from cronjobs.core.explain import explain as run_explain
-from cronjobs.core.forecast import parse_threshold
 from cronjobs.core.materialise import backfill as run_backfill
 from cronjobs.core.spec import build_spec
 from cronjobs.cron import check_timezone

@@ -7,7 +7,8 @@ import datetime as dt
 from typing import Any
 
 from cronjobs.cli.render import instant, table
-from cronjobs.core.forecast import Crowding, Forecast, Peak
+from cronjobs.core.crowding import Crowding
+from cronjobs.core.forecast import Forecast, Peak
 from cronjobs.durations import format_duration
 
 BAR = 40  # characters of the longest histogram bar

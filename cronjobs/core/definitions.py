@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from cronjobs import cron as schedules
 from cronjobs.core import facts
+from cronjobs.core.crowding import Crowding, check_define
 from cronjobs.core.facts import JobInfo, RunInfo
-from cronjobs.core.forecast import Crowding, check_define
 from cronjobs.core.retention import KEEP_LEAST, KEEP_MOST
 from cronjobs.cron.describe import describe_schedule
 from cronjobs.db.store import Store
@@ -128,8 +128,8 @@ def define(
     modules), with a warning in the result. ``source`` is recorded on a new job (``apply``);
     an existing job keeps its owner. A job landing in a minute that holds more than
     ``crowded_threshold`` fires of other jobs (None: the default, from the capacity shown;
-    ``forecast.OFF``: not checked) is written all the same, with a warning in the result
-    (see ``core.forecast``)."""
+    ``crowding.OFF``: not checked) is written all the same, with a warning in the result
+    (see ``core.crowding``)."""
     validate_spec(spec)
     sched = schedules.parse(spec.schedule, spec.timezone, hash_key=spec.name)
     with store.transaction():
