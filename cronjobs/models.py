@@ -241,13 +241,19 @@ class Run:
 
     @property
     def unacknowledged(self) -> bool:
-        """A dead run nobody acknowledged since it died (it keeps `status --check` red):
-        an acknowledgement applies to the death it acknowledged. The queries that count
-        such runs (reports.sql, runs.sql, retention.sql) state the same rule:
-        ``acknowledged_at IS NULL OR acknowledged_at < finished_at``."""
-        return self.status == "dead" and (
-            self.acknowledged_at is None
-            or (self.finished_at is not None and self.acknowledged_at < self.finished_at))
+        """A dead run nobody acknowledged since it died (:func:`dead_unacknowledged`)."""
+        return dead_unacknowledged(self.status, self.acknowledged_at, self.finished_at)
+
+
+def dead_unacknowledged(status: str, acknowledged_at: dt.datetime | None,
+                        finished_at: dt.datetime | None) -> bool:
+    """A dead run nobody acknowledged since it died (it keeps `status --check` red): an
+    acknowledgement applies to the death it acknowledged. The Python twin of the SQL
+    function every query calls, cronjobs_run_dead_unacknowledged (schema.sql); a test
+    checks that the two agree."""
+    return status == RunStatus.DEAD and (
+        acknowledged_at is None
+        or (finished_at is not None and acknowledged_at < finished_at))
 
 
 @dataclass(frozen=True)
