@@ -17,13 +17,12 @@ from cronjobs.core.health import (
     Storage,
     describe_holder,
     lateness_json,
-    seconds_text,
     storage_json,
 )
 from cronjobs.core.materialise import BackfillReport, Decided
 from cronjobs.core.retention import Retention
-from cronjobs.durations import format_duration
-from cronjobs.models import Definition, LostTick, WaitingRuns
+from cronjobs.durations import elapsed, format_duration, precise
+from cronjobs.models import Definition, JobState, LostTick, WaitingRuns
 from cronjobs.reports import Delivery, GroupUsage, StartLateness
 from cronjobs.tick import TickReport
 from cronjobs.timefmt import Times, in_zone, iso
@@ -179,13 +178,13 @@ def _keep_text(keep: dt.timedelta | None) -> str:
 
 
 def _state_text(d: Definition, times: Times) -> str:
-    if d.invalid_reason is not None:
+    if d.state == JobState.INVALID:
         return f"invalid: {d.invalid_reason}"
-    if d.paused_at is not None:
+    if d.state == JobState.PAUSED:
         extra = f" until {times.when(d.paused_until)}" if d.paused_until else ""
         note = f" ({d.pause_note})" if d.pause_note else ""
         return f"paused since {times.when(d.paused_at)}{extra}{note}"
-    return "active"
+    return d.state
 
 
 def job_json(d: Definition, info: JobInfo) -> dict[str, Any]:
@@ -212,7 +211,7 @@ def list_json(listings: Sequence[Listing]) -> list[dict[str, Any]]:
 
 def job_state_text(info: JobInfo, at: Any = None) -> str:
     """A job's state in a word or three: "paused until ..." when its pause has an end."""
-    if info.paused and info.paused_until is not None and info.state == "paused":
+    if info.state == JobState.PAUSED and info.paused_until is not None:
         return f"paused until {(at or Times(utc=True).at)(info.paused_until)}"
     return info.state
 
@@ -569,8 +568,7 @@ def show_text(detail: RunDetail, times: Times) -> str:
     if r.result is not None:
         lines.append(f"  result      {json.dumps(r.result)}")
     for a in r.attempts:
-        duration = (f"{a.duration.total_seconds():.1f}s" if a.duration is not None
-                    else "running")
+        duration = elapsed(a.duration) if a.duration is not None else "running"
         lines += ["", f"attempt {a.number}: {a.outcome} on {a.worker}, "
                       f"{at(a.started_at)}, {duration}"
                       + (f", exit code {a.exit_code}" if a.exit_code is not None else "")
@@ -594,9 +592,8 @@ def attempts_used_text(r: RunInfo) -> str:
 
 def lateness_text(r: RunInfo) -> str:
     """How late a scheduled run's first attempt started after its slot."""
-    seconds_late = r.lateness.total_seconds() if r.lateness is not None else 0.0
-    return (f"{format_duration(r.lateness)} after its slot (late)" if r.late
-            else f"on time ({seconds_late:.0f}s after its slot)")
+    return (f"{elapsed(r.lateness)} after its slot (late)" if r.late
+            else f"on time ({elapsed(r.lateness or dt.timedelta(0))} after its slot)")
 
 
 # -- retention ----------------------------------------------------------------------------------
@@ -662,8 +659,7 @@ def status_json(st: Status) -> dict[str, Any]:
         "dead_unacknowledged": st.dead_unacknowledged,
         "waiting_for_handlers": [waiting_json(w) for w in st.waiting],
         "waiting_for_groups": [group_json(g) for g in st.groups],
-        "jobs": [{"name": j.name, "state": "invalid" if j.invalid_reason else
-                  "paused" if j.paused_at else "active",
+        "jobs": [{"name": j.name, "state": j.state,
                   "invalid_reason": j.invalid_reason,
                   "last_success_at": instant(j.last_success_at),
                   "overdue": st.overdue.get(j.name),
@@ -679,7 +675,7 @@ def lateness_lines(late: StartLateness) -> list[str]:
     def window(runs: int, p50: float | None, p99: float | None) -> str:
         if runs == 0 or p50 is None or p99 is None:
             return "no run started"
-        return f"p50 {seconds_text(p50)}, p99 {seconds_text(p99)} ({runs} run(s))"
+        return f"p50 {precise(p50)}, p99 {precise(p99)} ({runs} run(s))"
 
     return [f"start lateness  last hour {window(late.hour_runs, late.hour_p50, late.hour_p99)}"
             f"; last day {window(late.day_runs, late.day_p50, late.day_p99)}"]

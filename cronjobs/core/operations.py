@@ -14,7 +14,7 @@ from cronjobs.core.facts import RunInfo
 from cronjobs.core.materialise import exclusive
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, Refused, RunNotFound, UsageError
-from cronjobs.models import Overlap, Run, RunStatus, Trigger
+from cronjobs.models import RUN_PENDING, Overlap, Run, RunStatus, Trigger
 from cronjobs.reports import Attempt, Delivery
 from cronjobs.validation import check_name, check_payload
 
@@ -172,7 +172,7 @@ def cancel(store: Store, run_id: int, *, now: dt.datetime | None = None) -> Run:
         run, job = _locked_run(store, run_id)
         now = now if now is not None else store.now()
         status = RunStatus(run.status)
-        if status in (RunStatus.SCHEDULED, RunStatus.QUEUED, RunStatus.FAILED):
+        if status in RUN_PENDING:
             cancelled = store.runs.cancel_waiting_run(run.id, now=now)
         elif status == RunStatus.RUNNING:
             cancelled = store.runs.request_cancel_run(run.id, now=now)

@@ -50,6 +50,7 @@ from cronjobs.execution.notify import (
 from cronjobs.execution.runners import Job
 from cronjobs.execution.tracing import Tracing
 from cronjobs.models import (
+    RUN_FINAL,
     AttemptOutcome,
     Claimed,
     DeliveryOutcome,
@@ -68,7 +69,6 @@ log = logging.getLogger(__name__)
 LIVE_EVERY = 1.0  # seconds between two writes of one run's output while it prints
 HURRY = 2.0  # seconds a stopping tick waits for deliveries under way (SIGTERM's grace is short)
 NOTIFIED = (RunStatus.DEAD, RunStatus.FAILED, RunStatus.SUCCEEDED)  # what may be notified
-ENDED = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.CANCELLED)  # what leaves the queue
 
 
 class Attempt(Protocol):  # what the executor keeps of a running attempt
@@ -382,7 +382,7 @@ def _after_death(store: Store, ending: Ending, endings: Sequence[Ending]) -> boo
     transaction records."""
     last = [(e.run_id, e.status == RunStatus.DEAD) for e in endings
             if e.definition_id == ending.definition_id and e.run_id < ending.run_id
-            and e.status in ENDED]
+            and e.status in RUN_FINAL]
     before = store.notifications.previous_ended_run(ending.run_id)
     if before is not None:
         last.append(before)

@@ -15,8 +15,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from cronjobs import __version__
-from cronjobs.core.health import seconds_text
-from cronjobs.durations import format_duration
+from cronjobs.durations import NONE, elapsed, precise
 from cronjobs.reports import Delivery
 from cronjobs.timefmt import Times, in_zone_named, iso
 from cronjobs.web.errors import TITLES, back_of
@@ -48,14 +47,6 @@ def _local(value: dt.datetime | None, zone: str) -> str:
     return in_zone_named(value, zone)
 
 
-def _duration(value: dt.timedelta | None) -> str:
-    if value is None:
-        return "-"
-    if value < dt.timedelta(seconds=1):
-        return f"{value.total_seconds() * 1000:.0f}ms"
-    return format_duration(dt.timedelta(seconds=round(value.total_seconds())))
-
-
 def _pretty(value: object) -> str:
     """A handler's result (any JSON value) as indented JSON text (then autoescaped)."""
     return json.dumps(value, indent=2, ensure_ascii=False)
@@ -63,7 +54,7 @@ def _pretty(value: object) -> str:
 
 def _seconds(value: float | None) -> str:
     """A start lateness in seconds (as `cronjobs status` writes it)."""
-    return "-" if value is None else seconds_text(value)
+    return NONE if value is None else precise(value)
 
 
 def _standing(delivery: Delivery) -> str:
@@ -82,7 +73,7 @@ class Renderer:
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-        self.env.filters.update(iso=_iso, utc=_utc, local=_local, duration=_duration,
+        self.env.filters.update(iso=_iso, utc=_utc, local=_local, duration=elapsed,
                                 path=_path, pretty=_pretty, seconds=_seconds,
                                 standing=_standing)
         self.env.globals.update(version=__version__, statuses=STATUSES)
