@@ -10,17 +10,14 @@ terminal, as a dashboard's reader has no terminal at hand.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from cronjobs.db.config import scrub
+from cronjobs.web.render import Renderer
 from cronjobs.web.security import local_path
-
-if TYPE_CHECKING:
-    from cronjobs.web.site import Site
 
 TITLES = {
     400: "That address is not valid",
@@ -87,7 +84,9 @@ def answer(request: Request, status: int, message: str, web: str | None = None) 
     """An error: ``message`` as one line of text, or for a browser a page that says it in
     words for the web (``web``, else ``message`` without its command-line hints)."""
     if wants_html(request):
-        site: Site = request.app.state.site
-        return site.render.error(request, status, web or web_words(scrub(message)))
+        renderer: Renderer = request.app.state.site.render
+        return renderer.error(request, status,
+                              title=TITLES.get(status, "Something went wrong"),
+                              message=web or web_words(scrub(message)), back=back_of(request))
     return PlainTextResponse(scrub(message) + "\n", status_code=status,
                              headers={"cache-control": "no-store"})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import jinja2
@@ -18,10 +18,7 @@ from cronjobs import __version__
 from cronjobs.durations import NONE, elapsed, precise
 from cronjobs.reports import Delivery
 from cronjobs.timefmt import Times, in_zone_named, iso
-from cronjobs.web.errors import TITLES, back_of
-
-if TYPE_CHECKING:
-    from cronjobs.web.site import Site
+from cronjobs.web.security import Admin
 
 TEMPLATES = Path(__file__).parent / "templates"
 FRAGMENT_HEADER = "x-fragment"
@@ -68,8 +65,12 @@ def _path(value: str) -> str:
 
 
 class Renderer:
-    def __init__(self, site: Site) -> None:
-        self.site = site
+    """The site's pages: ``admin`` is the server's admin (None: read-only), ``refresh``
+    how often a page refreshes its live part."""
+
+    def __init__(self, admin: Admin | None, refresh: dt.timedelta) -> None:
+        self.admin = admin
+        self.refresh = refresh
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -84,22 +85,22 @@ class Renderer:
         banner and ``live/name``. ``context["health"]``: the verdict the banner shows (see
         Site.verdict); without it, the page has no banner."""
         fragment = live and request.headers.get(FRAGMENT_HEADER) == "1"
-        admin = self.site.admin
+        admin = self.admin
         signed_in = admin is not None and admin.signed_in(request)
         context = {"request_path": request.url.path, "health": None,
                    "admin": admin is not None, "signed_in": signed_in,
                    "csrf": admin.csrf if admin is not None and signed_in else "",
-                   "refresh": int(self.site.settings.refresh.total_seconds()),
+                   "refresh": int(self.refresh.total_seconds()),
                    "done": request.query_params.get("done", ""), **context,
                    "live_template": f"live/{name}"}
         template = self.env.get_template("live/_fragment.html" if fragment else name)
         return HTMLResponse(template.render(context), status_code=status,
                             headers={"cache-control": "no-store", "vary": "X-Fragment"})
 
-    def error(self, request: Request, status: int, message: str) -> HTMLResponse:
-        """An error in the site's layout: what went wrong, in words for the web, and the
-        way back (see errors.py)."""
+    def error(self, request: Request, status: int, *, title: str, message: str,
+              back: tuple[str, str]) -> HTMLResponse:
+        """An error in the site's layout: its title, what went wrong in words for the web,
+        and the way back (link, words), as errors.py words them."""
         return self.page(request, "error.html", {
-            "status": status, "title": TITLES.get(status, "Something went wrong"),
-            "message": message, "back": back_of(request), "refresh": 0}, status=status,
-            live=False)
+            "status": status, "title": title, "message": message, "back": back,
+            "refresh": 0}, status=status, live=False)

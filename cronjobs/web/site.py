@@ -61,7 +61,7 @@ class Site:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.admin = Admin(settings.admin_token) if settings.admin_token else None
-        self.render = Renderer(self)
+        self.render = Renderer(self.admin, settings.refresh)
         self.outlooks = Outlooks()  # the forecast page's, shared by the requests
         # Every statement runs prepared where --prepared-statements allows it (auto: on a
         # session of the connection's own, never through a transaction pooler): parsed,
