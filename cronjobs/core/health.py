@@ -99,8 +99,9 @@ class Problem:
     """One thing wrong, as `status --check`, /healthz and the dashboard's banner report it:
     ``text`` is the line they print; ``job`` and ``run`` are what it concerns (the banner
     links to them), and ``acknowledge`` says that acknowledging the job's dead runs clears
-    it. ``advice`` is the part of the text that says what to type at a terminal (the
-    banner shows the text without it, and offers its own links and buttons)."""
+    it. ``advice`` is what to type at a terminal, as it follows ``what`` in the line (the
+    command line prints both; the banner shows ``what`` alone, and offers its own links and
+    buttons), as the errors keep theirs (CronjobsError.advice)."""
 
     what: str
     advice: str | None = None
@@ -110,7 +111,7 @@ class Problem:
 
     @property
     def text(self) -> str:
-        return self.what if self.advice is None else f"{self.what}; {self.advice}"
+        return self.what if self.advice is None else self.what + self.advice
 
 
 @dataclass(frozen=True)
@@ -219,8 +220,9 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     last_tick = numbers.last_tick_at
     found = result.issues
     if last_tick is None:
-        found.append(Problem("no tick has ever run: is `cronjobs tick` in a crontab or a "
-                             "Kubernetes CronJob?"))
+        found.append(Problem("no tick has ever run",
+                             advice=": is `cronjobs tick` in a crontab or a Kubernetes "
+                                    "CronJob?"))
     elif now - last_tick > thresholds.max_tick_age:
         found.append(Problem(f"no tick for {age(now - last_tick)} (threshold "
                              f"{age(thresholds.max_tick_age)}): is the crontab or CronJob "
@@ -234,7 +236,8 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
             found.append(Problem(
                 f"{wait.runs} due run(s) wait for handler {wait.handler!r}, the oldest "
                 f"for {age(now - wait.oldest)}: no tick of the last "
-                f"{age(thresholds.max_tick_age)} registers it (try --app MODULE on a tick)"))
+                f"{age(thresholds.max_tick_age)} registers it",
+                advice=" (try --app MODULE on a tick)"))
     for run in running:
         if run.lease_expires_at < now:
             found.append(Problem(f"run {run.id} of {run.job!r}: lease expired "
@@ -248,7 +251,7 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
             found.append(Problem(
                 f"job {job.name!r}: {job.dead_unacknowledged} dead run(s) not "
                 f"acknowledged (latest: run {latest})",
-                advice=f"see `cronjobs show {latest}`, then `cronjobs retry {latest}` or "
+                advice=f"; see `cronjobs show {latest}`, then `cronjobs retry {latest}` or "
                        f"`cronjobs ack --all {job.name}`",
                 job=job.name, run=latest, acknowledge=True))
         if job.invalid_reason:
