@@ -25,6 +25,7 @@ from cronjobs.execution.alerts import Alerts
 from cronjobs.execution.executor import Executor
 from cronjobs.execution.observe import RunObserver
 from cronjobs.execution.options import TickOptions
+from cronjobs.execution.outbox import TickOutbox
 from cronjobs.execution.registry import load_apps
 from cronjobs.execution.state import ExecReport
 from cronjobs.models import LostTick, TickStatus, WaitingRuns
@@ -93,17 +94,17 @@ def tick(store: Store, options: TickOptions, *,
     report.lost_ticks = lost
     _log_lost_ticks(lost)
     executor: Executor | None = None
-    # notifications, live output, tracing (the tick's span starts here)
-    observer = RunObserver.for_tick(store, clock.now, tick_id=tick_id, worker=options.worker,
-                                    dashboard_url=options.dashboard_url,
-                                    notify_deadline=options.notify_deadline)
+    # live output, tracing (the tick's span starts here); the notifications' outbox
+    observer = RunObserver.for_tick(store, tick_id=tick_id, worker=options.worker)
+    outbox = TickOutbox(store, clock.now, dashboard_url=options.dashboard_url,
+                        notify_deadline=options.notify_deadline)
     try:
         if options.run_ids is None:
             report.materialise = materialise(store, now, tick_id=tick_id)
             # the outbox: notifications no receiver took yet, sent while the runs run
-            report.redelivered = observer.redeliver()
+            report.redelivered = outbox.redeliver()
         executor = Executor(store, options, clock=clock, tick_id=tick_id, due_at=now,
-                            handlers=handlers, observer=observer,
+                            handlers=handlers, observer=observer, outbox=outbox,
                             alerts=Alerts(options.alert_command), should_stop=should_stop)
         report.execute = executor.run()
         report.waiting = store.reports.waiting_for_handlers(now=now, handlers=handlers)
@@ -118,11 +119,13 @@ def tick(store: Store, options: TickOptions, *,
     except BaseException as exc:
         if executor is not None:
             report.execute = executor.report
-        observer.close(report.counts(), type(exc).__name__, hurry=True)
+        outbox.close(hurry=True)
+        observer.close(report.counts(), type(exc).__name__)
         _record(store, clock, report, TickStatus.FAILED, f"{type(exc).__name__}: {exc}"[:1000])
         raise
-    # bounded: waits for the deliveries under way, ends the spans
-    observer.close(report.counts(), hurry=should_stop())
+    # bounded: waits for the deliveries under way; then ends the spans
+    outbox.close(hurry=should_stop())
+    observer.close(report.counts())
     status = TickStatus.INTERRUPTED if should_stop() else TickStatus.FINISHED
     _record(store, clock, report, status, None)
     log.info("tick finished", extra={"action": "tick", "tick_id": tick_id, **report.counts()})

@@ -31,7 +31,7 @@ from cronjobs.core.retention import retention as run_retention
 from cronjobs.core.upgrade import migrate_and_upgrade
 from cronjobs.db import embedded as embedded_server
 from cronjobs.db.connect import MIGRATE_OPTIONS, open_store
-from cronjobs.durations import parse_bounded
+from cronjobs.durations import elapsed, parse_bounded
 from cronjobs.errors import UsageError
 from cronjobs.timefmt import iso
 
@@ -68,7 +68,7 @@ def migrate(app: App, as_json: bool) -> None:
                                "applied": list(report.applied)}
     if upgrade is not None:
         text += (f"; moved {upgrade.moved} runs of the old history in {upgrade.batches} "
-                 f"batches ({upgrade.seconds:.1f} s)"
+                 f"batches ({elapsed(upgrade.seconds)})"
                  + ("" if upgrade.dropped else
                     "; the old tables stay, busy: run `cronjobs migrate` again"))
         data["upgrade"] = {"moved": upgrade.moved, "batches": upgrade.batches,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from cronjobs.models import RUN_WAITS
 from cronjobs.timefmt import Times, iso
 
 if TYPE_CHECKING:  # annotations only
@@ -43,6 +44,6 @@ def outcome_line(chunk: Chunk, times: Times | None = None) -> str:
         return head
     if chunk.error:
         head += f": {chunk.error}"
-    if chunk.status in ("failed", "queued") and chunk.eligible_at is not None:
+    if chunk.status in RUN_WAITS and chunk.eligible_at is not None:
         head += f"; the next attempt is due {times.at(chunk.eligible_at)}"
     return head

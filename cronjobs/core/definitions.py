@@ -263,7 +263,7 @@ def get(store: Store, name: str, *, for_update: bool = False) -> Definition:
     check_name(name)
     definition = store.definitions.definition_by_name(name, for_update=for_update)
     if definition is None:
-        raise JobNotFound(f"no job named {name!r} (see `cronjobs list`)",
+        raise JobNotFound(f"no job named {name!r}", advice=" (see `cronjobs list`)",
                           python=f"no job named {name!r} (see Client.jobs())")
     return definition
 

@@ -508,8 +508,10 @@ def test_every_page_leads_with_what_healthz_and_status_check_report(
     expected = web.get("/healthz").json()["problems"]
     assert expected == json.loads(cli("status", "--json").stdout)["problems"]
     assert len(expected) == 1
-    assert _banner(web.get("/").text) == ("bad", expected)
-    assert _banner(web.get("/jobs/fine").text) == ("bad", expected)
+    # (the banner leaves out what to type at a terminal: "is `cronjobs tick` in a crontab")
+    assert expected[0].startswith("no tick has ever run: is `cronjobs tick` in a crontab")
+    assert _banner(web.get("/").text) == ("bad", ["no tick has ever run"])
+    assert _banner(web.get("/jobs/fine").text) == ("bad", ["no tick has ever run"])
     # a dead run: its problem, with links to the run and the job
     dead = _dead_history(cli, db)
     problems = web.get("/healthz").json()["problems"]
@@ -752,13 +754,31 @@ def test_an_internal_error_is_a_page_that_says_nothing_of_it(database_url: str) 
     assert 'href="/">Back to the dashboard</a>' in body
 
 
-def test_web_words_leave_out_command_line_hints() -> None:
+def test_errors_keep_what_to_type_at_a_terminal_apart() -> None:
+    # the command line shows an error's advice, the web its message alone: no pattern
+    # guesses which part of the text is for a terminal
+    from cronjobs.errors import JobNotFound, Refused, SchemaNotReady
     from cronjobs.web.errors import web_words
 
-    assert web_words("no job named 'x' (see `cronjobs list`)") == "No job named 'x'."
-    assert web_words("run 3 of 'x' succeeded; use --force to run its slot again") == (
-        "Run 3 of 'x' succeeded.")
-    assert web_words("The database schema is missing or out of date; run "
-                     "`cronjobs migrate`.") == "The database schema is missing or out of date."
+    missing = JobNotFound("no job named 'x'", advice=" (see `cronjobs list`)")
+    assert missing.message == "no job named 'x' (see `cronjobs list`)"
+    assert web_words(missing.what) == "No job named 'x'."
+    again = Refused("run 3 of 'x' succeeded", advice="; use --force to run its slot again")
+    assert again.message == "run 3 of 'x' succeeded; use --force to run its slot again"
+    assert web_words(again.what) == "Run 3 of 'x' succeeded."
+    old = SchemaNotReady("the database schema is at version 1, this cronjobs needs version 2",
+                         advice=": run `cronjobs migrate`")
+    assert web_words(old.what) == (
+        "The database schema is at version 1, this cronjobs needs version 2.")
     assert web_words("malformed run id: run ids are positive integers") == (
         "Malformed run id: run ids are positive integers.")
+
+
+def test_the_banner_shows_a_problem_without_what_to_type_at_a_terminal(
+        web: TestClient, cli: Invoke) -> None:
+    # status's problem carries its advice apart: the command line prints it, the banner
+    # does not (and no pattern strips it from the line)
+    assert "no tick has ever run: is `cronjobs tick` in a crontab" in cli("status").stdout
+    page = web.get("/", headers={"accept": "text/html"})
+    whats = re.findall(r'<span class="what">([^<]*)</span>', page.text)
+    assert whats == ["no tick has ever run"]

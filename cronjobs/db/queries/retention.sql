@@ -156,8 +156,8 @@ SELECT count(*) AS n FROM runs;
 -- then has its latest success among the retiring rows: one probe of its newest entries.
 WITH due AS (
     SELECT r.id FROM job_runs_history AS r
-    WHERE r.retire_at < %(before)s AND r.status = 'dead'
-      AND (r.acknowledged_at IS NULL OR r.acknowledged_at < r.finished_at)
+    WHERE r.retire_at < %(before)s
+      AND cronjobs_run_dead_unacknowledged(r.status, r.acknowledged_at, r.finished_at)
     UNION
     SELECT l.id
     FROM job_definitions AS d
@@ -201,8 +201,7 @@ WITH gone AS (
     DELETE FROM job_runs_kept AS k
     USING job_definitions AS d
     WHERE d.id = k.definition_id AND k.retire_at < %(before)s
-      AND NOT (k.status = 'dead'
-               AND (k.acknowledged_at IS NULL OR k.acknowledged_at < k.finished_at))
+      AND NOT cronjobs_run_dead_unacknowledged(k.status, k.acknowledged_at, k.finished_at)
       AND (d.removed_at IS NOT NULL
            OR k.status NOT IN ('succeeded', 'dead')
            OR (k.status = 'succeeded' AND d.last_succeeded_at > k.finished_at)

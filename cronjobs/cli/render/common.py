@@ -1,0 +1,30 @@
+"""Helpers every output shares: JSON text, instants in JSON, aligned tables."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from cronjobs.timefmt import iso
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=False, ensure_ascii=False)
+
+
+instant = iso  # every instant in JSON: ISO 8601 in UTC (cronjobs.timefmt)
+
+
+def seconds(value: dt.timedelta | None) -> int | None:
+    return None if value is None else int(value.total_seconds())
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """An aligned plain-text table."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+             for row in cells]
+    return "\n".join(lines)
