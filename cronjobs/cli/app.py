@@ -19,6 +19,7 @@ from cronjobs.db.config import DatabaseTarget
 from cronjobs.db.connect import open_store, worker_name
 from cronjobs.db.store import Store
 from cronjobs.execution.registry import load_apps
+from cronjobs.instants import FORMS, Towards
 from cronjobs.timefmt import Times
 
 T = TypeVar("T")
@@ -32,6 +33,12 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) outside a tick or a --watch, as shells
 
 DURATION_HELP = "a duration such as 90s, 5m, 2h, 1d or 1h30m"
 TIMES_HELP = "see 'Times and durations' in the docs' schedules reference"
+
+
+def time_help(what: str, towards: Towards = "past") -> str:
+    """The help of an option that takes an instant: what it is, then the forms every such
+    option takes, in the same words everywhere (see cronjobs.instants)."""
+    return f"{what}: {FORMS[towards]} ({TIMES_HELP})."
 
 
 class App:

@@ -295,11 +295,12 @@ def resume(store: Store, name: str) -> Definition:
         return store.definitions.resume_definition(definition.id, now=now, next_due_at=next_due)
 
 
-def remove(store: Store, name: str) -> tuple[Definition, int]:
+def remove(store: Store, name: str, *, dry_run: bool = False) -> tuple[Definition, int]:
     """Remove a job. Its history stays readable; its waiting runs are cancelled and its
-    running runs are asked to stop. Returns the definition and the cancelled count."""
+    running runs are asked to stop. Returns the definition and the cancelled count
+    (``dry_run``: what it would be; the same statements, undone)."""
     check_name(name)
-    with store.transaction():
+    with store.transaction(rollback=dry_run):
         definition = get(store, name, for_update=True)
         return store.definitions.remove_definition(definition.id, now=store.now())
 

@@ -205,9 +205,10 @@ def acknowledge(store: Store, run_id: int, *, by: str | None = None,
 
 
 def acknowledge_all(store: Store, name: str, *, by: str | None = None,
-                    now: dt.datetime | None = None) -> Acknowledged:
-    """Acknowledge every dead run of job ``name`` that nobody acknowledged yet."""
-    with store.transaction():
+                    now: dt.datetime | None = None, dry_run: bool = False) -> Acknowledged:
+    """Acknowledge every dead run of job ``name`` that nobody acknowledged yet
+    (``dry_run``: say which; the same statements, undone)."""
+    with store.transaction(rollback=dry_run):
         definition = get(store, name, for_update=True)
         at = now if now is not None else store.now()
         done = store.runs.acknowledge_dead_runs(definition.id, by=by, now=at)

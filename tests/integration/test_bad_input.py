@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -89,7 +90,9 @@ def test_bad_define(cli: Invoke, db: psycopg.Connection[Any], args: list[str],
         (["define", "j", "@daily", "--backoff", "\u0661\u0662s"], "invalid --backoff"),
         (["prune", "--older-than", "999999999w"], "must be between 1h and 36500d"),
         (["--connect-timeout", "999999999w", "list"], "must be between 1s and 36500d"),
-        (["explain", "existing", "--to", "2h"], "invalid --to '2h'"),
+        (["explain", "existing", "--to", "2 hours"], "invalid --to '2 hours'"),
+        (["tick", "--now", "2h"], "say which way with a sign: -2h (2h ago) or +2h"),
+        (["backfill", "existing", "--from", "+2h", "--to", "+3h"], "backfill is for the past"),
         (["backfill", "existing", "--from", "9999-12-31", "--to", "9999-12-31"],
          "must lie between"),
         (["nonsense-command"], "no such command"),
@@ -144,3 +147,120 @@ def test_a_handler_no_app_module_registers_is_defined_with_a_warning(
     assert result.exit_code == 2
     assert snapshot(db) == before
     assert "cannot import --app module 'no_such_module_xyz'" in result.stderr
+
+
+# -- commands that act on many runs at once: a preview, then a yes ---------------------------
+
+def _yearly_runs(cli: Invoke, name: str, *options: str) -> None:
+    """Job ``name`` (yearly) with the runs of 2020, 2021 and 2022 queued."""
+    assert cli("define", name, "0 0 1 1 *", *options).exit_code == 0
+    result = cli("backfill", name, "--from", "2020-01-01", "--to", "2022-01-01", "--yes")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_backfill_off_a_terminal_needs_yes_and_says_what_it_would_do(
+        cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "daily", "0 6 * * *", "--command", "true").exit_code == 0
+    before = snapshot(db)
+    refused = cli("backfill", "daily", "--from", "2026-01-01", "--to", "2026-01-07")
+    assert (refused.exit_code, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        "error: backfill of daily would create 7 run(s), from 2026-01-01 06:00 UTC to "
+        "2026-01-07 06:00 UTC; add --yes to create them, or --dry-run to see them only (no "
+        "terminal to ask on)\n")
+    dry = cli("backfill", "daily", "--from", "2026-01-01", "--to", "2026-01-07", "--dry-run")
+    assert (dry.exit_code, dry.stderr) == (0, "")
+    assert dry.stdout == ("backfill of daily would create 7 run(s), from 2026-01-01 06:00 UTC "
+                          "to 2026-01-07 06:00 UTC\n")
+    as_json = json.loads(cli("backfill", "daily", "--from", "2026-01-01", "--to", "2026-01-07",
+                             "--dry-run", "--json").stdout)
+    assert (as_json["dry_run"], as_json["created"], len(as_json["slots"])) == (True, 7, 7)
+    assert snapshot(db) == before
+    done = cli("backfill", "daily", "--from", "2026-01-03", "--to", "2026-01-04", "-y")
+    assert done.exit_code == 0, done.stderr
+    # what already has a run is left alone, and the preview says so
+    dry = cli("backfill", "daily", "--from", "2026-01-01", "--to", "2026-01-07", "--dry-run")
+    assert dry.stdout == ("backfill of daily would create 5 run(s), from 2026-01-01 06:00 UTC "
+                          "to 2026-01-07 06:00 UTC (2 of the 7 slot(s) in range already had "
+                          "a run)\n")
+
+
+def test_backfill_refuses_more_runs_than_its_bound_unless_told(
+        cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "daily", "0 6 * * *", "--command", "true").exit_code == 0
+    before = snapshot(db)
+    for extra in ((), ("--yes",), ("--dry-run",)):
+        result = cli("backfill", "daily", "--from", "2000-01-01", "--to", "2026-11-01", *extra)
+        assert (result.exit_code, result.stdout) == (2, "")
+        assert result.stderr == (
+            "error: backfill of daily would create 9,802 runs, more than --max-runs 1,000: "
+            "give --max-runs 9802 to create them, or backfill a shorter range\n")
+    assert snapshot(db) == before
+    small = cli("backfill", "daily", "--from", "2026-01-01", "--to", "2026-01-07", "--yes",
+                "--max-runs", "6")
+    assert small.exit_code == 2
+    assert "would create 7 runs, more than --max-runs 6" in small.stderr
+    assert snapshot(db) == before
+    told = cli("backfill", "daily", "--from", "2000-01-01", "--to", "2026-11-01", "--yes",
+               "--max-runs", "9802", "--json")
+    assert told.exit_code == 0, told.stderr
+    assert json.loads(told.stdout)["created"] == 9802
+
+
+def test_backfill_to_now_or_today_stops_at_now(cli: Invoke,
+                                               db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "hourly", "0 * * * *", "--command", "true").exit_code == 0
+    now = db.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+    for end in ("now", now.date().isoformat(), "+2d"):
+        result = cli("backfill", "hourly", "--from", "1d", "--to", end, "--dry-run", "--json")
+        assert result.exit_code == 0, (end, result.stderr)
+        slots = json.loads(result.stdout)["slots"]
+        assert len(slots) == 24, end  # one a hour over the last day, none ahead
+        last = dt.datetime.fromisoformat(slots[-1])
+        assert now - dt.timedelta(hours=1) < last <= now
+    ago = cli("backfill", "hourly", "--from", "3h", "--to", "2h", "--dry-run", "--json")
+    assert len(json.loads(ago.stdout)["slots"]) == 1
+
+
+def test_remove_of_a_job_with_runs_waiting_asks_first(
+        cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    _yearly_runs(cli, "busy", "--command", "true")
+    before = snapshot(db)
+    refused = cli("remove", "busy")
+    assert (refused.exit_code, refused.stdout) == (2, "")
+    assert refused.stderr == ("error: removing busy would cancel its 3 waiting run(s) (its "
+                              "history stays); add --yes to remove it (no terminal to ask on)\n")
+    dry = cli("remove", "busy", "--dry-run", "--json")
+    assert json.loads(dry.stdout) == {"job": "busy", "dry_run": True, "cancelled_runs": 3}
+    assert snapshot(db) == before
+    removed = cli("remove", "busy", "--yes")
+    assert removed.exit_code == 0, removed.stderr
+    assert removed.stdout.startswith("removed busy (3 waiting run(s) cancelled")
+    # a job with nothing waiting asks nothing (scripts that remove idle jobs go on working)
+    assert cli("define", "idle", "0 0 1 1 *").exit_code == 0
+    assert cli("remove", "idle").exit_code == 0
+
+
+def test_ack_all_asks_first(cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    _yearly_runs(cli, "bad", "--command", "false", "--max-attempts", "1",
+                 "--overlap", "allow")
+    assert cli("tick").exit_code == 0
+    ids = [r[0] for r in db.execute("SELECT id FROM job_runs ORDER BY id").fetchall()]
+    before = snapshot(db)
+    refused = cli("ack", "--all", "bad")
+    assert (refused.exit_code, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        f"error: ack --all would acknowledge 3 dead run(s) of bad: {ids[0]}, {ids[1]}, "
+        f"{ids[2]}; add --yes to acknowledge them, or --dry-run to see them only (no "
+        "terminal to ask on)\n")
+    dry = cli("ack", "--all", "bad", "--dry-run")
+    assert dry.stdout.startswith("ack --all would acknowledge 3 dead run(s) of bad")
+    assert snapshot(db) == before
+    one = cli("ack", str(ids[0]), "--yes")
+    assert one.exit_code == 2
+    assert one.stderr.startswith("error: --yes and --dry-run go with --all NAME")
+    done = cli("ack", "--all", "bad", "--yes")
+    assert done.stdout.startswith("acknowledged 3 dead run(s) of bad")
+    nothing = cli("ack", "--all", "bad")  # nothing to acknowledge: nothing to ask
+    assert (nothing.exit_code, nothing.stdout) == (
+        0, "no dead run of bad waits for acknowledgement\n")
