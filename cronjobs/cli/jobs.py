@@ -37,10 +37,9 @@ from cronjobs.cli.render_preview import backfill_preview, remove_preview
 from cronjobs.core import definitions
 from cronjobs.core.definitions import define as run_define
 from cronjobs.core.definitions import describe as run_describe
-from cronjobs.core.definitions import get, job_info, list_jobs
+from cronjobs.core.definitions import get, job_info, list_jobs, resume_if_paused
 from cronjobs.core.definitions import pause as run_pause
 from cronjobs.core.definitions import remove as run_remove
-from cronjobs.core.definitions import resume as run_resume
 from cronjobs.core.explain import explain as run_explain
 from cronjobs.core.forecast import parse_threshold
 from cronjobs.core.materialise import BACKFILL_LIMIT, BACKFILL_MAX_RUNS, BackfillReport
@@ -240,10 +239,13 @@ def resume(app: App, name: str, as_json: bool) -> None:
       cronjobs resume nightly_cleanup
     """
     store = app.store()
-    definition = run_resume(store, name)
+    definition, was_paused = resume_if_paused(store, name)
     info = job_info(definition, store.now())
-    app.confirm(job_json(definition, info), f"resumed {name}, next "
-                f"{app.times(store.now()).when(info.next_fire_at)}", as_json)
+    following = app.times(store.now()).when(info.next_fire_at)
+    app.confirm(job_json(definition, info),
+                f"resumed {name}, next {following}" if was_paused
+                else f"{name} was not paused: nothing changed (next run {following})",
+                as_json)
 
 
 @click.command(cls=Command)

@@ -264,3 +264,71 @@ def test_ack_all_asks_first(cli: Invoke, db: psycopg.Connection[Any]) -> None:
     nothing = cli("ack", "--all", "bad")  # nothing to acknowledge: nothing to ask
     assert (nothing.exit_code, nothing.stdout) == (
         0, "no dead run of bad waits for acknowledgement\n")
+
+
+# -- common slips: a sentence about what was typed -------------------------------------------
+
+@pytest.mark.parametrize(("args", "message"), [
+    # `define x * * * * * --command …` in a directory holding three files: the shell gave
+    # the file names five times
+    (["define", "x", *["a.txt", "b.txt", "notes.md"] * 5, "--command", "true"],
+     "error: the schedule must be one argument: quote it, e.g. cronjobs define x '* * * * *' "
+     "(left unquoted, the shell splits it into words and turns each * into file names; 14 "
+     "extra argument(s) given) (try 'cronjobs define --help')\n"),
+    # in an empty directory the shell leaves * alone: the words come back quoted
+    (["define", "x", "0", "3", "*", "*", "1-5"],
+     "error: the schedule must be one argument: quote it, e.g. cronjobs define x "
+     "'0 3 * * 1-5' (left unquoted, the shell splits it into words and turns each * into "
+     "file names; 4 extra argument(s) given) (try 'cronjobs define --help')\n"),
+    (["next", "0", "3", "*", "*", "*"],
+     "error: the schedule must be one argument: quote it, e.g. cronjobs next '0 3 * * *' "
+     "(left unquoted, the shell splits it into words and turns each * into file names; 4 "
+     "extra argument(s) given) (try 'cronjobs next --help')\n"),
+    (["define", "x", "0 3 * * *", "--command", "echo", "hello"],
+     "error: unexpected extra argument(s) 'hello': quote an option's value that holds "
+     "spaces, e.g. --command 'echo hello' (try 'cronjobs define --help')\n"),
+    # a value out of range names the option typed, not its environment variable
+    (["runs", "--limit", "0"],
+     "error: invalid value for '--limit': 0 is not in the range 1<=x<=10000 (try 'cronjobs "
+     "runs --help')\n"),
+    (["define", "x", "@daily", "--max-attempts", "0"],
+     "error: invalid value for '--max-attempts': 0 is not in the range 1<=x<=100 (try "
+     "'cronjobs define --help')\n"),
+])
+def test_common_slips_are_told_what_to_type(cli: Invoke, db: psycopg.Connection[Any],
+                                            args: list[str], message: str) -> None:
+    before = snapshot(db)
+    result = cli(*args)
+    assert (result.exit_code, result.stdout, result.stderr) == (2, "", message)
+    assert snapshot(db) == before
+
+
+def test_a_value_from_the_environment_names_its_variable(cli: Invoke) -> None:
+    result = cli("runs", env={"CRONJOBS_RUNS_LIMIT": "0"})
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: invalid value for '--limit' (from "
+                                    "$CRONJOBS_RUNS_LIMIT): 0 is not in the range")
+
+
+def test_a_jobs_file_that_is_not_toml_is_told_jobs_files_are_toml(
+        cli: Invoke, db: psycopg.Connection[Any], tmp_path: Any) -> None:
+    before = snapshot(db)
+    (tmp_path / "jobs.yaml").write_text("jobs:\n  backup:\n    schedule: '0 2 * * *'\n")
+    result = cli("apply", str(tmp_path / "jobs.yaml"))
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.startswith(f"error: {tmp_path / 'jobs.yaml'}: invalid TOML: ")
+    assert result.stderr.endswith(" (jobs files are TOML, as `cronjobs export` writes them: "
+                                  "not YAML or JSON)\n")
+    assert snapshot(db) == before
+
+
+def test_resume_of_a_job_that_is_not_paused_says_so(cli: Invoke,
+                                                    db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "x", "0 0 1 1 *", "--command", "true").exit_code == 0
+    before = snapshot(db)
+    result = cli("resume", "x")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("x was not paused: nothing changed (next run ")
+    assert snapshot(db) == before
+    assert cli("pause", "x").exit_code == 0
+    assert cli("resume", "x").stdout.startswith("resumed x, next ")

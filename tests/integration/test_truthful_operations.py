@@ -145,7 +145,7 @@ def test_ack_refuses_unknown_and_live_runs_writing_nothing(cli: Invoke,
     db.execute("UPDATE job_runs SET status = 'failed'")
     failed = cli("ack", str(queued))
     assert failed.exit_code == 2
-    assert "is failed: only a dead run" in failed.stderr
+    assert "failed: only a dead run" in failed.stderr
     before["job_runs"] = db.execute("SELECT * FROM job_runs ORDER BY 1").fetchall()
     assert snapshot(db) == before
 

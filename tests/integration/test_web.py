@@ -723,7 +723,7 @@ def test_error_pages_of_actions_lead_back_to_their_page(
     assert late.status_code == 409
     title, message, href, _ = _error_page(late)
     assert (title, href) == ("Not possible now", f"/runs/{run_id}")
-    assert message == f"Run {run_id} of 'ok' is succeeded: it has already finished."
+    assert message == f"Run {run_id} of 'ok' succeeded: it has already finished."
     wrong_method = admin.get("/jobs/ok/trigger", headers=HTML)
     assert wrong_method.status_code == 405
     assert _error_page(wrong_method)[:2] == (
