@@ -182,7 +182,7 @@ def _confirmations(cli: Invoke, db: psycopg.Connection[Any], tmp_path: Path,
     run("retention", "--succeeded", "30d")
     run("prune", "--older-than", "30d")
     run("apply", str(jobs))
-    run("remove", "nightly_cleanup")
+    run("remove", "nightly_cleanup", "--yes")
     run("migrate")
     return done
 
