@@ -34,13 +34,19 @@ from cronjobs.cli.render_preview import ack_all_preview
 from cronjobs.cli.watching import watch as watching
 from cronjobs.cli.watching import watch_options
 from cronjobs.core.logs import logs as run_logs
-from cronjobs.core.operations import acknowledge, acknowledge_all, list_runs, run_info
+from cronjobs.core.operations import (
+    MAX_RUN_ID,
+    acknowledge,
+    acknowledge_all,
+    list_runs,
+    run_info,
+)
 from cronjobs.core.operations import cancel as run_cancel
 from cronjobs.core.operations import retry as run_retry
 from cronjobs.core.operations import show as run_show
 from cronjobs.core.operations import trigger as run_trigger
 from cronjobs.db.connect import worker_name
-from cronjobs.durations import parse_duration
+from cronjobs.durations import parse_duration, shown
 from cronjobs.errors import UsageError
 from cronjobs.instants import parse_instant
 from cronjobs.tick import TickOptions
@@ -49,7 +55,21 @@ from cronjobs.validation import parse_payload
 
 # -- operating --------------------------------------------------------------------------------
 
-RUN_ID = click.IntRange(1, 2**63 - 1)
+class _RunId(click.ParamType[int]):
+    """A run's id as typed: a whole number from 1 (``cronjobs runs`` shows them)."""
+
+    name = "run id"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        text = str(value).strip()
+        if text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_RUN_ID:
+            return int(text)
+        self.fail(f"{shown(str(value))} is not a run id: use the number `cronjobs runs` "
+                  "shows in its ID column", param, ctx)
+
+
+RUN_ID = _RunId()
 STATUSES = ["scheduled", "queued", "running", "failed", "succeeded", "dead", "cancelled"]
 
 

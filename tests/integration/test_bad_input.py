@@ -332,3 +332,12 @@ def test_resume_of_a_job_that_is_not_paused_says_so(cli: Invoke,
     assert snapshot(db) == before
     assert cli("pause", "x").exit_code == 0
     assert cli("resume", "x").stdout.startswith("resumed x, next ")
+
+
+@pytest.mark.parametrize("text", ["abc", "0", "1.5", "99999999999999999999"])
+def test_a_run_id_that_is_not_one_says_where_run_ids_are(cli: Invoke, text: str) -> None:
+    result = cli("show", text)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (f"error: invalid value for 'RUN_ID': '{text}' is not a run id: "
+                             "use the number `cronjobs runs` shows in its ID column (try "
+                             "'cronjobs show --help')\n")
