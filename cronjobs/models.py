@@ -76,6 +76,20 @@ def job_state(*, removed: bool, invalid: bool, paused: bool) -> JobState:
     return JobState.ACTIVE
 
 
+# How a run in each status reads in a sentence: "run 4 of backup succeeded".
+STATUS_PHRASES: dict[str, str] = {
+    RunStatus.SCHEDULED: "is scheduled", RunStatus.QUEUED: "is queued",
+    RunStatus.RUNNING: "is running", RunStatus.FAILED: "failed",
+    RunStatus.SUCCEEDED: "succeeded", RunStatus.DEAD: "is dead",
+    RunStatus.CANCELLED: "was cancelled",
+}
+
+
+def status_phrase(status: str) -> str:
+    """``succeeded``, ``is running``: a run's status as the rest of a sentence."""
+    return STATUS_PHRASES.get(status, f"is {status}")
+
+
 class AttemptOutcome(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"

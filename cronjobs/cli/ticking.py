@@ -15,12 +15,12 @@ from typing import Any, TypeVar
 import click
 
 from cronjobs.cli.app import (
-    TIMES_HELP,
     App,
     emit,
     json_option,
     pass_app,
     stop_on_signals,
+    time_help,
 )
 from cronjobs.cli.options import Command
 from cronjobs.cli.render import (
@@ -165,7 +165,7 @@ def _from_worker() -> TickOptions:
               help="Tick as if the database clock said this (tests, what-if runs): every "
                    "decision follows it, retries' backoff and leases too. More than 60s "
                    "ahead of the database clock is refused unless --allow-future or "
-                   f"--dry-run. An instant or a date ({TIMES_HELP}).")
+                   "--dry-run. " + time_help("When", "either"))
 @click.option("--allow-future", is_flag=True,
               help="Let --now be ahead of the database clock: future slots are materialised "
                    "and run for real, and cursors move ahead (simulations, tests).")
@@ -201,7 +201,8 @@ def tick(app: App, /, now: str | None, allow_future: bool, dry_run: bool, max_ru
     if options_stdin:
         options = _from_worker()
     else:
-        at = parse_instant(now, option="--now") if now is not None else None
+        at = (parse_instant(now, option="--now", now=lambda: app.store().now(),
+                            towards="either") if now is not None else None)
         options = tick_options(app, now=at, allow_future=allow_future, dry_run=dry_run,
                                max_runs=max_runs, **run)
     store = app.store()

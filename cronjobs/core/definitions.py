@@ -288,12 +288,17 @@ def pause(
 def resume(store: Store, name: str) -> Definition:
     """Resume a paused job from now; the slots it missed while paused are recorded as
     paused, never replayed."""
+    return resume_if_paused(store, name)[0]
+
+
+def resume_if_paused(store: Store, name: str) -> tuple[Definition, bool]:
+    """:func:`resume`, and whether the job was paused (else nothing changed)."""
     check_name(name)
     with store.transaction():
         definition = get(store, name, for_update=True)
         now = store.now()
         if definition.paused_at is None:
-            return definition
+            return definition, False
         next_due: dt.datetime | None = None
         if facts.problem(definition) is None:
             sched = schedules.parse(definition.schedule, definition.timezone, hash_key=name)
@@ -305,14 +310,16 @@ def resume(store: Store, name: str) -> Definition:
                     detail=definition.pause_note, now=now,
                 )
             next_due = sched.next_after(max(now, definition.cursor_at))
-        return store.definitions.resume_definition(definition.id, now=now, next_due_at=next_due)
+        return (store.definitions.resume_definition(definition.id, now=now,
+                                                    next_due_at=next_due), True)
 
 
-def remove(store: Store, name: str) -> tuple[Definition, int]:
+def remove(store: Store, name: str, *, dry_run: bool = False) -> tuple[Definition, int]:
     """Remove a job. Its history stays readable; its waiting runs are cancelled and its
-    running runs are asked to stop. Returns the definition and the cancelled count."""
+    running runs are asked to stop. Returns the definition and the cancelled count
+    (``dry_run``: what it would be; the same statements, undone)."""
     check_name(name)
-    with store.transaction():
+    with store.transaction(rollback=dry_run):
         definition = get(store, name, for_update=True)
         return store.definitions.remove_definition(definition.id, now=store.now())
 

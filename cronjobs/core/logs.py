@@ -65,6 +65,10 @@ def logs(store: Store, run_id: int, *, follow: bool = False, poll: float = 1.0,
             yield from _new_output(tail, total - printed)
             printed, last = total, tail
         if not follow or should_stop():
+            if not follow and not printed:  # said: an empty answer reads as an error
+                yield Chunk("note", f"run {row.id} of {row.job} is running (attempt "
+                                    f"{attempt} of {row.max_attempts}) and has printed "
+                                    "nothing yet; --follow waits for its output")
             return
         sleep(poll)
         row = _read(store, run_id)

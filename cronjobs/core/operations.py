@@ -14,7 +14,7 @@ from cronjobs.core.facts import RunInfo
 from cronjobs.core.materialise import exclusive
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, Refused, RunNotFound, UsageError
-from cronjobs.models import RUN_PENDING, Overlap, Run, RunStatus, Trigger
+from cronjobs.models import RUN_PENDING, Overlap, Run, RunStatus, Trigger, status_phrase
 from cronjobs.reports import Attempt, Delivery
 from cronjobs.validation import check_name, check_payload
 
@@ -88,10 +88,10 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
                 definition_id=run.definition_id, scheduled_for=run.scheduled_for,
                 trigger=Trigger.RETRY, payload=run.payload, max_attempts=attempts,
                 exclusive=exclusive(definition), now=now, retry_of=run.id)
-        raise Refused(f"run {run.id} of {job!r} is {status.value}: there is nothing to retry "
-                      "(cancel it first if it must stop)",
-                      python=f"run {run.id} of {job!r} is {status.value}: there is nothing to "
-                      "retry (Client.cancel() it first if it must stop)")
+        raise Refused(f"run {run.id} of {job!r} {status_phrase(status)}: there is nothing to "
+                      "retry (cancel it first if it must stop)",
+                      python=f"run {run.id} of {job!r} {status_phrase(status)}: there is "
+                      "nothing to retry (Client.cancel() it first if it must stop)")
 
 
 def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
@@ -178,7 +178,8 @@ def cancel(store: Store, run_id: int, *, now: dt.datetime | None = None) -> Run:
         elif status == RunStatus.RUNNING:
             cancelled = store.runs.request_cancel_run(run.id, now=now)
         else:
-            raise Refused(f"run {run.id} of {job!r} is {status.value}: it has already finished")
+            raise Refused(f"run {run.id} of {job!r} {status_phrase(status)}: it has already "
+                          "finished")
         if cancelled is None:  # pragma: no cover - the row is locked
             raise Refused(f"run {run.id} changed while it was being cancelled")
         return cancelled
@@ -192,10 +193,10 @@ def acknowledge(store: Store, run_id: int, *, by: str | None = None,
     with store.transaction():
         run, job = _locked_run(store, run_id)
         if run.status != RunStatus.DEAD:
-            raise Refused(f"run {run.id} of {job!r} is {run.status}: only a dead run can be "
-                          "acknowledged", advice=" (see `cronjobs runs --status dead`)",
-                          python=f"run {run.id} of {job!r} is {run.status}: only a dead run "
-                          "can be acknowledged (see Client.runs(states=['dead']))")
+            raise Refused(f"run {run.id} of {job!r} {status_phrase(run.status)}: only a dead "
+                          "run can be acknowledged", advice=" (see `cronjobs runs --status dead`)",
+                          python=f"run {run.id} of {job!r} {status_phrase(run.status)}: only "
+                          "a dead run can be acknowledged (see Client.runs(states=['dead']))")
         if not run.unacknowledged:
             return Acknowledged(job, (facts.load_run(store, run, job),), already=True)
         done = store.runs.acknowledge_run(run.id, by=by,
@@ -206,9 +207,10 @@ def acknowledge(store: Store, run_id: int, *, by: str | None = None,
 
 
 def acknowledge_all(store: Store, name: str, *, by: str | None = None,
-                    now: dt.datetime | None = None) -> Acknowledged:
-    """Acknowledge every dead run of job ``name`` that nobody acknowledged yet."""
-    with store.transaction():
+                    now: dt.datetime | None = None, dry_run: bool = False) -> Acknowledged:
+    """Acknowledge every dead run of job ``name`` that nobody acknowledged yet
+    (``dry_run``: say which; the same statements, undone)."""
+    with store.transaction(rollback=dry_run):
         definition = get(store, name, for_update=True)
         at = now if now is not None else store.now()
         done = store.runs.acknowledge_dead_runs(definition.id, by=by, now=at)

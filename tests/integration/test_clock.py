@@ -25,7 +25,7 @@ def _one_run(cli: Invoke, name: str, *options: str) -> None:
     2020-02-29."""
     result = cli("define", name, "0 0 29 2 *", *options)
     assert result.exit_code == 0, result.stderr
-    result = cli("backfill", name, "--from", "2020-02-29T00:00:00Z",
+    result = cli("backfill", "--yes", name, "--from", "2020-02-29T00:00:00Z",
                  "--to", "2020-02-29T00:00:00Z")
     assert result.exit_code == 0, result.stderr
 
@@ -153,7 +153,7 @@ def test_a_stale_tick_is_seen_at_a_later_instant(cli: Invoke, store: Store,
 def test_prune_older_than_counts_from_the_instant(cli: Invoke, store: Store,
                                                   db: psycopg.Connection[Any]) -> None:
     assert cli("define", "ok", "0 0 29 2 *", "--command", "true").exit_code == 0
-    assert cli("backfill", "ok", "--from", "2016-01-01T00:00:00Z",
+    assert cli("backfill", "--yes", "ok", "--from", "2016-01-01T00:00:00Z",
                "--to", "2024-12-31T00:00:00Z").exit_code == 0  # 2016, 2020, 2024
     now = store.now()
     assert tick(store, TickOptions(worker="test")).execute.succeeded == 3

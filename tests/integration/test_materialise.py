@@ -286,18 +286,26 @@ def test_invalid_definition_is_skipped_and_others_proceed(cli: Invoke,
 
 def test_backfill(cli: Invoke, db: psycopg.Connection[Any]) -> None:
     assert cli("define", "daily", "0 6 * * *", "--command", "true").exit_code == 0
-    result = cli("backfill", "daily", "--from", "2026-01-01T00:00:00Z", "--to",
+    result = cli("backfill", "--yes", "daily", "--from", "2026-01-01T00:00:00Z", "--to",
                  "2026-01-05T23:59:00Z", "--json")
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert (len(data["slots"]), data["created"], data["existing"]) == (5, 5, 0)
-    again = json.loads(cli("backfill", "daily", "--from", "2026-01-03T00:00:00Z", "--to",
+    again = json.loads(cli("backfill", "--yes", "daily", "--from", "2026-01-03T00:00:00Z", "--to",
                            "2026-01-07T00:00:00Z", "--json").stdout)
     assert (again["created"], again["existing"]) == (1, 3)
     assert count(db, "job_runs") == 6
-    future = cli("backfill", "daily", "--from", "2026-01-01T00:00:00Z", "--to", "2999-01-01")
-    assert future.exit_code == 2
-    assert "backfill is for the past" in future.stderr
+    # a range ending after now ends at now: never a future slot (a dry run: nothing written)
+    future = cli("backfill", "daily", "--from", "2026-01-01T00:00:00Z", "--to", "2999-01-01",
+                 "--dry-run", "--max-runs", "10000", "--json")
+    assert future.exit_code == 0, future.stderr
+    now = db.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+    slots = [dt.datetime.fromisoformat(s) for s in json.loads(future.stdout)["slots"]]
+    assert slots[-1] <= now < slots[-1] + dt.timedelta(days=1)
+    assert count(db, "job_runs") == 6
+    late = cli("backfill", "daily", "--from", "2999-01-01", "--to", "2999-01-02")
+    assert late.exit_code == 2
+    assert "backfill is for the past" in late.stderr
     assert count(db, "job_runs") == 6
 
 

@@ -280,7 +280,8 @@ def test_global_alert_command_and_alert_on_failure(cli: Invoke, db: psycopg.Conn
 def test_time_options_take_dates_and_durations(cli: Invoke, db: psycopg.Connection[Any]) -> None:
     """A date ends a range with its whole day; a start may be a duration back from now."""
     assert cli("define", "noon", "0 12 * * *", "--command", "true").exit_code == 0
-    result = cli("backfill", "noon", "--from", "2020-01-01", "--to", "2020-01-02", "--json")
+    result = cli("backfill", "--yes", "noon", "--from", "2020-01-01", "--to", "2020-01-02",
+                 "--json")
     assert result.exit_code == 0, result.stderr
     assert db.execute("SELECT count(*) FROM job_runs").fetchone() == (2,)
     result = cli("explain", "noon", "--from", "2020-01-02", "--to", "2020-01-02")

@@ -218,7 +218,7 @@ def test_a_success_after_a_death_recorded_in_the_same_transaction_is_a_recovery(
     result = cli("define", "flaky", "0 0 1 1 *", "--command", "true", "--overlap", "allow",
                  "--notify", "http://127.0.0.1:9/hook", "--notify-on", "recovery")
     assert result.exit_code == 0, result.stderr
-    result = cli("backfill", "flaky", "--from", "2020-01-01T00:00:00Z",
+    result = cli("backfill", "--yes", "flaky", "--from", "2020-01-01T00:00:00Z",
                  "--to", "2021-01-01T00:00:00Z")
     assert result.exit_code == 0, result.stderr
     first, second = sorted(store.queue.claim_runs(now=_instant(db), worker="w", limit=2,

@@ -176,13 +176,13 @@ def _confirmations(cli: Invoke, db: psycopg.Connection[Any], tmp_path: Path,
     db.execute("UPDATE job_runs SET status = 'dead', finished_at = now(), attempt = 3, "
                "max_attempts = 3, error = 'exit code 1' WHERE id = %s", (run_id,))
     run("ack", str(run_id))
-    run("backfill", "nightly_cleanup", "--from", "2020-01-01", "--to", "2020-01-02")
+    run("backfill", "--yes", "nightly_cleanup", "--from", "2020-01-01", "--to", "2020-01-02")
     run("group", "set", "reports", "--max-running", "2")
     run("group", "remove", "reports")
     run("retention", "--succeeded", "30d")
     run("prune", "--older-than", "30d")
     run("apply", str(jobs))
-    run("remove", "nightly_cleanup")
+    run("remove", "nightly_cleanup", "--yes")
     run("migrate")
     return done
 

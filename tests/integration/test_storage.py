@@ -204,14 +204,14 @@ def test_backfill_refuses_slots_whose_runs_retention_may_have_dropped(
     window = ("--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T02:00:00Z")
     db.execute("UPDATE cronjobs_retention SET retired_before = '2026-02-01T00:00:00Z'")
     before = count(db, "job_runs")
-    result = cli("backfill", "hourly", *window)
+    result = cli("backfill", "--yes", "hourly", *window)
     assert result.exit_code == 2
     assert "retention has dropped runs of hourly from before 2026-01-18" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert count(db, "job_runs") == before
     # nothing retired before those slots could have run: they are the operator's to decide
     db.execute("UPDATE cronjobs_retention SET retired_before = NULL")
-    assert cli("backfill", "hourly", *window).exit_code == 0
+    assert cli("backfill", "--yes", "hourly", *window).exit_code == 0
     assert count(db, "job_runs") == before + 121
 
 
@@ -219,11 +219,11 @@ def test_backfill_never_makes_a_slot_whose_run_moved_to_the_history_again(
         cli: Invoke, db: psycopg.Connection[Any]) -> None:
     _define(cli, "daily")
     window = ("--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:02:00Z")
-    assert cli("backfill", "daily", *window).exit_code == 0
+    assert cli("backfill", "--yes", "daily", *window).exit_code == 0
     assert cli("tick").exit_code == 0
     assert db.execute("SELECT stage, count(*) FROM job_runs WHERE trigger = 'backfill' "
                       "GROUP BY stage").fetchall() == [("history", 3)]
-    again = cli("backfill", "daily", *window, "--json")
+    again = cli("backfill", "--yes", "daily", *window, "--json")
     assert again.exit_code == 0, again.stderr
     assert '"created": 0' in again.stdout
     assert count(db, "job_runs") == 3 + db.execute(

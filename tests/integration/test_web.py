@@ -534,7 +534,7 @@ def test_every_page_leads_with_what_healthz_and_status_check_report(
     part = web.get("/", headers={"X-Fragment": "1"}).text
     assert _banner(part)[0] == "bad"
     # acknowledged: all well, and the dead card is no longer red
-    assert cli("ack", "--all", "flaky").exit_code == 0
+    assert cli("ack", "--all", "flaky", "--yes").exit_code == 0
     assert web.get("/healthz").json()["problems"] == []
     body = web.get("/").text
     assert _banner(body) == ("ok", [])
@@ -572,7 +572,7 @@ def test_pages_reuse_a_recent_verdict_and_an_action_forgets_it(
     bearer = {"Authorization": f"Bearer {TOKEN}"}
     with _client(database_url, token=TOKEN, verdict_for=dt.timedelta(minutes=5)) as client:
         assert _banner(client.get("/").text)[0] == "bad"
-        assert cli("ack", "--all", "flaky").exit_code == 0
+        assert cli("ack", "--all", "flaky", "--yes").exit_code == 0
         assert _banner(client.get("/jobs/fine").text)[0] == "bad"  # the kept verdict
         assert client.get("/healthz").status_code == 200  # always worked out, then kept
         assert _banner(client.get("/").text)[0] == "ok"
@@ -586,7 +586,7 @@ def test_pages_reuse_a_recent_verdict_and_an_action_forgets_it(
                     f"{_latest_run(db)})"])
     with _client(database_url, verdict_for=dt.timedelta(0)) as client:
         assert _banner(client.get("/").text)[0] == "bad"
-        assert cli("ack", "--all", "flaky2").exit_code == 0
+        assert cli("ack", "--all", "flaky2", "--yes").exit_code == 0
         assert _banner(client.get("/").text)[0] == "ok"
 
 
@@ -725,7 +725,7 @@ def test_error_pages_of_actions_lead_back_to_their_page(
     assert late.status_code == 409
     title, message, href, _ = _error_page(late)
     assert (title, href) == ("Not possible now", f"/runs/{run_id}")
-    assert message == f"Run {run_id} of 'ok' is succeeded: it has already finished."
+    assert message == f"Run {run_id} of 'ok' succeeded: it has already finished."
     wrong_method = admin.get("/jobs/ok/trigger", headers=HTML)
     assert wrong_method.status_code == 405
     assert _error_page(wrong_method)[:2] == (
