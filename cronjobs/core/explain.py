@@ -1,7 +1,7 @@
 """``cronjobs explain``: for every slot of a range, what became of it: the state of its run
 (queued, running, failed, succeeded, dead, cancelled), or why it has none.
 
-Sized for people (docs/output.md, "explain"): consecutive slots with the same story fold
+Sized for people (docs/reference/output.md, "explain"): consecutive slots with the same story fold
 into one entry with a count: the slots before the job was defined, a stretch of skips for
 one reason, of pending slots, of runs that succeeded. Runs that need attention (queued,
 running, failed, dead, cancelled) keep an entry each. The limit is on the entries shown
