@@ -335,7 +335,7 @@ CREATE TABLE job_runs (
 -- The queue. fillfactor: room on every page for the new versions of HOT updates (a
 -- heartbeat changes no indexed column). Autovacuum: a small table whose every row is
 -- updated and deleted within minutes is vacuumed after a fixed number of dead rows, not a
--- fraction of its size, and without the cost-based pauses (storage.md explains these).
+-- fraction of its size, and without the cost-based pauses (docs/explanation/storage.md explains these).
 CREATE TABLE job_runs_queue PARTITION OF job_runs FOR VALUES IN ('queue')
     WITH (fillfactor = 90, autovacuum_vacuum_scale_factor = 0,
           autovacuum_vacuum_threshold = 2000, autovacuum_vacuum_insert_scale_factor = 0,
@@ -577,7 +577,7 @@ CREATE INDEX job_skips_tick_idx ON job_skips (tick_id) WHERE tick_id IS NOT NULL
 -- retention: the oldest first
 CREATE INDEX job_skips_decided_idx ON job_skips (decided_at);
 
--- One row per notification of a run to one receiver: an outbox (docs/notifications.md).
+-- One row per notification of a run to one receiver: an outbox (docs/how-to/notifications.md).
 -- Written 'pending' before it is sent; ticks claim the due ones (FOR UPDATE SKIP LOCKED, the
 -- claim token fencing the outcome) and try them with exponential back-off until the
 -- receiver takes it ('sent'), refuses it for good ('failed': an HTTP 4xx) or the deadline

@@ -120,8 +120,8 @@ def due_series(ctx: Context, variants: Sequence[Cronjobs], n: int) -> dict[str, 
 
 
 def table(s: Section, ks: Sequence[int]) -> str:
-    """The Markdown table of docs/concurrency.md: runs/s and x pgqueuer per K (median, min
-    in brackets), and the lateness p99 of the due-at-once series."""
+    """The Markdown table of docs/explanation/concurrency.md: runs/s and x pgqueuer per K
+    (median, min in brackets), and the lateness p99 of the due-at-once series."""
     f = s.figures
 
     def both(name: str, unit: str = "") -> str:

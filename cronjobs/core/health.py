@@ -31,8 +31,9 @@ from cronjobs.timefmt import in_zone, iso
 TICK = dt.timedelta(microseconds=1)
 
 
-# The storage's health (docs/storage.md, "Storage health"): how many of what holds vacuum
-# back are shown; how many rows of a default partition are counted (one page or a few).
+# The storage's health (docs/explanation/storage.md, "Storage health"): how many of what
+# holds vacuum back are shown; how many rows of a default partition are counted (one page or
+# a few).
 XMIN_HOLDERS_SHOWN = 5
 DEFAULT_ROWS_CAP = 1000
 # A hot table whose dead rows exceed a tenth of --max-dead-tuples and this many times its
@@ -305,7 +306,7 @@ def storage(store: Store, now: dt.datetime, *, exact_sizes: bool = True) -> Stor
 
 
 def judge_storage(st: Storage, thresholds: Thresholds) -> tuple[list[str], list[str]]:
-    """(problems, warnings) of the storage (the rules of docs/storage.md, "Storage
+    """(problems, warnings) of the storage (the rules of docs/explanation/storage.md, "Storage
     health")."""
     problems: list[str] = []
     warnings: list[str] = []
@@ -322,7 +323,7 @@ def judge_storage(st: Storage, thresholds: Thresholds) -> tuple[list[str], list[
             why = (f"vacuum cannot remove them while {describe_holder(oldest)} holds its "
                    "snapshot" if oldest is not None and held is not None
                    and held > dt.timedelta(minutes=1)
-                   else "is autovacuum running? (see docs/storage.md)")
+                   else "is autovacuum running? (see docs/explanation/storage.md)")
             problems.append(
                 f"{table.name}: {table.dead} dead row versions beside {table.live} live "
                 f"(threshold {thresholds.max_dead_tuples}, or {floor} and {DEAD_PER_LIVE}x "

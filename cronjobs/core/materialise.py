@@ -82,9 +82,12 @@ class MaterialiseReport:
     decisions: list[Decided] = field(default_factory=list)
 
 
-def decide(d: DueDefinition, now: dt.datetime, *, running: int = 0, waiting: int = 0) -> Decision:
+def decide(d: DueDefinition, now: dt.datetime, *, running: int = 0, waiting: int = 0,
+           earliest: dt.datetime | None = None) -> Decision:
     """Decide every slot of ``d`` in (cursor, now]. ``running`` counts the job's runs that
-    hold a live lease, ``waiting`` its runs queued or awaiting a retry."""
+    hold a live lease, ``waiting`` its runs queued or awaiting a retry, ``earliest`` is the
+    earliest slot (or trigger instant) among them: runs asked for after every due slot
+    (a run triggered after the slot came due, decided by a late tick) do not hold it back."""
     try:
         sched = schedules.parse(d.schedule, d.timezone, hash_key=d.name)
         # From the cursor, not d.next_due_at: that is how the row was found, worked out when
@@ -125,6 +128,8 @@ def decide(d: DueDefinition, now: dt.datetime, *, running: int = 0, waiting: int
 
     chosen = _catch_up(d, sched, first, latest, now, skip)
 
+    if chosen and earliest is not None and earliest > chosen[-1]:
+        running = waiting = 0  # every unfinished run came after these slots
     runs, overlap_skips, cancel = _apply_overlap(d, chosen, running, waiting)
     skips.extend(overlap_skips)
     skips.sort(key=lambda s: s.first_slot)
@@ -322,8 +327,8 @@ def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, b
         definitions += store.materialise.unscheduled_definitions(limit=batch)
     if not definitions:
         return 0
-    active = store.materialise.active_runs([d.id for d in definitions], now=now)
-    idle = (0, 0)
+    active = store.materialise.active_runs_since([d.id for d in definitions], now=now)
+    idle = (0, 0, None)
     decided: list[tuple[DueDefinition, Decision]] = []
     answers = []
     # The batch is decided a part at a time, each part written while the next one is
@@ -332,8 +337,9 @@ def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, b
         for start in range(0, len(definitions), part):
             some = []
             for d in definitions[start:start + part]:
-                running, waiting = active.get(d.id, idle)
-                some.append((d, decide(d, now, running=running, waiting=waiting)))
+                running, waiting, earliest = active.get(d.id, idle)
+                some.append((d, decide(d, now, running=running, waiting=waiting,
+                                       earliest=earliest)))
             new_runs = [NewRun(d.id, slot, Trigger.SCHEDULE, d.max_attempts, slot,
                                exclusive(d))
                         for d, dec in some for slot in dec.runs]

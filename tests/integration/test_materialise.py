@@ -17,6 +17,7 @@ import pytest
 from conftest import Invoke, count, snapshot
 from cronjobs import cron as schedules
 from cronjobs.core.materialise import materialise
+from cronjobs.core.operations import trigger
 from cronjobs.db.store import Store
 from cronjobs.errors import CronjobsError
 from cronjobs.tick import TickOptions, tick
@@ -226,6 +227,29 @@ def test_overlap_against_a_live_running_run(cli: Invoke, db: psycopg.Connection[
     cancel = db.execute("SELECT count(*) FROM job_runs WHERE cancel_requested_at IS NOT NULL"
                         ).fetchone()
     assert cancel == ((1,) if overlap == "replace" else (0,))
+
+
+def test_a_run_triggered_after_the_slot_came_due_does_not_skip_it(
+        cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    """Defined at 00:59:50, triggered at 01:00:30, ticked at 01:00:31: the 01:00 slot came
+    due before the manual run was asked for, so the manual run is not a previous run that
+    holds it back: both run (one after the other), nothing is skipped."""
+    assert cli("define", "hello", "* * * * *", "--command", "true").exit_code == 0
+    row = db.execute("SELECT date_trunc('minute', now()) - interval '1 minute'").fetchone()
+    assert row is not None
+    slot: dt.datetime = row[0]
+    db.execute("UPDATE job_definitions SET cursor_at = %s, next_due_at = %s, "
+               "created_at = %s, schedule_since = %s",
+               (slot - dt.timedelta(seconds=10), slot, slot - dt.timedelta(seconds=10),
+                slot - dt.timedelta(seconds=10)))
+    store = Store(db)
+    trigger(store, "hello", now=slot + dt.timedelta(seconds=30))
+    report = tick(store, TickOptions(now=slot + dt.timedelta(seconds=31)))
+    assert (report.materialise.materialised, report.materialise.skipped_slots) == (1, 0)
+    runs = sorted(db.execute("SELECT trigger, scheduled_for, status FROM job_runs"))
+    assert runs == [("manual", slot + dt.timedelta(seconds=30), "succeeded"),
+                    ("schedule", slot, "succeeded")]
+    assert count(db, "job_skips") == 0
 
 
 def test_a_dead_worker_never_blocks_its_schedule(cli: Invoke,

@@ -1,5 +1,5 @@
-"""Output sized for people (docs/output.md): explain folds long ranges; commands that change
-something confirm in a few lines, or say nothing with --quiet, or give JSON; one time
+"""Output sized for people (docs/reference/output.md): explain folds long ranges; commands
+that change something confirm in a few lines, or say nothing with --quiet, or give JSON; one time
 format (local or --utc, ISO 8601 in JSON); `status` on a terminal says each problem once;
 the embedded server's note appears once, on a terminal only, never in a tick's logs; -v
 log lines name the job and run they concern; no Python-isms in the text."""

@@ -106,7 +106,7 @@ def lateness_lines(late: StartLateness) -> list[str]:
 
 
 def storage_lines(st: Storage, at: Any) -> list[str]:
-    """The storage's lines of `cronjobs status` (docs/storage.md, "Storage health")."""
+    """The storage's lines of `cronjobs status` (docs/explanation/storage.md, "Storage health")."""
     lines = []
     for i, t in enumerate(st.hot):
         vacuumed = (f"autovacuum {at(t.last_autovacuum)}" if t.last_autovacuum is not None

@@ -62,7 +62,7 @@ SELECT
 -- runs by their finish (a run that started in the window finished in it:
 -- job_runs_history_finished_idx, job_runs_kept_finished_idx), the runs still running by
 -- their start (job_runs_queue_running_idx). The cost is that of the day's runs
--- (test_lateness.py checks the plan; docs/concurrency.md, "Lateness", the cost).
+-- (test_lateness.py checks the plan; docs/explanation/concurrency.md, "Lateness", the cost).
 WITH started AS (
     SELECT h.started_at, h.scheduled_for FROM job_runs_history AS h
     WHERE h.finished_at >= %(day)s AND h.started_at >= %(day)s AND h.started_at <= %(now)s
