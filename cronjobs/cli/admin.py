@@ -1,5 +1,5 @@
-"""The commands that look after cronjobs itself: migrate, status, retention, prune, metrics
-and the embedded server."""
+"""The commands that look after cronjobs itself: migrate, status, retention, metrics and
+the embedded server (and `prune`, gone, which says what to use instead)."""
 
 from __future__ import annotations
 
@@ -26,14 +26,11 @@ from cronjobs.core.crontab import find_executable
 from cronjobs.core.health import Thresholds
 from cronjobs.core.health import status as run_status
 from cronjobs.core.metrics import metrics as run_metrics
-from cronjobs.core.prune import prune as run_prune
 from cronjobs.core.retention import retention as run_retention
 from cronjobs.core.upgrade import migrate_and_upgrade
 from cronjobs.db import embedded as embedded_server
 from cronjobs.db.connect import MIGRATE_OPTIONS, open_store
-from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
-from cronjobs.timefmt import iso
 
 # -- schema -----------------------------------------------------------------------------------
 
@@ -121,36 +118,18 @@ def status(app: App, check: bool, thresholds: Thresholds, watch: bool, interval:
         raise click.exceptions.Exit(EXIT_UNHEALTHY)
 
 
-@click.command(cls=Command)
-@click.option("--older-than", required=True, metavar="DURATION",
-              help="Delete finished runs older than this (e.g. 30d).")
-@click.option("--keep-last", type=click.IntRange(0, 100000), default=0, show_default=True,
-              help="Also keep each job's N newest finished runs.")
-@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
-@json_option
-@pass_app
-def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: bool) -> None:
-    """Delete old finished runs (with their attempts), skip records and tick records, in
-    small batches; each job's latest success and latest failure are always kept.
+# What `cronjobs prune` says now: one retention policy, applied by every tick.
+PRUNE_GONE = ("`cronjobs prune` is gone: every tick applies the one retention policy, "
+              "dropping whole days; set it with `cronjobs retention --succeeded 30d "
+              "--failed 90d`")
 
-    \b
-    Examples:
-      cronjobs prune --older-than 30d --dry-run
-      cronjobs prune --older-than 30d --keep-last 100
-    """
-    age = parse_bounded(older_than, option="--older-than", minimum=dt.timedelta(hours=1),
-                        maximum=dt.timedelta(days=36500))
-    report = run_prune(app.store(), older_than=age, keep_last=keep_last, dry_run=dry_run)
-    data = {"cutoff": iso(report.cutoff), "dry_run": report.dry_run,
-            "runs": report.runs, "skips": report.skips, "ticks": report.ticks}
-    cutoff = app.times().at(report.cutoff)
-    text = (f"would delete {report.runs} run(s) finished before {cutoff}"
-            if dry_run else f"deleted {report.runs} run(s), {report.skips} skip record(s) and "
-            f"{report.ticks} tick record(s) from before {cutoff}")
-    if dry_run:
-        emit(data, text, as_json)
-    else:
-        app.confirm(data, text, as_json)
+
+@click.command(cls=Command, hidden=True,
+               context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("ignored", nargs=-1, type=click.UNPROCESSED)
+def prune(ignored: tuple[str, ...]) -> None:
+    """Gone: see `cronjobs retention`."""
+    raise UsageError(PRUNE_GONE)
 
 
 @click.command(cls=Command)

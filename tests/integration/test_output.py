@@ -180,7 +180,6 @@ def _confirmations(cli: Invoke, db: psycopg.Connection[Any], tmp_path: Path,
     run("group", "set", "reports", "--max-running", "2")
     run("group", "remove", "reports")
     run("retention", "--succeeded", "30d")
-    run("prune", "--older-than", "30d")
     run("apply", str(jobs))
     run("remove", "nightly_cleanup")
     run("migrate")
