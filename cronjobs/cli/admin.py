@@ -1,5 +1,5 @@
 """The commands that look after cronjobs itself: migrate, status, retention, metrics and
-the embedded server (and `prune`, gone, which says what to use instead)."""
+the embedded server."""
 
 from __future__ import annotations
 
@@ -116,20 +116,6 @@ def status(app: App, check: bool, thresholds: Thresholds, watch: bool, interval:
             for problem in result.problems:
                 click.echo(f"problem: {problem}", err=True)
         raise click.exceptions.Exit(EXIT_UNHEALTHY)
-
-
-# What `cronjobs prune` says now: one retention policy, applied by every tick.
-PRUNE_GONE = ("`cronjobs prune` is gone: every tick applies the one retention policy, "
-              "dropping whole days; set it with `cronjobs retention --succeeded 30d "
-              "--failed 90d`")
-
-
-@click.command(cls=Command, hidden=True,
-               context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.argument("ignored", nargs=-1, type=click.UNPROCESSED)
-def prune(ignored: tuple[str, ...]) -> None:
-    """Gone: see `cronjobs retention`."""
-    raise UsageError(PRUNE_GONE)
 
 
 @click.command(cls=Command)

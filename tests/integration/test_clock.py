@@ -158,12 +158,13 @@ def test_retirement_counts_from_the_instant(cli: Invoke, store: Store,
     assert cli("backfill", "ok", "--from", "2016-01-01T00:00:00Z",
                "--to", "2024-12-31T00:00:00Z").exit_code == 0  # 2016, 2020, 2024
     assert tick(store, TickOptions(worker="test")).execute.succeeded == 3
-    # as if they had finished a month ago (the job's last success with them), their day
-    # (plus 14 days) over 15 days ago
+    # a removed job's runs: none of them kept as its latest
+    assert cli("remove", "ok").exit_code == 0
+    # as if they had finished a month ago, their day (plus 14 days) over 15 days ago
     month = dt.timedelta(days=30)
-    db.execute("UPDATE job_runs SET finished_at = finished_at - %s, retire_at = retire_at - %s",
-               (month, month))
-    db.execute("UPDATE job_definitions SET last_succeeded_at = last_succeeded_at - %s", (month,))
+    for table in ("job_runs", "job_attempts"):
+        db.execute(f"UPDATE {table} SET finished_at = finished_at - %s, "  # noqa: S608
+                   "retire_at = retire_at - %s", (month, month))
     retire_day = (db.execute("SELECT max(retire_at) FROM job_runs").fetchone() or (None,))[0]
     assert retire_day is not None
     day = retire_day.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -171,11 +172,11 @@ def test_retirement_counts_from_the_instant(cli: Invoke, store: Store,
     report = upkeep(store, now=day + dt.timedelta(hours=23))
     assert (report.dropped, report.retired_rows, report.kept) == (0, 0, 0)
     assert count(db, "job_runs") == 3
-    # the next day: over; the latest success is always kept
+    # the next day: over (their days were never made: the default partition has them,
+    # retired row by row)
     report = upkeep(store, now=day + dt.timedelta(days=1, minutes=1))
-    # (their days were never made: the default partition has them, retired row by row)
-    assert (report.dropped, report.retired_rows, report.kept) == (0, 2, 1)
-    assert count(db, "job_runs") == 1
+    assert (report.dropped, report.retired_rows, report.kept) == (0, 3, 0)
+    assert count(db, "job_runs") == 0 and count(db, "job_attempts") == 0
 
 
 def test_lateness_is_never_negative(cli: Invoke, store: Store,

@@ -205,11 +205,12 @@ def test_retention_keeps_latest_success_and_failure(cli: Invoke,
         _one_run(cli, name)
         _tick(db)
     assert cli("ack", "--all", "bad").exit_code == 0
-    # as if they had finished 40 days ago (their days long over)
-    db.execute("UPDATE job_runs SET finished_at = finished_at - interval '40 days', "
-               "retire_at = retire_at - interval '40 days'")
+    # as if they had finished 100 days ago (past the 90 days dead runs are kept)
+    for table in ("job_runs", "job_attempts"):
+        db.execute(f"UPDATE {table} SET finished_at = finished_at - interval '100 days', "  # noqa: S608
+                   "retire_at = retire_at - interval '100 days'")
     db.execute("UPDATE job_definitions SET last_succeeded_at = last_succeeded_at - interval "
-               "'40 days', last_failed_at = last_failed_at - interval '40 days'")
+               "'100 days', last_failed_at = last_failed_at - interval '100 days'")
     assert count(db, "job_runs") == 5
     store = Store(db)
     upkeep(store, now=store.now())
