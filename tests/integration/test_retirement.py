@@ -140,6 +140,7 @@ def _tick_command(database_url: str, at: dt.datetime) -> list[str]:
             "--now", at.isoformat(), "--allow-future", "--concurrency", "2"]
 
 
+@pytest.mark.slow
 def test_ticks_anywhere_in_a_year_sixteen_at_a_time_all_exit_0(
         cli: Invoke, db: psycopg.Connection[Any], store: Store, database_url: str) -> None:
     # Ticks at instants from half a year back to half a year ahead (DST changes in both
