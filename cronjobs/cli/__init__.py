@@ -27,7 +27,7 @@ from cronjobs import __version__
 from cronjobs.cli.app import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
 from cronjobs.cli.options import Command, Parsing, SubGroup, global_options
 from cronjobs.db.config import scrub
-from cronjobs.errors import CronjobsError
+from cronjobs.errors import CronjobsError, UsageError
 
 # Every command, by name: the module of its family and the command's name there.
 #
@@ -51,10 +51,17 @@ COMMANDS = {
     "ack": ("runs", "ack"), "runs": ("runs", "runs"), "show": ("runs", "show"),
     "logs": ("runs", "logs"),
     "migrate": ("admin", "migrate"), "status": ("admin", "status"),
-    "prune": ("admin", "prune"), "retention": ("admin", "retention"),
+    "retention": ("admin", "retention"),
     "metrics": ("admin", "metrics"),
     "crontab": ("admin", "crontab"), "embedded": ("admin", "embedded"),
     "serve": ("serving", "serve"),
+}
+
+
+# Commands that are gone, and what each says instead: exit 2, one line, nothing written.
+GONE = {
+    "prune": "`cronjobs prune` is gone: every tick applies the one retention policy, dropping "
+             "whole days; set it with `cronjobs retention --succeeded 30d --failed 90d`",
 }
 
 
@@ -92,6 +99,12 @@ class _Group(Parsing, click.Group):
 
     command_class = Command
     group_class = SubGroup
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] in GONE:
+            raise UsageError(GONE[args[0]])
+        return super().resolve_command(ctx, args)
 
 
 @click.group(cls=_Group, commands=_Commands(), params=global_options(read_env=True),

@@ -81,9 +81,8 @@ _RUN_OPTIONS = (
                       "are killed (keep it below Kubernetes' terminationGracePeriodSeconds)."),
     click.option("--alert-command", metavar="SHELL", envvar="CRONJOBS_ALERT_COMMAND",
                  help="Alert command for jobs that have none of their own."),
-    click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
-                 help="Prune a little finished history older than this on every tick, e.g. "
-                      "30d."),
+    # gone: the one retention policy is `cronjobs retention` (tick_options says so)
+    click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION", hidden=True),
     click.option("--handlers-only", is_flag=True, envvar="CRONJOBS_HANDLERS_ONLY",
                  help="Refuse shell-command jobs: only registered Python handlers run. "
                       "Whoever can write job_definitions can otherwise run commands as this "
@@ -109,6 +108,12 @@ _RUN_OPTIONS = (
 )
 
 
+# What a tick given --retention (or CRONJOBS_RETENTION) says: one retention policy now.
+RETENTION_GONE = ("--retention (CRONJOBS_RETENTION) is gone: every tick applies the one "
+                  "retention policy, dropping whole days; set it with `cronjobs retention "
+                  "--succeeded 30d --failed 90d` and remove --retention")
+
+
 def run_options(func: F) -> F:
     """Add the options of how ticks run (see :func:`tick_options`)."""
     for option in reversed(_RUN_OPTIONS):
@@ -124,6 +129,8 @@ def tick_options(app: App, *, concurrency: int | None, max_runtime: str, grace: 
                  allow_future: bool = False, dry_run: bool = False,
                  max_runs: int | None = None) -> TickOptions:
     """The one options object of a tick, from the command line."""
+    if retention is not None:
+        raise UsageError(RETENTION_GONE)
     if dashboard_url:
         check_notify_url(dashboard_url, what="--dashboard-url")
     second, day = dt.timedelta(seconds=1), dt.timedelta(days=1)
@@ -137,8 +144,6 @@ def tick_options(app: App, *, concurrency: int | None, max_runtime: str, grace: 
                             maximum=dt.timedelta(hours=1)).total_seconds(),
         apps=app.apps,
         alert_command=alert_command or None,
-        retention=parse_bounded(retention, option="--retention", minimum=dt.timedelta(hours=1),
-                                maximum=dt.timedelta(days=3650)) if retention is not None else None,
         handlers_only=handlers_only,
         allowed_commands=allowed_commands,
         in_process=in_process,
@@ -195,7 +200,7 @@ def tick(app: App, /, now: str | None, allow_future: bool, dry_run: bool, max_ru
     Examples:
       cronjobs tick --dry-run                 # what is due now; writes nothing
       cronjobs tick -v --app myapp.jobs       # a crontab line: * * * * * cronjobs tick …
-      cronjobs tick --concurrency 8 --retention 30d --json   # 8 at once, not auto
+      cronjobs tick --concurrency 8 --json    # 8 at once, not auto
       cronjobs tick --dashboard-url https://cron.example.com   # links in notifications
     """
     if options_stdin:

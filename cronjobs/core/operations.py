@@ -175,6 +175,10 @@ def cancel(store: Store, run_id: int, *, now: dt.datetime | None = None) -> Run:
         status = RunStatus(run.status)
         if status in RUN_PENDING:
             cancelled = store.runs.cancel_waiting_run(run.id, now=now)
+            if cancelled is not None:  # to the history at once, the way every run goes
+                store.queue.move_ended([run.id], now=now)
+                moved = store.runs.run_by_id(run.id)
+                cancelled = moved[0] if moved is not None else cancelled
         elif status == RunStatus.RUNNING:
             cancelled = store.runs.request_cancel_run(run.id, now=now)
         else:

@@ -88,7 +88,9 @@ def test_bad_define(cli: Invoke, db: psycopg.Connection[Any], args: list[str],
         # digits other than ASCII's are not numbers here (found by the fuzz)
         (["define", "j", "@daily", "--timeout", "\u00b2"], "invalid --timeout"),
         (["define", "j", "@daily", "--backoff", "\u0661\u0662s"], "invalid --backoff"),
-        (["prune", "--older-than", "999999999w"], "must be between 1h and 36500d"),
+        # gone: one retention policy (`cronjobs retention`), applied by every tick
+        (["prune", "--older-than", "30d"], "`cronjobs prune` is gone"),
+        (["tick", "--retention", "30d"], "--retention (CRONJOBS_RETENTION) is gone"),
         (["--connect-timeout", "999999999w", "list"], "must be between 1s and 36500d"),
         (["explain", "existing", "--to", "2 hours"], "invalid --to '2 hours'"),
         (["tick", "--now", "2h"], "say which way with a sign: -2h (2h ago) or +2h"),
