@@ -18,7 +18,7 @@ from cronjobs.cli.app import (
     stop_on_signals,
 )
 from cronjobs.cli.options import Command
-from cronjobs.cli.render import (
+from cronjobs.cli.render.runs import (
     ack_json,
     ack_text,
     run_json,
@@ -26,8 +26,8 @@ from cronjobs.cli.render import (
     runs_list_text,
     show_json,
     show_text,
-    waiting_lines,
 )
+from cronjobs.cli.render.ticks import waiting_lines
 from cronjobs.cli.render_live import log_chunk, log_json
 from cronjobs.cli.watching import watch as watching
 from cronjobs.cli.watching import watch_options
