@@ -1,11 +1,11 @@
 """The ``cronjobs`` command line: the group, its global options and the entry point.
 
-The commands live by family in ``jobs``, ``runs``, ``ticking`` (tick and worker),
-``declared`` (apply and export: jobs as code), ``groups``, ``admin`` and ``serving``; each
-parses its input, calls one library function and renders the result (with ``render``, or
-``diff`` for apply and export): no SQL and no clock here. ``app`` holds what they share.
-The group finds a command by its name in :data:`COMMANDS` and imports its family's module
-then (see there why).
+The commands live by family in ``jobs``, ``runs``, ``ticking`` (tick), ``working``
+(worker), ``declared`` (apply and export: jobs as code), ``groups``, ``admin`` and
+``serving``; each parses its input, calls one library function and renders the result (with
+``render``, or ``diff`` for apply and export): no SQL and no clock here. ``app`` holds what
+they share. The group finds a command by its name in :data:`COMMANDS` and imports its
+family's module then (see there why).
 
 Exit codes: 0 success; 1 the world failed (database unreachable, internal error);
 2 bad input or configuration (nothing was written); 3 ``status --check`` found a problem;
@@ -39,7 +39,7 @@ from cronjobs.errors import CronjobsError, UsageError
 # floor, over the budget of 1.5; with this table it is 1.31. Each family's module imports
 # what it uses at its top, as every other module does.
 COMMANDS = {
-    "tick": ("ticking", "tick"), "worker": ("ticking", "worker"),
+    "tick": ("ticking", "tick"), "worker": ("working", "worker"),
     "define": ("jobs", "define"), "list": ("jobs", "list_command"),
     "describe": ("jobs", "describe"), "pause": ("jobs", "pause"),
     "resume": ("jobs", "resume"), "remove": ("jobs", "remove"),

@@ -18,15 +18,16 @@ from cronjobs.cli.app import (
     pass_app,
 )
 from cronjobs.cli.options import PER_JOB, Command, SubGroup, per_job_option, threshold_options
-from cronjobs.cli.render import retention_json, retention_text, status_json, status_text, table
+from cronjobs.cli.render.common import table
+from cronjobs.cli.render.status import retention_json, retention_text, status_json, status_text
 from cronjobs.cli.watching import watch as watching
 from cronjobs.cli.watching import watch_options
 from cronjobs.core.crontab import crontab as crontab_lines
 from cronjobs.core.crontab import find_executable
-from cronjobs.core.health import Thresholds
 from cronjobs.core.health import status as run_status
 from cronjobs.core.metrics import metrics as run_metrics
 from cronjobs.core.retention import retention as run_retention
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.core.upgrade import migrate_and_upgrade
 from cronjobs.db import embedded as embedded_server
 from cronjobs.db.connect import MIGRATE_OPTIONS, open_store

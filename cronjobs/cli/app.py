@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from cronjobs.cli.render import to_json
+from cronjobs.cli.render.common import to_json
 from cronjobs.db import embedded
 from cronjobs.db.config import DatabaseTarget
 from cronjobs.db.connect import open_store, worker_name

@@ -17,15 +17,12 @@ from cronjobs.cli.app import (
 )
 from cronjobs.cli.confirming import dry_run_option, go_ahead, yes_option
 from cronjobs.cli.options import Command, crowded_option, definition_options
-from cronjobs.cli.render import (
-    backfill_json,
-    backfill_text,
+from cronjobs.cli.render.explain import backfill_json, backfill_text, explain_json, explain_text
+from cronjobs.cli.render.jobs import (
     define_json,
     define_text,
     describe_json,
     describe_text,
-    explain_json,
-    explain_text,
     job_json,
     list_json,
     list_text,

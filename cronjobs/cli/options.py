@@ -18,8 +18,8 @@ import click
 from click.core import ParameterSource
 
 from cronjobs.cli.app import App, split_apps
-from cronjobs.core.health import Thresholds
 from cronjobs.core.spec import FIELDS, Field
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.config import resolve_database, scrub
 from cronjobs.durations import parse_bounded, parse_duration, shown
 

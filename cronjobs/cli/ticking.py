@@ -1,13 +1,12 @@
-"""The commands that run every minute: `tick`, and `worker`, which starts ticks where there
-is no cron. Both build one :class:`~cronjobs.tick.TickOptions` from the options they share
-(:func:`run_options`) and hand it down as it is: to the tick, or to every tick the worker
-starts."""
+"""The command that runs every minute, `tick`, and the options of how ticks run, which
+`worker` (cronjobs.cli.working: it starts ticks where there is no cron) shares. Both build
+one :class:`~cronjobs.tick.TickOptions` from them (:func:`run_options`) and hand it down as
+it is: to the tick, or to every tick the worker starts."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -23,7 +22,7 @@ from cronjobs.cli.app import (
     time_help,
 )
 from cronjobs.cli.options import Command
-from cronjobs.cli.render import (
+from cronjobs.cli.render.ticks import (
     decisions_text,
     lost_tick_lines,
     tick_json,
@@ -38,7 +37,6 @@ from cronjobs.instants import parse_instant
 from cronjobs.tick import TickOptions
 from cronjobs.tick import tick as run_tick
 from cronjobs.validation import check_notify_url
-from cronjobs.worker import serve
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -222,34 +220,3 @@ def tick(app: App, /, now: str | None, allow_future: bool, dry_run: bool, max_ru
         click.echo(tick_summary(report, times), err=True)
     for line in [*waiting_lines(report.waiting), *lost_tick_lines(report.lost_ticks, times)]:
         click.echo(line, err=True)
-
-
-@click.command(cls=Command)
-@run_options
-@click.option("--max-ticks", type=click.IntRange(1), hidden=True)
-@pass_app
-def worker(app: App, /, max_ticks: int | None, **run: Any) -> None:
-    """Run forever, ticking at the start of every minute — for platforms without cron.
-
-    It starts `cronjobs tick` as a child process each minute of the database's clock (and at
-    once when `cronjobs trigger` is used), exactly as cron would: same guarantees, ticks may
-    overlap. Each tick runs with this command's options. SIGTERM/SIGINT stop it gracefully
-    (running ticks get SIGTERM and --grace). Prefer cron or a Kubernetes CronJob where you
-    have them.
-
-    \b
-    Examples:
-      cronjobs worker --app myapp.jobs --concurrency 8
-      CRONJOBS_DATABASE_URL=postgresql://cron@db/app cronjobs worker --handlers-only
-    """
-    options = tick_options(app, **run)
-    env = dict(os.environ)
-    if app.target.conninfo is not None:  # never in argv, where `ps` would show a password
-        env["CRONJOBS_DATABASE_URL"] = app.target.conninfo
-    if app.apps:
-        env["CRONJOBS_APP"] = ",".join(app.apps)
-    store = app.store()
-    with stop_on_signals() as stopped:
-        report = serve(store, options, env, should_stop=stopped, max_ticks=max_ticks)
-    click.echo(f"worker stopped after {report.ticks} tick(s), {report.failed_ticks} failed",
-               err=True)

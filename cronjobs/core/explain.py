@@ -20,7 +20,8 @@ from cronjobs import cron as schedules
 from cronjobs.core import facts
 from cronjobs.core.facts import RunInfo
 from cronjobs.core.groups import usage_of
-from cronjobs.core.health import Thresholds, waiting_for_handlers
+from cronjobs.core.health import waiting_for_handlers
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
 from cronjobs.models import Definition, Run, RunStatus, WaitingRuns

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from cronjobs.cli.render.common import instant, seconds, table
-from cronjobs.cli.render.ticks import group_json, group_wait_text, waiting_json
+from cronjobs.cli.render.groups import group_json, group_wait_text
+from cronjobs.cli.render.ticks import waiting_json
 from cronjobs.core.health import (
     DEFAULT_ROWS_CAP,
     Status,
