@@ -335,7 +335,7 @@ CREATE TABLE job_runs (
 -- The queue. fillfactor: room on every page for the new versions of HOT updates (a
 -- heartbeat changes no indexed column). Autovacuum: a small table whose every row is
 -- updated and deleted within minutes is vacuumed after a fixed number of dead rows, not a
--- fraction of its size, and without the cost-based pauses (storage.md explains these).
+-- fraction of its size, and without the cost-based pauses (docs/explanation/storage.md explains these).
 CREATE TABLE job_runs_queue PARTITION OF job_runs FOR VALUES IN ('queue')
     WITH (fillfactor = 90, autovacuum_vacuum_scale_factor = 0,
           autovacuum_vacuum_threshold = 2000, autovacuum_vacuum_insert_scale_factor = 0,
@@ -374,7 +374,7 @@ CREATE TABLE job_runs_history PARTITION OF job_runs FOR VALUES IN ('history')
     PARTITION BY RANGE (retire_at);
 CREATE TABLE job_runs_history_default PARTITION OF job_runs_history DEFAULT;
 -- a run by id; a range of a job's slots (explain, backfill), its runs newest first; the
--- runs finished since an instant (status, metrics, prune's batches). (A BRIN index in
+-- runs finished since an instant (status, metrics). (A BRIN index in
 -- place of the one by id or by finish, which a finish would write nothing to, was tried:
 -- the planner then read a job's whole index to find a run by id, and prune read the
 -- history whole, so these stay B-trees, about 65 bytes of WAL each per run.)
@@ -388,13 +388,22 @@ CREATE INDEX job_runs_kept_id_idx ON job_runs_kept (id);
 CREATE INDEX job_runs_kept_slot_idx ON job_runs_kept (definition_id, scheduled_for);
 CREATE INDEX job_runs_kept_job_idx ON job_runs_kept (definition_id, id);
 CREATE INDEX job_runs_kept_finished_idx ON job_runs_kept (finished_at);
--- dead runs nobody acknowledged yet: they keep `cronjobs status --check` red
+-- A dead run nobody acknowledged since it died: an acknowledgement applies to the death it
+-- acknowledged (acknowledged_at at or after finished_at), so dying again needs another.
+-- Such runs keep `cronjobs status --check` red. The one statement of the rule: every query
+-- calls it, and so do the indexes below (an SQL function like those of the claim, below:
+-- the planner inlines it in a query and in an index's predicate alike, so that a query
+-- calling it reads these indexes).
+CREATE FUNCTION cronjobs_run_dead_unacknowledged(status text, acknowledged_at timestamptz,
+                                                 finished_at timestamptz) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at) $$;
 CREATE INDEX job_runs_history_unacknowledged_idx
     ON job_runs_history (definition_id)
-    WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at);
+    WHERE cronjobs_run_dead_unacknowledged(status, acknowledged_at, finished_at);
 CREATE INDEX job_runs_kept_unacknowledged_idx
     ON job_runs_kept (definition_id)
-    WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at);
+    WHERE cronjobs_run_dead_unacknowledged(status, acknowledged_at, finished_at);
 -- the runs that died, by their finish (few: `status` counts those of the last day)
 CREATE INDEX job_runs_history_dead_idx ON job_runs_history (finished_at)
     WHERE status = 'dead';
@@ -528,16 +537,20 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION cronjobs_drop_history_day(day date) RETURNS void
+-- The caller decides what retires by its own instant (a tick's, which --now may set); the
+-- database still never drops a day that is not over by its own clock: such a day is left
+-- (false) for a later tick, never an error.
+CREATE FUNCTION cronjobs_drop_history_day(day date) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp
     AS $$
 BEGIN
     IF day >= (now() AT TIME ZONE 'UTC')::date THEN
-        RAISE EXCEPTION 'the history of % has not retired yet', day;
+        RETURN false;
     END IF;
     EXECUTE format('DROP TABLE IF EXISTS %I, %I',
                    'job_runs_history_' || to_char(day, 'YYYYMMDD'),
                    'job_attempts_history_' || to_char(day, 'YYYYMMDD'));
+    RETURN true;
 END
 $$;
 
@@ -568,7 +581,7 @@ CREATE INDEX job_skips_tick_idx ON job_skips (tick_id) WHERE tick_id IS NOT NULL
 -- retention: the oldest first
 CREATE INDEX job_skips_decided_idx ON job_skips (decided_at);
 
--- One row per notification of a run to one receiver: an outbox (docs/notifications.md).
+-- One row per notification of a run to one receiver: an outbox (docs/how-to/notifications.md).
 -- Written 'pending' before it is sent; ticks claim the due ones (FOR UPDATE SKIP LOCKED, the
 -- claim token fencing the outcome) and try them with exponential back-off until the
 -- receiver takes it ('sent'), refuses it for good ('failed': an HTTP 4xx) or the deadline
@@ -633,3 +646,5 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (14, 'definition_names');
 INSERT INTO cronjobs_migrations (version, name) VALUES (15, 'running_attempts');
 INSERT INTO cronjobs_migrations (version, name) VALUES (16, 'dead_runs_index');
 INSERT INTO cronjobs_migrations (version, name) VALUES (17, 'cursor_never_back');
+INSERT INTO cronjobs_migrations (version, name) VALUES (18, 'one_clock_for_retirement');
+INSERT INTO cronjobs_migrations (version, name) VALUES (19, 'unacknowledged_dead');

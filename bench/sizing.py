@@ -25,7 +25,7 @@ from typing import Any
 import benchlib
 import psycopg
 from benchlib import log
-from common import Context, Section, sql
+from common import Context, Section, db_clock, scalar, sql
 from engine import (
     Cronjobs,
     PgQueuer,
@@ -36,6 +36,7 @@ from engine import (
     handler_dir,
     paired,
 )
+from history import insert_history
 
 from cronjobs.db import sql as cjsql
 
@@ -119,8 +120,8 @@ def due_series(ctx: Context, variants: Sequence[Cronjobs], n: int) -> dict[str, 
 
 
 def table(s: Section, ks: Sequence[int]) -> str:
-    """The Markdown table of docs/concurrency.md: runs/s and x pgqueuer per K (median, min
-    in brackets), and the lateness p99 of the due-at-once series."""
+    """The Markdown table of docs/explanation/concurrency.md: runs/s and x pgqueuer per K
+    (median, min in brackets), and the lateness p99 of the due-at-once series."""
     f = s.figures
 
     def both(name: str, unit: str = "") -> str:
@@ -162,8 +163,9 @@ def bench_lateness_query(ctx: Context) -> Section:
     s = Section(
         "Start lateness: the query's cost with a long history",
         f"100 handler definitions; {per_day:,} finished runs a day over the last {days} days "
-        f"({per_day * days:,} runs, as 100 jobs every minute kept {days} days), inserted "
-        "into the history's day partitions (by retirement day), then VACUUM ANALYZE. The named "
+        f"({per_day * days:,} runs, as 100 jobs every minute kept {days} days), finished "
+        "by the product's own claim and finish at pinned instants (history.py: into the "
+        "history's day partitions, by retirement day), then VACUUM ANALYZE. The named "
         "query start_lateness (p50 / p99 over the last hour and day), run from a fresh "
         "connection's second execution on; ms = client round trip, min / median of "
         f"{LATENESS_CALLS} calls; the plan's buffers from EXPLAIN (ANALYZE, BUFFERS).")
@@ -177,18 +179,11 @@ def bench_lateness_query(ctx: Context) -> Section:
             SELECT cronjobs_add_history_day(d::date)
             FROM generate_series(now() - interval '1 day', now() + %(days)s * interval '1 day',
                                  interval '1 day') AS d""", {"days": days + 15})
-        sql(ctx.server, db, """
-            INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts,
-                                  exclusive, eligible_at, status, attempt, started_at,
-                                  finished_at, stage, retire_at)
-            SELECT d.id, s.at, 'schedule', 1, false, s.at, 'succeeded', 1,
-                   s.at + (g %% 1000) * interval '1 millisecond',
-                   s.at + interval '2 seconds', 'history',
-                   s.at + interval '2 seconds' + interval '14 days'
-            FROM generate_series(1, %(count)s) AS g
-            CROSS JOIN LATERAL (SELECT now() - (g * %(step)s) * interval '1 second' AS at) s
-            JOIN job_definitions AS d ON d.name = 'noop-' || (1 + g %% 100)
-            """, {"count": per_day * days, "step": 86_400 / per_day})
+        offset = int(scalar(ctx.server, db, "SELECT min(id) - 1 FROM job_definitions "
+                            "WHERE name LIKE 'noop-%%'"))
+        now = db_clock(ctx.server)
+        insert_history(ctx.server, db, count=per_day * days, start=now - dt.timedelta(days=days),
+                       span=dt.timedelta(days=days), defs=100, offset=offset)
         sql(ctx.server, db, "VACUUM ANALYZE")
         query = cjsql.query("start_lateness")
         times: list[float] = []

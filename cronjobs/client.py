@@ -4,7 +4,7 @@ functions (``cronjobs.core``), so both answer alike: the same facts about jobs a
 (:class:`JobInfo`, :class:`RunInfo`, :class:`AttemptInfo`: flat frozen dataclasses, from
 :mod:`cronjobs.core.facts`, the one place they are worked out), the same errors
 (``cronjobs.errors``, worded for Python: ``force=True`` where the command line says
-``--force``), one instant of the database's clock per operation. docs/python-api.md
+``--force``), one instant of the database's clock per operation. docs/how-to/python-client.md
 teaches it.
 
 :func:`apply_declared` gathers the jobs a file and modules declare and applies them: the
@@ -23,9 +23,9 @@ from typing import Any
 
 from cronjobs.core import apply as applying
 from cronjobs.core import definitions, explain, operations
+from cronjobs.core.crowding import Crowding
 from cronjobs.core.declarations import Declaration, check_source, read_jobs_file, to_spec, to_specs
 from cronjobs.core.facts import AttemptInfo, JobInfo, RunInfo
-from cronjobs.core.forecast import Crowding
 from cronjobs.core.spec import FIELDS
 from cronjobs.db.config import resolve_database
 from cronjobs.db.connect import open_store

@@ -60,11 +60,21 @@ def shown(text: str) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
-def format_duration(value: dt.timedelta | None) -> str:
-    """Render a duration the way users write it (``1h30m``); ``none`` for no value."""
-    if value is None:
-        return "none"
-    seconds = int(value.total_seconds())
+# -- writing durations: every duration a person reads is written here ----------------------
+#
+# format_duration  a setting, as it would be typed (1h30m; 0.5s below a minute): settings,
+#                  thresholds, retention, a timeout in a run's error
+# elapsed          how long something took (an attempt, a run, a typical run, a lateness in
+#                  a table): 250ms, 12.5s, 1m5s rounded to the second
+# precise          a start lateness's percentile, to the millisecond below a minute: 0.25s,
+#                  12.5s, 3m05s, 2h10m
+# age              how long ago, coarse, in a health problem: 90s, 15m, 3h05m, 2d
+
+NONE = "-"  # what no duration reads as, in tables and pages
+
+
+def _units(seconds: int) -> str:
+    """Whole seconds in the largest units that divide them: ``1d1h``, ``1m30s``."""
     if seconds == 0:
         return "0s"
     parts = []
@@ -73,3 +83,60 @@ def format_duration(value: dt.timedelta | None) -> str:
         if count:
             parts.append(f"{count}{unit}")
     return "".join(parts)
+
+
+def _decimal(seconds: float, places: int) -> str:
+    """``12.5`` (``places`` decimals at most, no trailing zeros)."""
+    return f"{seconds:.{places}f}".rstrip("0").rstrip(".")
+
+
+def _seconds_of(value: dt.timedelta | float) -> float:
+    return value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+
+
+def format_duration(value: dt.timedelta | float | None) -> str:
+    """A duration (or a number of seconds) the way users write it (``1h30m``), to the
+    second; below a minute to the millisecond (``0.5s``); ``none`` for no value."""
+    if value is None:
+        return "none"
+    seconds = _seconds_of(value)
+    if abs(seconds) < 60 and seconds != int(seconds):
+        return _decimal(seconds, 3) + "s"
+    return _units(int(seconds))
+
+
+def elapsed(value: dt.timedelta | float | None) -> str:
+    """How long something took: milliseconds below a second (``250ms``), a tenth of a
+    second below a minute (``12.5s``), else to the second (``1m5s``);
+    ``-`` for none."""
+    if value is None:
+        return NONE
+    seconds = _seconds_of(value)
+    if abs(seconds) < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if abs(seconds) < 60:
+        return _decimal(seconds, 1) + "s"
+    return _units(round(seconds))
+
+
+def precise(seconds: float) -> str:
+    """A lateness, to the millisecond below a minute (``0.25s``, ``12.5s``), then to the
+    second (``3m05s``) or the minute (``2h10m``)."""
+    if abs(seconds) < 60:
+        return _decimal(seconds, 3) + "s"
+    hours, rest = divmod(round(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def age(value: dt.timedelta) -> str:
+    """How long, coarse (a health problem's): seconds below two minutes (``90s``), minutes
+    below two hours (``15m``), hours and minutes below two days (``26h00m``), else days."""
+    seconds = int(value.total_seconds())
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
+    return f"{seconds // 86400}d"

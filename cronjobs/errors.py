@@ -8,7 +8,9 @@ this tree at the store/db boundary, so nothing above it catches psycopg types.
 An exception raised without a message takes its message from its class docstring.
 One that names a command-line option or command may also carry the same message worded for
 Python callers (``python=``): :class:`cronjobs.Client` raises that wording instead
-(:meth:`CronjobsError.for_python`).
+(:meth:`CronjobsError.for_python`). What it advises typing at a terminal is kept apart
+(``advice=``, as it follows the message: `` (see `cronjobs list`)``): the command line shows
+the message with it, the dashboard without it (:attr:`CronjobsError.what`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ class CronjobsError(Exception):
 
     exit_code: int = 1
 
-    def __init__(self, message: str | None = None, *, python: str | None = None) -> None:
+    def __init__(self, message: str | None = None, *, advice: str | None = None,
+                 python: str | None = None) -> None:
         if message is None:
             message = (self.__doc__ or type(self).__name__).strip().splitlines()[0]
-        super().__init__(message)
+        super().__init__(message if advice is None else message + advice)
+        self.what = message  # the message without the advice
+        self.advice = advice
         self.python_message = python
 
     @property
@@ -35,7 +40,7 @@ class CronjobsError(Exception):
         the two read alike."""
         if self.python_message is None:
             return self
-        worded = type(self)(self.python_message)
+        worded = type(self)(self.python_message)  # (its own words: no terminal's advice)
         worded.__cause__ = self.__cause__
         return worded
 
@@ -75,7 +80,7 @@ class EmbeddedUnavailable(ConfigurationError):
 
 
 class SchemaNotReady(ConfigurationError):
-    """The database schema is missing or out of date; run `cronjobs migrate`."""
+    """The database schema is missing or out of date."""
 
 
 class Conflict(CronjobsError):

@@ -47,6 +47,49 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+# What a run's status says of it, stated once (every view and operation asks these):
+# waiting in the queue for a worker (the SQL function cronjobs_run_waits, the claim's index);
+# to run later (a one-off run waiting for its time too: it has a next attempt); finished
+# for good (it leaves the queue).
+RUN_WAITS = frozenset({RunStatus.QUEUED, RunStatus.FAILED})
+RUN_PENDING = frozenset({RunStatus.SCHEDULED, RunStatus.QUEUED, RunStatus.FAILED})
+RUN_FINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.CANCELLED})
+
+
+class JobState(StrEnum):
+    """A job's state, as every view shows it (:func:`job_state`)."""
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    INVALID = "invalid"  # its stored schedule cannot be evaluated
+    REMOVED = "removed"  # removed by `apply` (its history stays)
+
+
+def job_state(*, removed: bool, invalid: bool, paused: bool) -> JobState:
+    """A job's state, the one rule: removed over invalid over paused over active."""
+    if removed:
+        return JobState.REMOVED
+    if invalid:
+        return JobState.INVALID
+    if paused:
+        return JobState.PAUSED
+    return JobState.ACTIVE
+
+
+# How a run in each status reads in a sentence: "run 4 of backup succeeded".
+STATUS_PHRASES: dict[str, str] = {
+    RunStatus.SCHEDULED: "is scheduled", RunStatus.QUEUED: "is queued",
+    RunStatus.RUNNING: "is running", RunStatus.FAILED: "failed",
+    RunStatus.SUCCEEDED: "succeeded", RunStatus.DEAD: "is dead",
+    RunStatus.CANCELLED: "was cancelled",
+}
+
+
+def status_phrase(status: str) -> str:
+    """``succeeded``, ``is running``: a run's status as the rest of a sentence."""
+    return STATUS_PHRASES.get(status, f"is {status}")
+
+
 class AttemptOutcome(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -168,14 +211,12 @@ class Definition(DefinitionSpec):
         return f"handler: {self.handler}"
 
     @property
-    def state(self) -> str:
-        if self.removed_at is not None:
-            return "removed"
-        if self.invalid_reason is not None:
-            return "invalid"
-        if self.paused_at is not None:
-            return "paused"
-        return "active"
+    def state(self) -> JobState:
+        """Its state as stored (:func:`cronjobs.core.facts.job_info` also finds a schedule
+        that cannot be evaluated invalid)."""
+        return job_state(removed=self.removed_at is not None,
+                         invalid=self.invalid_reason is not None,
+                         paused=self.paused_at is not None)
 
 
 @dataclass(frozen=True)
@@ -224,13 +265,19 @@ class Run:
 
     @property
     def unacknowledged(self) -> bool:
-        """A dead run nobody acknowledged since it died (it keeps `status --check` red):
-        an acknowledgement applies to the death it acknowledged. The queries that count
-        such runs (reports.sql, runs.sql, retention.sql) state the same rule:
-        ``acknowledged_at IS NULL OR acknowledged_at < finished_at``."""
-        return self.status == "dead" and (
-            self.acknowledged_at is None
-            or (self.finished_at is not None and self.acknowledged_at < self.finished_at))
+        """A dead run nobody acknowledged since it died (:func:`dead_unacknowledged`)."""
+        return dead_unacknowledged(self.status, self.acknowledged_at, self.finished_at)
+
+
+def dead_unacknowledged(status: str, acknowledged_at: dt.datetime | None,
+                        finished_at: dt.datetime | None) -> bool:
+    """A dead run nobody acknowledged since it died (it keeps `status --check` red): an
+    acknowledgement applies to the death it acknowledged. The Python twin of the SQL
+    function every query calls, cronjobs_run_dead_unacknowledged (schema.sql); a test
+    checks that the two agree."""
+    return status == RunStatus.DEAD and (
+        acknowledged_at is None
+        or (finished_at is not None and acknowledged_at < finished_at))
 
 
 @dataclass(frozen=True)
@@ -469,14 +516,6 @@ class JobFailure:
     alert_on_failure: bool
     just_paused: bool
     pause_note: str | None
-
-
-@dataclass(frozen=True)
-class Pruned:
-    """A run deleted by one batch of prune."""
-
-    id: int
-    finished_at: dt.datetime
 
 
 @dataclass(frozen=True)

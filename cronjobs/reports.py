@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cronjobs.models import Definition, Run
+from cronjobs.models import Definition, JobState, Run, job_state
 
 
 @dataclass(frozen=True)
@@ -230,6 +230,13 @@ class JobHealth:
     latest_dead_id: int | None
     cursor_at: dt.datetime  # every slot up to it is decided (materialisation)
     next_due_at: dt.datetime | None  # its first slot after the cursor
+
+    @property
+    def state(self) -> JobState:
+        """Its state (a job of the verdict is never removed; ``invalid_reason`` is also set
+        when its schedule cannot be evaluated)."""
+        return job_state(removed=False, invalid=self.invalid_reason is not None,
+                         paused=self.paused_at is not None)
 
 
 # A finish writes a job's last_succeeded_at at most once a minute (finish_runs): its latest

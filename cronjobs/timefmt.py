@@ -1,5 +1,5 @@
 """Instants written out: the one place that decides how a time reads, for the command line
-and the dashboard alike (docs/output.md, "Times").
+and the dashboard alike (docs/reference/output.md, "Times").
 
 - For people: ``2026-11-25 15:31 CET``, minutes in a zone with its abbreviation; the zone
   is the local one ($TZ, else the system's) or UTC (``--utc``); relative to an operation's

@@ -464,6 +464,6 @@ def one_run(cli: Invoke, name: str, *options: str) -> None:
     2020-01-01T00:00Z."""
     result = cli("define", name, "0 0 1 1 *", *options)
     assert result.exit_code == 0, result.stderr
-    result = cli("backfill", name, "--from", "2020-01-01T00:00:00Z",
+    result = cli("backfill", "--yes", name, "--from", "2020-01-01T00:00:00Z",
                  "--to", "2020-01-01T00:00:00Z")
     assert result.exit_code == 0, result.stderr

@@ -13,12 +13,13 @@ from typing import Any, TypeVar
 
 import click
 
-from cronjobs.cli.render import to_json
+from cronjobs.cli.render.common import to_json
 from cronjobs.db import embedded
 from cronjobs.db.config import DatabaseTarget
 from cronjobs.db.connect import open_store, worker_name
 from cronjobs.db.store import Store
 from cronjobs.execution.registry import load_apps
+from cronjobs.instants import FORMS, Towards
 from cronjobs.timefmt import Times
 
 T = TypeVar("T")
@@ -31,6 +32,12 @@ EXIT_PENDING = 4  # `apply --dry-run`: changes are pending (the database is not 
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT) outside a tick or a --watch, as shells report it
 
 TIMES_HELP = "see 'Times and durations' in the docs' schedules reference"
+
+
+def time_help(what: str, towards: Towards = "past") -> str:
+    """The help of an option that takes an instant: what it is, then the forms every such
+    option takes, in the same words everywhere (see cronjobs.instants)."""
+    return f"{what}: {FORMS[towards]} ({TIMES_HELP})."
 
 
 class App:

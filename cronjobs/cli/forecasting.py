@@ -5,23 +5,23 @@ from __future__ import annotations
 
 import click
 
-from cronjobs.cli.app import TIMES_HELP, App, emit, json_option, pass_app
+from cronjobs.cli.app import App, emit, json_option, pass_app, time_help
 from cronjobs.cli.options import Command
 from cronjobs.cli.render_forecast import forecast_json, forecast_text
 from cronjobs.core import forecast as forecasting
+from cronjobs.core.load import MAX_WINDOW, MIN_BUCKET, parse_bucket
 from cronjobs.cron import check_timezone
 from cronjobs.durations import looks_like_duration, parse_bounded
-from cronjobs.instants import parse_instant
+from cronjobs.instants import FORMS, parse_instant
 
 
 @click.command(cls=Command)
-@click.option("--from", "start", metavar="TIME|DURATION",
-              help=f"Start of the window (default: now; a duration is that long ago; "
-                   f"{TIMES_HELP}).")
+@click.option("--from", "start", metavar="TIME",
+              help=time_help("Start of the window (default: now)"))
 @click.option("--to", "end", metavar="TIME|DURATION",
-              help="End of the window: an instant (exclusive), a date (that whole day "
-                   "included), or a duration: the window's length after --from (default: "
-                   "1d; at most 31d).")
+              help="End of the window: a duration without a sign is the window's length "
+                   "after --from (default: 1d; at most 31d); else an instant (exclusive) or "
+                   "a date (that whole day included): " + FORMS["future"] + ".")
 @click.option("--bucket", default="1m", show_default=True, metavar="DURATION",
               help="The width of each bucket the fires are counted in (whole minutes).")
 @click.option("--top", type=click.IntRange(1, forecasting.MAX_TOP), default=10,
@@ -45,16 +45,17 @@ def forecast(app: App, start: str | None, end: str | None, bucket: str, top: int
       cronjobs forecast --json
     """
     zone = check_timezone(tz)
-    width = forecasting.parse_bucket(bucket)
+    width = parse_bucket(bucket)
     store = app.store()
     begin = (parse_instant(start, option="--from", zone=zone, now=store.now)
              if start is not None else None)
     finish = length = None
     if end is not None and looks_like_duration(end):
-        length = parse_bounded(end, option="--to", minimum=forecasting.MIN_BUCKET,
-                               maximum=forecasting.MAX_WINDOW)
+        length = parse_bounded(end, option="--to", minimum=MIN_BUCKET,
+                               maximum=MAX_WINDOW)
     elif end is not None:
-        finish = parse_instant(end, option="--to", zone=zone, end=True)
+        finish = parse_instant(end, option="--to", now=store.now, towards="future",
+                               zone=zone, end=True)
     result = forecasting.forecast(store, start=begin, end=finish, length=length, bucket=width,
                                   top=top)
     emit(forecast_json(result), forecast_text(result, zone), as_json)

@@ -9,23 +9,21 @@ from typing import Any
 import click
 
 from cronjobs.cli.app import (
-    TIMES_HELP,
     App,
     emit,
     json_option,
     pass_app,
+    time_help,
 )
+from cronjobs.cli.confirming import dry_run_option, go_ahead, yes_option
 from cronjobs.cli.diff import changes_json, changes_text
 from cronjobs.cli.options import Command, crowded_option, definition_options
-from cronjobs.cli.render import (
-    backfill_json,
-    backfill_text,
+from cronjobs.cli.render.explain import backfill_json, backfill_text, explain_json, explain_text
+from cronjobs.cli.render.jobs import (
     define_json,
     define_text,
     describe_json,
     describe_text,
-    explain_json,
-    explain_text,
     job_json,
     list_json,
     list_text,
@@ -33,14 +31,15 @@ from cronjobs.cli.render import (
     preview_text,
 )
 from cronjobs.cli.render_forecast import crowding_json
+from cronjobs.cli.render_preview import backfill_preview, remove_preview
 from cronjobs.core import definitions
+from cronjobs.core.crowding import parse_threshold
 from cronjobs.core.definitions import describe as run_describe
-from cronjobs.core.definitions import get, job_info, list_jobs
+from cronjobs.core.definitions import get, job_info, list_jobs, resume_if_paused
 from cronjobs.core.definitions import pause as run_pause
 from cronjobs.core.definitions import remove as run_remove
-from cronjobs.core.definitions import resume as run_resume
 from cronjobs.core.explain import explain as run_explain
-from cronjobs.core.forecast import parse_threshold
+from cronjobs.core.materialise import BACKFILL_LIMIT, BACKFILL_MAX_RUNS, BackfillReport
 from cronjobs.core.materialise import backfill as run_backfill
 from cronjobs.core.update import define_given
 from cronjobs.cron import check_timezone
@@ -155,8 +154,7 @@ def describe(app: App, name: str, as_json: bool) -> None:
 @click.command(cls=Command)
 @click.argument("name")
 @click.option("--until", metavar="TIME",
-              help=f"Resume by itself at this instant, or at the start of this date "
-                   f"({TIMES_HELP}).")
+              help=time_help("Resume by itself then (a date: at its start)", "future"))
 @click.option("--note", metavar="TEXT", help="Why it is paused (shown by describe).")
 @json_option
 @pass_app
@@ -167,8 +165,10 @@ def pause(app: App, name: str, until: str | None, note: str | None, as_json: boo
     Examples:
       cronjobs pause nightly_cleanup --note "disk full, see INC-42"
       cronjobs pause backup --until 2026-12-27T08:00:00+01:00
+      cronjobs pause backup --until 2h
     """
-    until_at = parse_instant(until, option="--until") if until is not None else None
+    until_at = (parse_instant(until, option="--until", now=lambda: app.store().now(),
+                              towards="future") if until is not None else None)
     store = app.store()
     definition = run_pause(store, name, until=until_at, note=note)
     info = job_info(definition, store.now())
@@ -190,24 +190,44 @@ def resume(app: App, name: str, as_json: bool) -> None:
       cronjobs resume nightly_cleanup
     """
     store = app.store()
-    definition = run_resume(store, name)
+    definition, was_paused = resume_if_paused(store, name)
     info = job_info(definition, store.now())
-    app.confirm(job_json(definition, info), f"resumed {name}, next "
-                f"{app.times(store.now()).when(info.next_fire_at)}", as_json)
+    following = app.times(store.now()).when(info.next_fire_at)
+    app.confirm(job_json(definition, info),
+                f"resumed {name}, next {following}" if was_paused
+                else f"{name} was not paused: nothing changed (next run {following})",
+                as_json)
 
 
 @click.command(cls=Command)
 @click.argument("name")
+@yes_option
+@dry_run_option
 @json_option
 @pass_app
-def remove(app: App, name: str, as_json: bool) -> None:
+def remove(app: App, name: str, yes: bool, dry_run: bool, as_json: bool) -> None:
     """Remove job NAME. Its run history stays readable; waiting runs are cancelled.
+
+    A job with runs waiting says how many it would cancel first, and asks on a terminal;
+    a script passes --yes.
 
     \b
     Examples:
       cronjobs remove nightly_cleanup
+      cronjobs remove nightly_cleanup --yes      # from a script
     """
     store = app.store()
+    if dry_run or not yes:
+        _, waiting = run_remove(store, name, dry_run=True)
+        if dry_run:
+            emit({"job": name, "dry_run": True, "cancelled_runs": waiting},
+                 remove_preview(name, waiting) if waiting
+                 else f"removing {name} would cancel no run (its history stays)", as_json)
+            return
+        if waiting:
+            go_ahead(remove_preview(name, waiting), yes=yes,
+                     question=f"remove {name} and cancel {waiting:,} run(s)?",
+                     option_hint="add --yes to remove it")
     definition, cancelled = run_remove(store, name)
     app.confirm({"job": job_json(definition, job_info(definition, store.now())),
                  "cancelled_runs": cancelled},
@@ -220,9 +240,9 @@ def remove(app: App, name: str, as_json: bool) -> None:
 @click.option("--tz", metavar="ZONE",
               help="Zone of a bare SCHEDULE (default UTC); for a NAME, the zone to show "
                    "local times in (default: the job's).")
-@click.option("--from", "start", metavar="TIME|DURATION",
-              help="Start after this instant, date or duration ago (default: now; a time "
-                   f"without an offset is read in --tz; {TIMES_HELP}).")
+@click.option("--from", "start", metavar="TIME",
+              help=time_help("Start after this (default: now; a time without an offset is "
+                             "read in --tz)"))
 @click.option("--count", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="How many fire times.")
 @json_option
@@ -265,10 +285,11 @@ def _looks_like_schedule(value: str) -> bool:
 
 @click.command(cls=Command)
 @click.argument("name")
-@click.option("--from", "start", metavar="TIME|DURATION",
-              help=f"Start of the range (default: 24h before --to; {TIMES_HELP}).")
+@click.option("--from", "start", metavar="TIME",
+              help=time_help("Start of the range (default: 24h before --to)"))
 @click.option("--to", "end", metavar="TIME",
-              help="End of the range, inclusive: a date includes that whole day (default: now).")
+              help=time_help("End of the range, inclusive: a date includes that whole day "
+                             "(default: now)"))
 @json_option
 @pass_app
 def explain(app: App, name: str, start: str | None, end: str | None, as_json: bool) -> None:
@@ -287,32 +308,59 @@ def explain(app: App, name: str, start: str | None, end: str | None, as_json: bo
     """
     store = app.store()
     begin = parse_instant(start, option="--from", now=store.now) if start is not None else None
-    finish = parse_instant(end, option="--to", end=True) if end is not None else None
+    finish = (parse_instant(end, option="--to", now=store.now, end=True) if end is not None
+              else None)
     result = run_explain(store, name, start=begin, end=finish)
     emit(explain_json(result), explain_text(result, app.times(store.now())), as_json)
 
 
 @click.command(cls=Command)
 @click.argument("name")
-@click.option("--from", "start", metavar="TIME|DURATION", required=True,
-              help=f"First instant of the range (inclusive; {TIMES_HELP}).")
+@click.option("--from", "start", metavar="TIME", required=True,
+              help=time_help("First instant of the range, inclusive"))
 @click.option("--to", "end", metavar="TIME", required=True,
-              help="Last instant of the range (inclusive: a date includes that whole day; "
-                   "not in the future).")
+              help=time_help("Last instant of the range, inclusive: a date includes that "
+                             "whole day; a range ending after now ends at now"))
+@click.option("--max-runs", type=click.IntRange(1, BACKFILL_LIMIT), default=BACKFILL_MAX_RUNS,
+              show_default=True, metavar="N",
+              help="Refuse to create more runs than this (nothing is created then).")
+@yes_option
+@dry_run_option
 @json_option
 @pass_app
-def backfill(app: App, name: str, start: str, end: str, as_json: bool) -> None:
+def backfill(app: App, name: str, start: str, end: str, max_runs: int, yes: bool,
+             dry_run: bool, as_json: bool) -> None:
     """Run the slots of job NAME in a past range, on purpose (trigger `backfill`).
 
-    Slots that already have a run are left alone (one run per slot, always). At most
-    10,000 slots at a time. The overlap policy does not apply: you asked for these runs.
+    Slots that already have a run are left alone (one run per slot, always); a range that
+    ends after now stops at now (never a future slot). It says first how many runs it
+    would create, and for which slots, and asks on a terminal; a script passes --yes.
+    More than --max-runs (default 1,000) are refused; at most 10,000 slots at a time. The
+    overlap policy does not apply: you asked for these runs.
 
     \b
     Examples:
-      cronjobs backfill report --from 2026-03-01T00:00:00Z --to 2026-03-07T23:59:59Z
+      cronjobs backfill report --from 2026-03-01 --to 2026-03-07
+      cronjobs backfill report --from 7d --to now --dry-run
+      cronjobs backfill report --from 2026-01-01 --to now --max-runs 5000 --yes
     """
     store = app.store()
     begin = parse_instant(start, option="--from", now=store.now)
-    finish = parse_instant(end, option="--to", end=True)
-    result = run_backfill(store, get(store, name), begin, finish)
-    app.confirm(backfill_json(result), backfill_text(result), as_json)
+    finish = parse_instant(end, option="--to", now=store.now, end=True)
+    definition = get(store, name)
+
+    def attempt(dry: bool) -> BackfillReport:
+        return run_backfill(store, definition, begin, finish, max_runs=max_runs, dry_run=dry)
+
+    times = app.times()
+    if dry_run or not yes:
+        preview = attempt(True)
+        text = backfill_preview(preview, times)
+        if dry_run:
+            emit(backfill_json(preview) | {"dry_run": True}, text, as_json)
+            return
+        if preview.created:
+            go_ahead(text, yes=yes, question=f"create {preview.created:,} run(s)?",
+                     option_hint="add --yes to create them, or --dry-run to see them only")
+    result = attempt(False)
+    app.confirm(backfill_json(result) | {"dry_run": False}, backfill_text(result), as_json)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
+import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -16,10 +18,10 @@ import click
 from click.core import ParameterSource
 
 from cronjobs.cli.app import App, split_apps
-from cronjobs.core.health import Thresholds
 from cronjobs.core.spec import FIELDS, Field
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.config import resolve_database, scrub
-from cronjobs.durations import parse_bounded, parse_duration
+from cronjobs.durations import parse_bounded, parse_duration, shown
 
 
 class _EnvDocumented(click.Option):
@@ -120,12 +122,65 @@ class Parsing(click.Command):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         _name_envvars(self, ctx)
+        takes_schedule = not isinstance(self, click.Group) and any(
+            p.name in SCHEDULE_ARGUMENTS for p in self.params)
+        if takes_schedule:  # extra words: said below, about the schedule
+            ctx.allow_extra_args = True
         try:
-            return super().parse_args(ctx, args)
+            rest = super().parse_args(ctx, args)
+        except click.BadParameter as exc:
+            _name_what_was_typed(exc, ctx)
+            raise
         except click.UsageError as exc:  # click leaves some without the command they are of
             if exc.ctx is None:
                 exc.ctx = ctx
             raise
+        if takes_schedule and ctx.args:
+            raise click.UsageError(_unquoted(ctx), ctx)
+        return rest
+
+
+# The arguments that hold a schedule (define's SCHEDULE, next's NAME|SCHEDULE).
+SCHEDULE_ARGUMENTS = ("schedule", "job_or_schedule")
+_CRON_WORD = re.compile(r"[0-9*/,\-?LW#HA-Za-z()]+")
+
+
+def _unquoted(ctx: click.Context) -> str:
+    """The message for words after a command's last argument: most often a schedule typed
+    without quotes, which the shell split into words (and each * into file names)."""
+    given = [str(v) for k, v in ctx.params.items() if k in SCHEDULE_ARGUMENTS]
+    words = [*given, *ctx.args]
+    command = ctx.command_path
+    name = ctx.params.get("name")
+    before = f"{command} {name}" if name else command
+    if len(words) == 5 and all(_CRON_WORD.fullmatch(w) for w in words):
+        example = " ".join(words)
+    elif given and " " in given[0].strip():  # the schedule was quoted: the words are others
+        extra = shown(" ".join(ctx.args))
+        if "command" in ctx.params:
+            return (f"unexpected extra argument(s) {extra}: quote an option's value that "
+                    "holds spaces, e.g. --command 'echo hello'")
+        return f"unexpected extra argument(s) {extra}: {command} takes one schedule"
+    else:
+        example = "* * * * *"
+    return (f"the schedule must be one argument: quote it, e.g. {before} '{example}' (left "
+            f"unquoted, the shell splits it into words and turns each * into file names; "
+            f"{len(ctx.args)} extra argument(s) given)")
+
+
+def _name_what_was_typed(exc: click.BadParameter, ctx: click.Context) -> None:
+    """A bad value names what the user wrote: the option typed on the command line, or the
+    environment variable it came from (click names both whichever it was)."""
+    param = exc.param
+    if exc.param_hint is not None or not isinstance(param, click.Option) or not param.name:
+        return
+    opts = " / ".join(f"'{o}'" for o in param.opts)
+    if ctx.get_parameter_source(param.name) is ParameterSource.ENVIRONMENT:
+        envvars = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or [])
+        found = next((v for v in envvars if os.environ.get(v)), None)
+        exc.param_hint = f"{opts} (from ${found})" if found else opts
+    else:
+        exc.param_hint = opts
 
 
 class Command(Parsing):

@@ -38,8 +38,10 @@ EXIT_CODES: dict[int, str] = {
                 "payload, id, date or duration, unknown job or run, no database configured, "
                 "schema missing or out of date, a retry of a run that is still queued or "
                 "running, an `ack` of a run that is not dead, a trigger the overlap policy "
-                "refuses, a bad jobs file or decorator argument, an `apply` conflict. "
-                "**Nothing was written.**",
+                "refuses, a bad jobs file or decorator argument, an `apply` conflict, a "
+                "`serve` port in use, a `backfill` beyond `--max-runs`, a `backfill`, "
+                "`remove` or `ack --all` not confirmed (answered no, or off a terminal "
+                "without `--yes`). **Nothing was written.**",
     EXIT_UNHEALTHY: "`status --check` only: something is wrong (the problems are printed on "
                     "stderr), the storage's health included; warnings alone exit 0",
     EXIT_PENDING: "`apply --dry-run` only: changes are pending, the database does not match "

@@ -6,9 +6,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from cronjobs.cli.render import instant, table
-from cronjobs.core.forecast import Crowding, Forecast, Peak
-from cronjobs.durations import format_duration
+from cronjobs.cli.render.common import instant, table
+from cronjobs.core.crowding import Crowding
+from cronjobs.core.forecast import Forecast, Peak
+from cronjobs.durations import elapsed, format_duration
 
 BAR = 40  # characters of the longest histogram bar
 ROWS = 24  # histogram rows at most
@@ -83,15 +84,6 @@ def _when(value: dt.datetime, zone: dt.tzinfo) -> str:
     return value.astimezone(zone).strftime("%Y-%m-%d %H:%M")
 
 
-def _seconds(value: dt.timedelta | None) -> str:
-    if value is None:
-        return "-"
-    seconds = value.total_seconds()
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    return format_duration(dt.timedelta(seconds=round(seconds)))
-
-
 def forecast_text(result: Forecast, zone: dt.tzinfo) -> str:
     window = result.window
     name = getattr(zone, "key", "UTC")
@@ -117,7 +109,7 @@ def forecast_text(result: Forecast, zone: dt.tzinfo) -> str:
         if more > 0:
             named += f" (+{more:,} more)"
         rows.append((rank, _when(peak.start, zone), f"{peak.fires:,}", f"{peak.job_count:,}",
-                     _seconds(peak.late) if result.capacity.known else "-", named))
+                     elapsed(peak.late) if result.capacity.known else "-", named))
     lines += ["  " + line for line in table(
         ("#", "at", "fires", "jobs", "last starts late", "who"), rows).splitlines()]
     lines += ["", *histogram(result, zone)]
@@ -130,7 +122,7 @@ def _job_text(name: str, fires: int, typical: dt.timedelta | None,
     if fires > 1:
         text += f" x{fires}"
     if typical is not None:
-        text += f" (~{_seconds(typical)})"
+        text += f" (~{elapsed(typical)})"
     return text
 
 

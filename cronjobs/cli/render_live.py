@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from cronjobs.models import RUN_WAITS, status_phrase
 from cronjobs.timefmt import Times, iso
 
 if TYPE_CHECKING:  # annotations only
@@ -38,11 +39,12 @@ def outcome_line(chunk: Chunk, times: Times | None = None) -> str:
     times = times or Times.of(utc=False)
     used = (f"attempt {chunk.attempt} of {chunk.max_attempts}" if chunk.attempt
             else f"0 of {chunk.max_attempts} attempts used")
-    head = f"cronjobs: run {chunk.run_id} of {chunk.job} is {chunk.status} ({used})"
+    head = (f"cronjobs: run {chunk.run_id} of {chunk.job} {status_phrase(chunk.status or '')} "
+            f"({used})")
     if chunk.status == "running":
         return head
     if chunk.error:
         head += f": {chunk.error}"
-    if chunk.status in ("failed", "queued") and chunk.eligible_at is not None:
+    if chunk.status in RUN_WAITS and chunk.eligible_at is not None:
         head += f"; the next attempt is due {times.at(chunk.eligible_at)}"
     return head

@@ -10,15 +10,16 @@ from typing import Any
 import click
 
 from cronjobs.cli.app import (
-    TIMES_HELP,
     App,
     emit,
     json_option,
     pass_app,
     stop_on_signals,
+    time_help,
 )
+from cronjobs.cli.confirming import dry_run_option, go_ahead, yes_option
 from cronjobs.cli.options import Command
-from cronjobs.cli.render import (
+from cronjobs.cli.render.runs import (
     ack_json,
     ack_text,
     run_json,
@@ -26,19 +27,26 @@ from cronjobs.cli.render import (
     runs_list_text,
     show_json,
     show_text,
-    waiting_lines,
 )
+from cronjobs.cli.render.ticks import waiting_lines
 from cronjobs.cli.render_live import log_chunk, log_json
+from cronjobs.cli.render_preview import ack_all_preview
 from cronjobs.cli.watching import watch as watching
 from cronjobs.cli.watching import watch_options
 from cronjobs.core.logs import logs as run_logs
-from cronjobs.core.operations import acknowledge, acknowledge_all, list_runs, run_info
+from cronjobs.core.operations import (
+    MAX_RUN_ID,
+    acknowledge,
+    acknowledge_all,
+    list_runs,
+    run_info,
+)
 from cronjobs.core.operations import cancel as run_cancel
 from cronjobs.core.operations import retry as run_retry
 from cronjobs.core.operations import show as run_show
 from cronjobs.core.operations import trigger as run_trigger
 from cronjobs.db.connect import worker_name
-from cronjobs.durations import parse_duration
+from cronjobs.durations import parse_duration, shown
 from cronjobs.errors import UsageError
 from cronjobs.instants import parse_instant
 from cronjobs.tick import TickOptions
@@ -47,7 +55,21 @@ from cronjobs.validation import parse_payload
 
 # -- operating --------------------------------------------------------------------------------
 
-RUN_ID = click.IntRange(1, 2**63 - 1)
+class _RunId(click.ParamType[int]):
+    """A run's id as typed: a whole number from 1 (``cronjobs runs`` shows them)."""
+
+    name = "run id"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        text = str(value).strip()
+        if text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_RUN_ID:
+            return int(text)
+        self.fail(f"{shown(str(value))} is not a run id: use the number `cronjobs runs` "
+                  "shows in its ID column", param, ctx)
+
+
+RUN_ID = _RunId()
 STATUSES = ["scheduled", "queued", "running", "failed", "succeeded", "dead", "cancelled"]
 
 
@@ -87,7 +109,7 @@ def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> N
 @click.option("--run", "run_now", is_flag=True,
               help="Run it in this process now instead of leaving it to the next tick.")
 @click.option("--at", "at", metavar="TIME",
-              help=f"Run it once at this later instant instead of now ({TIMES_HELP}).")
+              help=time_help("Run it once then instead of now", "future"))
 @click.option("--in", "after", metavar="DURATION",
               help="Run it once after this delay instead of now (e.g. 30m, 2h).")
 @json_option
@@ -110,7 +132,8 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
       cronjobs trigger nightly_cleanup --in 2h
     """
     data = parse_payload(payload) if payload is not None else None
-    at_instant = parse_instant(at, option="--at") if at is not None else None
+    at_instant = (parse_instant(at, option="--at", now=lambda: app.store().now(),
+                                towards="future") if at is not None else None)
     delay = parse_duration(after, option="--in") if after is not None else None
     later = at_instant is not None or delay is not None
     if later and run_now:
@@ -159,26 +182,47 @@ def cancel(app: App, run_id: int, as_json: bool) -> None:
 @click.command(cls=Command)
 @click.argument("run_id", type=RUN_ID, required=False)
 @click.option("--all", "all_of", metavar="NAME",
-              help="Every dead run of job NAME that is not acknowledged yet.")
+              help="Every dead run of job NAME that is not acknowledged yet (asks first on "
+                   "a terminal; a script passes --yes).")
+@yes_option
+@dry_run_option
 @json_option
 @pass_app
-def ack(app: App, run_id: int | None, all_of: str | None, as_json: bool) -> None:
+def ack(app: App, run_id: int | None, all_of: str | None, yes: bool, dry_run: bool,
+        as_json: bool) -> None:
     """Acknowledge dead run RUN_ID (or with --all, every dead run of job NAME): you have
     seen it, and `status --check` stops reporting it.
 
     A dead run keeps `status --check` red until it is acknowledged or retried
     (`cronjobs retry` acknowledges too); if a retried run dies again, it needs a new
     acknowledgement. Only dead runs can be acknowledged; acknowledging one twice changes
-    nothing. Your login name is recorded (see `cronjobs show`).
+    nothing. Your login name is recorded (see `cronjobs show`). --all says which runs it
+    would acknowledge first, and asks on a terminal.
 
     \b
     Examples:
       cronjobs ack 1234
-      cronjobs ack --all nightly_cleanup --json
+      cronjobs ack --all nightly_cleanup
+      cronjobs ack --all nightly_cleanup --yes --json   # from a script
     """
     if (run_id is None) == (all_of is None):
         raise UsageError("give either RUN_ID or --all NAME (try 'cronjobs ack --help')")
+    if all_of is None and (yes or dry_run):
+        raise UsageError("--yes and --dry-run go with --all NAME: acknowledging one run "
+                         "asks nothing")
     store = app.store()
+    if all_of is not None and (dry_run or not yes):
+        preview = acknowledge_all(store, all_of, by=_operator(), dry_run=True)
+        if dry_run:
+            emit(ack_json(preview) | {"dry_run": True},
+                 ack_all_preview(preview) if preview.runs else ack_text(preview, app.times()),
+                 as_json)
+            return
+        if preview.runs:
+            go_ahead(ack_all_preview(preview), yes=yes,
+                     question=f"acknowledge {len(preview.runs):,} dead run(s)?",
+                     option_hint="add --yes to acknowledge them, or --dry-run to see them "
+                                 "only")
     done = (acknowledge(store, run_id, by=_operator()) if run_id is not None
             else acknowledge_all(store, all_of or "", by=_operator()))
     app.confirm(ack_json(done), ack_text(done, app.times(store.now())), as_json)
@@ -196,9 +240,8 @@ def _operator() -> str | None:
 @click.argument("name", required=False)
 @click.option("--status", "statuses", type=click.Choice(STATUSES), multiple=True,
               help="Only runs in this status (repeatable).")
-@click.option("--since", metavar="TIME|DURATION",
-              help=f"Only runs created since this instant or date, or this long ago (e.g. 1d; "
-                   f"{TIMES_HELP}).")
+@click.option("--since", metavar="TIME",
+              help=time_help("Only runs created since then"))
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
 @watch_options
 @json_option

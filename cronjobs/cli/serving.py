@@ -8,7 +8,7 @@ import click
 
 from cronjobs.cli.app import App, pass_app
 from cronjobs.cli.options import PER_JOB, Command, per_job_option, threshold_options
-from cronjobs.core.health import Thresholds
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.connect import startup_options_taken
 from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError
@@ -62,6 +62,7 @@ def serve(app: App, host: str, port: int, admin_token: str | None, refresh: str,
                          "(e.g. `openssl rand -hex 24`)")
     every = parse_bounded(refresh, option="--refresh", minimum=dt.timedelta(seconds=2),
                           maximum=dt.timedelta(hours=1))
+    sock = server.listen(host, port)  # a port in use: one line, before anything starts
     conninfo = app.conninfo()  # connected once: the schema is checked, errors are clear
     startup_options = startup_options_taken(app.store().conn)  # (refused by a pooler?)
     app.store().close()  # the server's pool opens its own connections
@@ -74,4 +75,4 @@ def serve(app: App, host: str, port: int, admin_token: str | None, refresh: str,
     shown = f"[{host}]" if ":" in host else host
     mode = "actions enabled (admin token set)" if admin_token else "read-only"
     click.echo(f"serving the dashboard on http://{shown}:{port}/ ({mode})", err=True)
-    server.serve(settings, host=host, port=port, access_log=not no_access_log)
+    server.serve(settings, sock, access_log=not no_access_log)

@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 import click
 
+from cronjobs.durations import format_duration
+
 T = TypeVar("T")
 
 ENTER, LEAVE, HOME_CLEAR = "\x1b[?1049h", "\x1b[?1049l", "\x1b[H\x1b[2J"
@@ -52,7 +54,7 @@ def watch(frame: Callable[[], tuple[dt.datetime, Any, str]], *, as_json: bool,
                 out.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
             elif redraw:
                 stamp = now.astimezone(dt.UTC).strftime("%H:%M:%SZ")
-                head = f"every {interval:g}s, Ctrl-C to stop{' ' * 4}{stamp}"
+                head = f"every {format_duration(interval)}, Ctrl-C to stop{' ' * 4}{stamp}"
                 last = text
                 out.write(HOME_CLEAR + head + "\n\n" + text + "\n")
             else:

@@ -18,9 +18,9 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cronjobs.core.crowding import OFF, Crowding, check_apply
 from cronjobs.core.declarations import SECRET_FIELDS, declared_fields, fields_of, masked
 from cronjobs.core.definitions import define, get
-from cronjobs.core.forecast import OFF, Crowding, check_apply
 from cronjobs.core.spec import FIELDS, RESETTABLE, build_spec
 from cronjobs.db.store import Store
 from cronjobs.errors import Refused

@@ -71,7 +71,9 @@ def read_jobs_file(path: str | Path) -> JobsFile:
         raise InvalidDefinition(f"{shown}: not UTF-8 text ({exc.reason} at byte "
                                 f"{exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
-        raise InvalidDefinition(f"{shown}: invalid TOML: {exc}") from None
+        hint = ("" if Path(path).suffix.lower() == ".toml" else
+                " (jobs files are TOML, as `cronjobs export` writes them: not YAML or JSON)")
+        raise InvalidDefinition(f"{shown}: invalid TOML: {exc}{hint}") from None
     return parse_document(document, shown, _header_lines(text))
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from cronjobs import cron as schedules
 from cronjobs.core import facts
+from cronjobs.core.crowding import Crowding, check_define
 from cronjobs.core.facts import JobInfo, RunInfo
-from cronjobs.core.forecast import Crowding, check_define
 from cronjobs.core.retention import KEEP_LEAST, KEEP_MOST
 from cronjobs.cron.describe import describe_schedule
 from cronjobs.db.store import Store
@@ -128,8 +128,8 @@ def define(
     modules), with a warning in the result. ``source`` is recorded on a new job (``apply``);
     an existing job keeps its owner. A job landing in a minute that holds more than
     ``crowded_threshold`` fires of other jobs (None: the default, from the capacity shown;
-    ``forecast.OFF``: not checked) is written all the same, with a warning in the result
-    (see ``core.forecast``)."""
+    ``crowding.OFF``: not checked) is written all the same, with a warning in the result
+    (see ``core.crowding``)."""
     validate_spec(spec)
     sched = schedules.parse(spec.schedule, spec.timezone, hash_key=spec.name)
     with store.transaction():
@@ -269,7 +269,7 @@ def get(store: Store, name: str, *, for_update: bool = False) -> Definition:
     check_name(name)
     definition = store.definitions.definition_by_name(name, for_update=for_update)
     if definition is None:
-        raise JobNotFound(f"no job named {name!r} (see `cronjobs list`)",
+        raise JobNotFound(f"no job named {name!r}", advice=" (see `cronjobs list`)",
                           python=f"no job named {name!r} (see Client.jobs())")
     return definition
 
@@ -294,12 +294,17 @@ def pause(
 def resume(store: Store, name: str) -> Definition:
     """Resume a paused job from now; the slots it missed while paused are recorded as
     paused, never replayed."""
+    return resume_if_paused(store, name)[0]
+
+
+def resume_if_paused(store: Store, name: str) -> tuple[Definition, bool]:
+    """:func:`resume`, and whether the job was paused (else nothing changed)."""
     check_name(name)
     with store.transaction():
         definition = get(store, name, for_update=True)
         now = store.now()
         if definition.paused_at is None:
-            return definition
+            return definition, False
         next_due: dt.datetime | None = None
         if facts.problem(definition) is None:
             sched = schedules.parse(definition.schedule, definition.timezone, hash_key=name)
@@ -311,14 +316,16 @@ def resume(store: Store, name: str) -> Definition:
                     detail=definition.pause_note, now=now,
                 )
             next_due = sched.next_after(max(now, definition.cursor_at))
-        return store.definitions.resume_definition(definition.id, now=now, next_due_at=next_due)
+        return (store.definitions.resume_definition(definition.id, now=now,
+                                                    next_due_at=next_due), True)
 
 
-def remove(store: Store, name: str) -> tuple[Definition, int]:
+def remove(store: Store, name: str, *, dry_run: bool = False) -> tuple[Definition, int]:
     """Remove a job. Its history stays readable; its waiting runs are cancelled and its
-    running runs are asked to stop. Returns the definition and the cancelled count."""
+    running runs are asked to stop. Returns the definition and the cancelled count
+    (``dry_run``: what it would be; the same statements, undone)."""
     check_name(name)
-    with store.transaction():
+    with store.transaction(rollback=dry_run):
         definition = get(store, name, for_update=True)
         return store.definitions.remove_definition(definition.id, now=store.now())
 

@@ -1,7 +1,7 @@
 """``cronjobs explain``: for every slot of a range, what became of it: the state of its run
 (queued, running, failed, succeeded, dead, cancelled), or why it has none.
 
-Sized for people (docs/output.md, "explain"): consecutive slots with the same story fold
+Sized for people (docs/reference/output.md, "explain"): consecutive slots with the same story fold
 into one entry with a count: the slots before the job was defined, a stretch of skips for
 one reason, of pending slots, of runs that succeeded. Runs that need attention (queued,
 running, failed, dead, cancelled) keep an entry each. The limit is on the entries shown
@@ -20,7 +20,8 @@ from cronjobs import cron as schedules
 from cronjobs.core import facts
 from cronjobs.core.facts import RunInfo
 from cronjobs.core.groups import usage_of
-from cronjobs.core.health import Thresholds, waiting_for_handlers
+from cronjobs.core.health import waiting_for_handlers
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
 from cronjobs.models import Definition, Run, RunStatus, WaitingRuns
@@ -33,6 +34,8 @@ MAX_SLOTS = 100_000  # slots looked at: 69 days of a per-minute job
 MAX_ENTRIES = 2000  # entries shown, after folding
 # outcomes whose consecutive entries fold into one (a run's only when it succeeded)
 FOLDED_RUN_STATUSES = frozenset({RunStatus.SUCCEEDED})
+# the runs of a slot (the others, manual runs, stand at the instant they were asked for)
+SLOT_TRIGGERS = frozenset({"schedule", "backfill"})
 
 REASONS = {
     "missed_deadline": "missed its starting deadline",
@@ -94,7 +97,7 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
     check_name(name)
     history = store.definitions.definition_history(name)
     if not history:
-        raise JobNotFound(f"no job named {name} (see `cronjobs list`)")
+        raise JobNotFound(f"no job named {name}", advice=" (see `cronjobs list`)")
     definition = history[0]
     now = store.now()
     end = end if end is not None else now
@@ -182,9 +185,10 @@ def _key(entry: Explained) -> tuple[str, str | None, str | None] | None:
     if entry.run is None and entry.first_run_id is None:
         # skips fold by reason; their details (how many runs were still running) vary
         return entry.outcome, entry.reason, None if entry.reason else entry.detail
-    if entry.outcome in FOLDED_RUN_STATUSES:
+    if entry.outcome in FOLDED_RUN_STATUSES and (entry.run is None
+                                                 or entry.run.trigger in SLOT_TRIGGERS):
         return entry.outcome, None, None
-    return None
+    return None  # a run that needs a look, or a manual run: not a slot, a line of its own
 
 
 def _merge(a: Explained, b: Explained) -> Explained:
@@ -242,7 +246,7 @@ def _run_finder(runs: list[Run]) -> Callable[[dt.datetime], Run | None]:
     any_run: dict[dt.datetime, Run] = {}
     for run in runs:
         any_run.setdefault(run.scheduled_for, run)
-        if run.trigger in ("schedule", "backfill"):
+        if run.trigger in SLOT_TRIGGERS:
             keyed.setdefault(run.scheduled_for, run)
     return lambda slot: keyed.get(slot) or any_run.get(slot)
 

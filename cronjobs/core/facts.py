@@ -34,13 +34,21 @@ from typing import Any
 from cronjobs import cron as schedules
 from cronjobs.db.store import Store
 from cronjobs.errors import ScheduleError
-from cronjobs.models import AttemptOutcome, Definition, Run, RunStatus, Trigger
+from cronjobs.models import (
+    RUN_PENDING,
+    AttemptOutcome,
+    Definition,
+    JobState,
+    Run,
+    RunStatus,
+    Trigger,
+)
+from cronjobs.models import job_state as models_job_state
 from cronjobs.reports import Attempt
 from cronjobs.timefmt import in_zone
 from cronjobs.validation import mask_url
 
 LATE = dt.timedelta(minutes=1)  # a scheduled run whose first attempt started later is late
-WAITING = (RunStatus.SCHEDULED, RunStatus.QUEUED, RunStatus.FAILED)
 
 
 @dataclass(frozen=True)
@@ -177,7 +185,7 @@ def run_info(run: Run, job: str, attempts: Sequence[Attempt]) -> RunInfo:
         attempts_used=run.attempt - stopped,
         attempts_allowed=run.max_attempts - stopped,
         interrupted_attempts=stopped,
-        next_attempt_at=run.eligible_at if run.status in WAITING else None,
+        next_attempt_at=run.eligible_at if run.status in RUN_PENDING else None,
         started_at=run.started_at, finished_at=run.finished_at,
         lateness=late_by, late=late_by is not None and late_by > LATE,
         exit_code=run.exit_code, error=run.error, result=run.result,
@@ -283,14 +291,12 @@ def next_fire_times(definition: Definition, now: dt.datetime, count: int
     return tuple(itertools.islice(sched.iter_after(start), count))
 
 
-def job_state(definition: Definition, why_invalid: str | None) -> str:
-    if definition.removed_at is not None:
-        return "removed"
-    if why_invalid is not None:
-        return "invalid"
-    if definition.paused_at is not None:
-        return "paused"
-    return "active"
+def job_state(definition: Definition, why_invalid: str | None) -> JobState:
+    """Its state, a schedule that cannot be evaluated (``why_invalid``) counting as
+    invalid (:func:`cronjobs.models.job_state`)."""
+    return models_job_state(removed=definition.removed_at is not None,
+                            invalid=why_invalid is not None,
+                            paused=definition.paused_at is not None)
 
 
 def job_info(definition: Definition, now: dt.datetime, *, description: str | None,

@@ -10,7 +10,9 @@ from typing import Any
 from cronjobs import cron as schedules
 from cronjobs.core import facts
 from cronjobs.core.groups import waiting_for_groups
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.store import Store
+from cronjobs.durations import age, precise
 from cronjobs.errors import ScheduleError
 from cronjobs.models import WaitingRuns
 from cronjobs.reports import (
@@ -30,8 +32,9 @@ from cronjobs.timefmt import in_zone, iso
 TICK = dt.timedelta(microseconds=1)
 
 
-# The storage's health (docs/storage.md, "Storage health"): how many of what holds vacuum
-# back are shown; how many rows of a default partition are counted (one page or a few).
+# The storage's health (docs/explanation/storage.md, "Storage health"): how many of what
+# holds vacuum back are shown; how many rows of a default partition are counted (one page or
+# a few).
 XMIN_HOLDERS_SHOWN = 5
 DEFAULT_ROWS_CAP = 1000
 # A hot table whose dead rows exceed a tenth of --max-dead-tuples and this many times its
@@ -47,20 +50,6 @@ DEFAULT_ROWS_GRACE = dt.timedelta(days=1)
 # listed: Status.more_problems, and /healthz's "more_problems". `cronjobs status` lists
 # every one.
 JOB_PROBLEMS_SHOWN = 20
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    max_tick_age: dt.timedelta = dt.timedelta(minutes=5)
-    max_backlog_age: dt.timedelta = dt.timedelta(minutes=5)
-    # dead row versions in a hot table (job_runs_queue, job_attempts_queue)
-    max_dead_tuples: int = 100_000
-    # the age of the oldest transaction holding back vacuum
-    max_xmin_age: dt.timedelta = dt.timedelta(hours=1)
-    # how long after its last retirement instant the oldest history partition may remain
-    max_retention_lag: dt.timedelta = dt.timedelta(days=2)
-    # the p99 start lateness of the last hour's runs (None: not judged)
-    max_lateness: dt.timedelta | None = None
 
 
 @dataclass(frozen=True)
@@ -98,8 +87,9 @@ class Problem:
     """One thing wrong, as `status --check`, /healthz and the dashboard's banner report it:
     ``text`` is the line they print; ``job`` and ``run`` are what it concerns (the banner
     links to them), and ``acknowledge`` says that acknowledging the job's dead runs clears
-    it. ``advice`` is the part of the text that says what to type at a terminal (the
-    banner shows the text without it, and offers its own links and buttons)."""
+    it. ``advice`` is what to type at a terminal, as it follows ``what`` in the line (the
+    command line prints both; the banner shows ``what`` alone, and offers its own links and
+    buttons), as the errors keep theirs (CronjobsError.advice)."""
 
     what: str
     advice: str | None = None
@@ -109,7 +99,7 @@ class Problem:
 
     @property
     def text(self) -> str:
-        return self.what if self.advice is None else f"{self.what}; {self.advice}"
+        return self.what if self.advice is None else self.what + self.advice
 
 
 @dataclass(frozen=True)
@@ -218,26 +208,28 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
     last_tick = numbers.last_tick_at
     found = result.issues
     if last_tick is None:
-        found.append(Problem("no tick has ever run: is `cronjobs tick` in a crontab or a "
-                             "Kubernetes CronJob?"))
+        found.append(Problem("no tick has ever run",
+                             advice=": is `cronjobs tick` in a crontab or a Kubernetes "
+                                    "CronJob?"))
     elif now - last_tick > thresholds.max_tick_age:
-        found.append(Problem(f"no tick for {_age(now - last_tick)} (threshold "
-                             f"{_age(thresholds.max_tick_age)}): is the crontab or CronJob "
+        found.append(Problem(f"no tick for {age(now - last_tick)} (threshold "
+                             f"{age(thresholds.max_tick_age)}): is the crontab or CronJob "
                              "still running?"))
     oldest = numbers.backlog_oldest
     if oldest is not None and now - oldest > thresholds.max_backlog_age:
         found.append(Problem(f"{numbers.backlog} due run(s) unclaimed, the oldest for "
-                             f"{_age(now - oldest)}"))
+                             f"{age(now - oldest)}"))
     for wait in result.waiting:
         if now - wait.oldest > thresholds.max_backlog_age:
             found.append(Problem(
                 f"{wait.runs} due run(s) wait for handler {wait.handler!r}, the oldest "
-                f"for {_age(now - wait.oldest)}: no tick of the last "
-                f"{_age(thresholds.max_tick_age)} registers it (try --app MODULE on a tick)"))
+                f"for {age(now - wait.oldest)}: no tick of the last "
+                f"{age(thresholds.max_tick_age)} registers it",
+                advice=" (try --app MODULE on a tick)"))
     for run in running:
         if run.lease_expires_at < now:
             found.append(Problem(f"run {run.id} of {run.job!r}: lease expired "
-                                 f"{_age(now - run.lease_expires_at)} ago (worker "
+                                 f"{age(now - run.lease_expires_at)} ago (worker "
                                  f"{run.lease_owner}); the next tick reclaims it",
                                  job=run.job, run=run.id))
     for job in jobs:  # in name order
@@ -247,7 +239,7 @@ def status(store: Store, thresholds: Thresholds = Thresholds(), *,
             found.append(Problem(
                 f"job {job.name!r}: {job.dead_unacknowledged} dead run(s) not "
                 f"acknowledged (latest: run {latest})",
-                advice=f"see `cronjobs show {latest}`, then `cronjobs retry {latest}` or "
+                advice=f"; see `cronjobs show {latest}`, then `cronjobs retry {latest}` or "
                        f"`cronjobs ack --all {job.name}`",
                 job=job.name, run=latest, acknowledge=True))
         if job.invalid_reason:
@@ -274,17 +266,8 @@ def judge_lateness(late: StartLateness, thresholds: Thresholds) -> list[str]:
     limit = thresholds.max_lateness
     if limit is None or late.hour_p99 is None or late.hour_p99 <= limit.total_seconds():
         return []
-    return [f"runs start late: p99 {seconds_text(late.hour_p99)} over the last hour "
-            f"({late.hour_runs} run(s); threshold {seconds_text(limit.total_seconds())})"]
-
-
-def seconds_text(seconds: float) -> str:
-    """A lateness, to the millisecond below a minute (0.25s, 12.5s, 3m05s, 2h10m)."""
-    if abs(seconds) < 60:
-        return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
-    hours, rest = divmod(round(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+    return [f"runs start late: p99 {precise(late.hour_p99)} over the last hour "
+            f"({late.hour_runs} run(s); threshold {precise(limit.total_seconds())})"]
 
 
 def lateness_json(late: StartLateness) -> dict[str, Any]:
@@ -310,7 +293,7 @@ def storage(store: Store, now: dt.datetime, *, exact_sizes: bool = True) -> Stor
 
 
 def judge_storage(st: Storage, thresholds: Thresholds) -> tuple[list[str], list[str]]:
-    """(problems, warnings) of the storage (the rules of docs/storage.md, "Storage
+    """(problems, warnings) of the storage (the rules of docs/explanation/storage.md, "Storage
     health")."""
     problems: list[str] = []
     warnings: list[str] = []
@@ -322,24 +305,24 @@ def judge_storage(st: Storage, thresholds: Thresholds) -> tuple[list[str], list[
                 table.dead > floor and table.dead > DEAD_PER_LIVE * table.live):
             vacuumed = max((t for t in (table.last_autovacuum, table.last_vacuum)
                             if t is not None), default=None)
-            when = (f"last vacuumed {_age(st.now - vacuumed)} ago" if vacuumed is not None
+            when = (f"last vacuumed {age(st.now - vacuumed)} ago" if vacuumed is not None
                     else "never vacuumed")
             why = (f"vacuum cannot remove them while {describe_holder(oldest)} holds its "
                    "snapshot" if oldest is not None and held is not None
                    and held > dt.timedelta(minutes=1)
-                   else "is autovacuum running? (see docs/storage.md)")
+                   else "is autovacuum running? (see docs/explanation/storage.md)")
             problems.append(
                 f"{table.name}: {table.dead} dead row versions beside {table.live} live "
                 f"(threshold {thresholds.max_dead_tuples}, or {floor} and {DEAD_PER_LIVE}x "
                 f"the live rows); {when}; {why}")
     for holder in st.holders:
-        age = st.held_for(holder)
-        if age is not None and age > thresholds.max_xmin_age:
+        held_age = st.held_for(holder)
+        if held_age is not None and held_age > thresholds.max_xmin_age:
             problems.append(
-                f"{describe_holder(holder)} has held back vacuum for {_age(age)} "
-                f"({holder.xid_age} transactions; threshold {_age(thresholds.max_xmin_age)})"
+                f"{describe_holder(holder)} has held back vacuum for {age(held_age)} "
+                f"({holder.xid_age} transactions; threshold {age(thresholds.max_xmin_age)})"
                 + (f": {holder.query!r}" if holder.query else ""))
-        elif age is None and holder.kind == "replication_slot" and holder.state == "inactive":
+        elif held_age is None and holder.kind == "replication_slot" and holder.state == "inactive":
             warnings.append(f"{describe_holder(holder)} holds back vacuum "
                             f"({holder.xid_age} transactions) and nothing uses it")
     lag = st.retention_lag
@@ -347,8 +330,8 @@ def judge_storage(st: Storage, thresholds: Thresholds) -> tuple[list[str], list[
     if lag is not None and lag > thresholds.max_retention_lag:
         problems.append(
             f"the oldest history partition, {history.oldest_partition}, retired "
-            f"{_age(lag)} ago and is still there (threshold "
-            f"{_age(thresholds.max_retention_lag)}): is the tick's retention running?")
+            f"{age(lag)} ago and is still there (threshold "
+            f"{age(thresholds.max_retention_lag)}): is the tick's retention running?")
     rows = history.default_runs + history.default_attempts
     if rows:
         shown = (f"{history.default_runs}" + ("+" if history.default_runs >= DEFAULT_ROWS_CAP
@@ -360,7 +343,7 @@ def judge_storage(st: Storage, thresholds: Thresholds) -> tuple[list[str], list[
         text = (f"{shown} in the history's default partitions (no partition for their "
                 "retirement day)")
         if first is not None and st.now - first > DEFAULT_ROWS_GRACE:
-            problems.append(f"{text}, the oldest finished {_age(st.now - first)} ago: does "
+            problems.append(f"{text}, the oldest finished {age(st.now - first)} ago: does "
                             "the tick make the history's partitions?")
         else:
             warnings.append(text)
@@ -426,7 +409,7 @@ def _as_health(v: JobVerdict) -> JobHealth:
 def _overdue_text(last: dt.datetime | None, before: dt.datetime, now: dt.datetime) -> str:
     """Why a job is overdue: the slot before its latest (``before``) has had a whole period
     to succeed (the latest may still run)."""
-    shown = "never succeeded" if last is None else f"last success {_age(now - last)} ago"
+    shown = "never succeeded" if last is None else f"last success {age(now - last)} ago"
     return f"{shown}; expected a success since the slot of {in_zone(before, dt.UTC)}"
 
 
@@ -440,17 +423,6 @@ def _slot_before_latest(schedule: str, timezone: str, name: str | None, now: dt.
         return sched.latest_at_or_before(latest - TICK) if latest is not None else None
     except ScheduleError as exc:
         return exc
-
-
-def _age(delta: dt.timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
-    return f"{seconds // 86400}d"
 
 
 def storage_json(st: Storage) -> dict[str, Any]:

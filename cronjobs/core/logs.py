@@ -19,6 +19,7 @@ from cronjobs.core import facts
 from cronjobs.core.operations import check_run_id
 from cronjobs.db.store import Store
 from cronjobs.errors import RunNotFound
+from cronjobs.models import RUN_WAITS
 from cronjobs.reports import LiveOutput
 from cronjobs.timefmt import in_zone
 
@@ -48,10 +49,10 @@ def logs(store: Store, run_id: int, *, follow: bool = False, poll: float = 1.0,
     """The run's output: what it printed so far (a finished run: its last attempt's tail);
     with ``follow``, then what it prints until its attempt ends, then the outcome."""
     row = _read(store, run_id)
-    if follow and row.status in ("queued", "failed"):
+    if follow and row.status in RUN_WAITS:
         yield Chunk("note", f"waiting for run {row.id} to start ({row.status}, due "
                             f"{_at(row.eligible_at)})")
-        while row.status in ("queued", "failed") and not should_stop():
+        while row.status in RUN_WAITS and not should_stop():
             sleep(poll)
             row = _read(store, run_id)
     attempt, printed, last = row.attempt, 0, ""
@@ -64,6 +65,10 @@ def logs(store: Store, run_id: int, *, follow: bool = False, poll: float = 1.0,
             yield from _new_output(tail, total - printed)
             printed, last = total, tail
         if not follow or should_stop():
+            if not follow and not printed:  # said: an empty answer reads as an error
+                yield Chunk("note", f"run {row.id} of {row.job} is running (attempt "
+                                    f"{attempt} of {row.max_attempts}) and has printed "
+                                    "nothing yet; --follow waits for its output")
             return
         sleep(poll)
         row = _read(store, run_id)

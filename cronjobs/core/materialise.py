@@ -41,7 +41,8 @@ COUNT_LIMIT = 10_000  # skipped ranges are counted up to this many slots
 NONE_WINDOW = dt.timedelta(minutes=1)  # catch-up "none": on time means within a minute
 BATCH = 5000
 PART = 100  # definitions decided and written at a time within a batch
-BACKFILL_LIMIT = 10_000
+BACKFILL_LIMIT = 10_000  # the most slots one backfill reads
+BACKFILL_MAX_RUNS = 1_000  # the most runs `cronjobs backfill` creates unless told more
 # The policies by their value in the row (a lookup, cheaper than calling the enum).
 _CATCHUPS = {c.value: c for c in Catchup}
 _OVERLAPS = {o.value: o for o in Overlap}
@@ -81,9 +82,12 @@ class MaterialiseReport:
     decisions: list[Decided] = field(default_factory=list)
 
 
-def decide(d: DueDefinition, now: dt.datetime, *, running: int = 0, waiting: int = 0) -> Decision:
+def decide(d: DueDefinition, now: dt.datetime, *, running: int = 0, waiting: int = 0,
+           earliest: dt.datetime | None = None) -> Decision:
     """Decide every slot of ``d`` in (cursor, now]. ``running`` counts the job's runs that
-    hold a live lease, ``waiting`` its runs queued or awaiting a retry."""
+    hold a live lease, ``waiting`` its runs queued or awaiting a retry, ``earliest`` is the
+    earliest slot (or trigger instant) among them: runs asked for after every due slot
+    (a run triggered after the slot came due, decided by a late tick) do not hold it back."""
     try:
         sched = schedules.parse(d.schedule, d.timezone, hash_key=d.name)
         # From the cursor, not d.next_due_at: that is how the row was found, worked out when
@@ -124,6 +128,8 @@ def decide(d: DueDefinition, now: dt.datetime, *, running: int = 0, waiting: int
 
     chosen = _catch_up(d, sched, first, latest, now, skip)
 
+    if chosen and earliest is not None and earliest > chosen[-1]:
+        running = waiting = 0  # every unfinished run came after these slots
     runs, overlap_skips, cancel = _apply_overlap(d, chosen, running, waiting)
     skips.extend(overlap_skips)
     skips.sort(key=lambda s: s.first_slot)
@@ -321,8 +327,8 @@ def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, b
         definitions += store.materialise.unscheduled_definitions(limit=batch)
     if not definitions:
         return 0
-    active = store.materialise.active_runs([d.id for d in definitions], now=now)
-    idle = (0, 0)
+    active = store.materialise.active_runs_since([d.id for d in definitions], now=now)
+    idle = (0, 0, None)
     decided: list[tuple[DueDefinition, Decision]] = []
     answers = []
     # The batch is decided a part at a time, each part written while the next one is
@@ -331,8 +337,9 @@ def _materialise_batch(store: Store, now: dt.datetime, *, tick_id: int | None, b
         for start in range(0, len(definitions), part):
             some = []
             for d in definitions[start:start + part]:
-                running, waiting = active.get(d.id, idle)
-                some.append((d, decide(d, now, running=running, waiting=waiting)))
+                running, waiting, earliest = active.get(d.id, idle)
+                some.append((d, decide(d, now, running=running, waiting=waiting,
+                                       earliest=earliest)))
             new_runs = [NewRun(d.id, slot, Trigger.SCHEDULE, d.max_attempts, slot,
                                exclusive(d))
                         for d, dec in some for slot in dec.runs]
@@ -378,8 +385,10 @@ def _report(report: MaterialiseReport, decided: list[tuple[DueDefinition, Decisi
 @dataclass(frozen=True)
 class BackfillReport:
     job: str
-    slots: tuple[dt.datetime, ...]
+    slots: tuple[dt.datetime, ...]  # every slot of the range
     created: int
+    created_slots: tuple[dt.datetime, ...] = ()  # the slots that got (would get) a run
+    dry_run: bool = False  # nothing was written: ``created`` says what would have been
 
     @property
     def existing(self) -> int:
@@ -387,21 +396,26 @@ class BackfillReport:
 
 
 def backfill(store: Store, definition: Definition, start: dt.datetime, end: dt.datetime,
-             *, now: dt.datetime | None = None) -> BackfillReport:
+             *, now: dt.datetime | None = None, max_runs: int | None = None,
+             dry_run: bool = False) -> BackfillReport:
     """Materialise the slots of a past range [start, end] on purpose (trigger ``backfill``).
-    Slots that already have a run keep it: the unique slot key decides."""
+    Slots that already have a run keep it: the unique slot key decides. A range ending
+    after now ends at now: never a future slot. More than ``max_runs`` new runs are
+    refused; ``dry_run`` writes nothing and reports what would be created (the same
+    statements, undone)."""
     sched = schedules.parse(definition.schedule, definition.timezone, hash_key=definition.name)
     if end < start:
         raise UsageError("invalid range: --to is before --from")
-    with store.transaction():
+    with store.transaction(rollback=dry_run):
         current = now if now is not None else store.now()
-        if end > current:
-            raise UsageError(f"invalid --to {end.isoformat()}: backfill is for the past "
+        if start > current:
+            raise UsageError(f"invalid --from {start.isoformat()}: backfill is for the past "
                              f"(now is {in_zone(current, dt.UTC)})")
+        end = min(end, current)
         slots = list(itertools.islice(sched.between(start - TICK, end), BACKFILL_LIMIT + 1))
         if len(slots) > BACKFILL_LIMIT:
-            raise UsageError(f"the range holds more than {BACKFILL_LIMIT} slots: "
-                             "backfill a shorter range at a time")
+            raise UsageError(f"the range holds more than {BACKFILL_LIMIT:,} slots of "
+                             f"{definition.name}: backfill a shorter range at a time")
         # a slot whose run retention dropped must not run again: the history cannot tell
         # whether one before the horizon ran
         horizon = store.materialise.retention_horizon(definition.id)
@@ -413,4 +427,10 @@ def backfill(store: Store, definition: Definition, start: dt.datetime, end: dt.d
         runs = [NewRun(definition.id, s, Trigger.BACKFILL, definition.max_attempts, current,
                        exclusive(definition)) for s in slots]
         created = store.materialise.insert_backfill_runs(runs, now=current)
-    return BackfillReport(definition.name, tuple(slots), len(created))
+        if max_runs is not None and len(created) > max_runs:  # undone with the transaction
+            raise UsageError(
+                f"backfill of {definition.name} would create {len(created):,} runs, more "
+                f"than --max-runs {max_runs:,}: give --max-runs {len(created)} to create "
+                "them, or backfill a shorter range")
+    return BackfillReport(definition.name, tuple(slots), len(created),
+                          tuple(slot for _, slot in created), dry_run)

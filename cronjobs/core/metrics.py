@@ -161,7 +161,7 @@ class _Snapshot(Collector):
 
 
 def _storage(st: Storage) -> Iterator[Metric]:
-    """The storage's own health (docs/storage.md, "Storage health")."""
+    """The storage's own health (docs/explanation/storage.md, "Storage health")."""
     yield _gauge("cronjobs_table_dead_tuples",
                  "Dead row versions in a hot table (pg_stat_user_tables.n_dead_tup).",
                  [({"table": t.name}, t.dead) for t in st.hot])

@@ -14,7 +14,7 @@ from cronjobs.core.facts import RunInfo
 from cronjobs.core.materialise import exclusive
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, Refused, RunNotFound, UsageError
-from cronjobs.models import Overlap, Run, RunStatus, Trigger
+from cronjobs.models import RUN_PENDING, Overlap, Run, RunStatus, Trigger, status_phrase
 from cronjobs.reports import Attempt, Delivery
 from cronjobs.validation import check_name, check_payload
 
@@ -51,7 +51,7 @@ def check_run_id(run_id: int) -> int:
 
 
 def _no_run(run_id: int) -> RunNotFound:
-    return RunNotFound(f"no run with id {run_id} (see `cronjobs runs`)",
+    return RunNotFound(f"no run with id {run_id}", advice=" (see `cronjobs runs`)",
                        python=f"no run with id {run_id} (see Client.runs())")
 
 
@@ -79,8 +79,8 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
             return store.runs.requeue_run(run.id, attempts=attempts, by=by, now=now)
         if status == RunStatus.SUCCEEDED:
             if not force:
-                raise Refused(f"run {run.id} of {job!r} succeeded; use --force to run its slot "
-                              "again as a new run",
+                raise Refused(f"run {run.id} of {job!r} succeeded",
+                              advice="; use --force to run its slot again as a new run",
                               python=f"run {run.id} of {job!r} succeeded; pass force=True to "
                               "run its slot again as a new run")
             definition = get(store, job)
@@ -88,10 +88,10 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
                 definition_id=run.definition_id, scheduled_for=run.scheduled_for,
                 trigger=Trigger.RETRY, payload=run.payload, max_attempts=attempts,
                 exclusive=exclusive(definition), now=now, retry_of=run.id)
-        raise Refused(f"run {run.id} of {job!r} is {status.value}: there is nothing to retry "
-                      "(cancel it first if it must stop)",
-                      python=f"run {run.id} of {job!r} is {status.value}: there is nothing to "
-                      "retry (Client.cancel() it first if it must stop)")
+        raise Refused(f"run {run.id} of {job!r} {status_phrase(status)}: there is nothing to "
+                      "retry (cancel it first if it must stop)",
+                      python=f"run {run.id} of {job!r} {status_phrase(status)}: there is "
+                      "nothing to retry (Client.cancel() it first if it must stop)")
 
 
 def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
@@ -120,13 +120,14 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
             busy = running > 0 or waiting > 0
             if policy == Overlap.SKIP and busy:
                 raise Refused(f"{name!r} has {running} running and {waiting} waiting run(s) and "
-                              "its overlap policy is 'skip': use --force to run it anyway",
+                              "its overlap policy is 'skip'",
+                              advice=": use --force to run it anyway",
                               python=f"{name!r} has {running} running and {waiting} waiting "
                               "run(s) and its overlap policy is 'skip': pass force=True to "
                               "run it anyway")
             if policy == Overlap.QUEUE and waiting > 0:
                 raise Refused(f"{name!r} already has a run waiting and its overlap policy is "
-                              "'queue': use --force to add another",
+                              "'queue'", advice=": use --force to add another",
                               python=f"{name!r} already has a run waiting and its overlap "
                               "policy is 'queue': pass force=True to add another")
             if policy == Overlap.REPLACE and running > 0:
@@ -172,12 +173,17 @@ def cancel(store: Store, run_id: int, *, now: dt.datetime | None = None) -> Run:
         run, job = _locked_run(store, run_id)
         now = now if now is not None else store.now()
         status = RunStatus(run.status)
-        if status in (RunStatus.SCHEDULED, RunStatus.QUEUED, RunStatus.FAILED):
+        if status in RUN_PENDING:
             cancelled = store.runs.cancel_waiting_run(run.id, now=now)
+            if cancelled is not None:  # to the history at once, the way every run goes
+                store.queue.move_ended([run.id], now=now)
+                moved = store.runs.run_by_id(run.id)
+                cancelled = moved[0] if moved is not None else cancelled
         elif status == RunStatus.RUNNING:
             cancelled = store.runs.request_cancel_run(run.id, now=now)
         else:
-            raise Refused(f"run {run.id} of {job!r} is {status.value}: it has already finished")
+            raise Refused(f"run {run.id} of {job!r} {status_phrase(status)}: it has already "
+                          "finished")
         if cancelled is None:  # pragma: no cover - the row is locked
             raise Refused(f"run {run.id} changed while it was being cancelled")
         return cancelled
@@ -191,10 +197,10 @@ def acknowledge(store: Store, run_id: int, *, by: str | None = None,
     with store.transaction():
         run, job = _locked_run(store, run_id)
         if run.status != RunStatus.DEAD:
-            raise Refused(f"run {run.id} of {job!r} is {run.status}: only a dead run can be "
-                          "acknowledged (see `cronjobs runs --status dead`)",
-                          python=f"run {run.id} of {job!r} is {run.status}: only a dead run "
-                          "can be acknowledged (see Client.runs(states=['dead']))")
+            raise Refused(f"run {run.id} of {job!r} {status_phrase(run.status)}: only a dead "
+                          "run can be acknowledged", advice=" (see `cronjobs runs --status dead`)",
+                          python=f"run {run.id} of {job!r} {status_phrase(run.status)}: only "
+                          "a dead run can be acknowledged (see Client.runs(states=['dead']))")
         if not run.unacknowledged:
             return Acknowledged(job, (facts.load_run(store, run, job),), already=True)
         done = store.runs.acknowledge_run(run.id, by=by,
@@ -205,9 +211,10 @@ def acknowledge(store: Store, run_id: int, *, by: str | None = None,
 
 
 def acknowledge_all(store: Store, name: str, *, by: str | None = None,
-                    now: dt.datetime | None = None) -> Acknowledged:
-    """Acknowledge every dead run of job ``name`` that nobody acknowledged yet."""
-    with store.transaction():
+                    now: dt.datetime | None = None, dry_run: bool = False) -> Acknowledged:
+    """Acknowledge every dead run of job ``name`` that nobody acknowledged yet
+    (``dry_run``: say which; the same statements, undone)."""
+    with store.transaction(rollback=dry_run):
         definition = get(store, name, for_update=True)
         at = now if now is not None else store.now()
         done = store.runs.acknowledge_dead_runs(definition.id, by=by, now=at)
@@ -221,7 +228,8 @@ def list_runs(store: Store, *, name: str | None = None, statuses: Sequence[str] 
     if name is not None:
         check_name(name)
         if not store.definitions.definition_history(name):
-            raise JobNotFound(f"no job named {name!r}, now or before (see `cronjobs list`)",
+            raise JobNotFound(f"no job named {name!r}, now or before",
+                              advice=" (see `cronjobs list`)",
                               python=f"no job named {name!r}, now or before (see "
                               "Client.jobs())")
     if not 1 <= limit <= 10_000:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cronjobs.core.apply import JobDiff, job_changes
+from cronjobs.core.crowding import OFF
 from cronjobs.core.declarations import fields_of, masked
 from cronjobs.core.definitions import DefineResult, crowding, define
-from cronjobs.core.forecast import OFF
 from cronjobs.core.spec import build_spec, reset_fields, update_spec
 from cronjobs.db.store import Store
 from cronjobs.errors import UsageError

@@ -42,6 +42,7 @@ from types import ModuleType
 import psycopg
 from psycopg import errors, sql
 
+from cronjobs.durations import format_duration
 from cronjobs.errors import EmbeddedServerError, EmbeddedUnavailable
 
 __all__ = [
@@ -229,8 +230,8 @@ def stop(timeout: float = 30) -> bool:
         while _postmaster_alive(pid):
             if time.monotonic() >= deadline:
                 raise EmbeddedServerError(
-                    f"the embedded PostgreSQL (pid {pid}) did not stop within {timeout:g}s; "
-                    f"see the server log {pgdata / 'log'}"
+                    f"the embedded PostgreSQL (pid {pid}) did not stop within "
+                    f"{format_duration(timeout)}; see the server log {pgdata / 'log'}"
                 )
             time.sleep(_POLL)
     return True
@@ -485,8 +486,9 @@ def _exclusive_lock(path: Path, *, timeout: float, waiting_for: str) -> Iterator
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise EmbeddedServerError(
-                        f"timed out after {timeout:g}s waiting for another cronjobs process "
-                        f"to finish with the embedded PostgreSQL (lock {path}) before {waiting_for}"
+                        f"timed out after {format_duration(timeout)} waiting for another "
+                        f"cronjobs process to finish with the embedded PostgreSQL (lock {path}) "
+                        f"before {waiting_for}"
                     ) from None
                 time.sleep(_POLL)
         yield
@@ -562,7 +564,7 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, subprocess.CalledProcessError):
         return f"{_program(exc.cmd)} exited with status {exc.returncode}"
     if isinstance(exc, subprocess.TimeoutExpired):
-        return f"{_program(exc.cmd)} timed out after {exc.timeout:g}s"
+        return f"{_program(exc.cmd)} timed out after {format_duration(exc.timeout)}"
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return _shorten(lines[0] if lines else type(exc).__name__)
 

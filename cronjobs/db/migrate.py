@@ -49,15 +49,14 @@ def check_schema(store: Store) -> int:
     target = sql.current_version()
     current = store.schema.installed_version()
     if current is None:
-        raise SchemaNotReady(
-            "the database has no cronjobs schema: run `cronjobs migrate` "
-            "(or apply schema.sql with psql) first"
-        )
+        raise SchemaNotReady("the database has no cronjobs schema",
+                             advice=": run `cronjobs migrate` (or apply schema.sql with psql) "
+                                    "first")
     _refuse_newer(current, target)
     if current < target:
         raise SchemaNotReady(
             f"the database schema is at version {current}, this cronjobs needs version "
-            f"{target}: run `cronjobs migrate`"
+            f"{target}", advice=": run `cronjobs migrate`"
         )
     return current
 
@@ -66,5 +65,5 @@ def _refuse_newer(current: int, target: int) -> None:
     if current > target:
         raise SchemaNotReady(
             f"the database schema is at version {current}, newer than this cronjobs "
-            f"understands ({target}): upgrade cronjobs"
+            f"understands ({target})", advice=": upgrade cronjobs"
         )

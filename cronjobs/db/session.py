@@ -252,7 +252,7 @@ def translated() -> Iterator[None]:
     except CronjobsError:
         raise
     except pgerrors.UndefinedTable as exc:
-        raise SchemaNotReady(f"{_first_line(exc)}: run `cronjobs migrate`") from exc
+        raise SchemaNotReady(_first_line(exc), advice=": run `cronjobs migrate`") from exc
     except pgerrors.UniqueViolation as exc:
         raise Conflict(f"conflict: {_first_line(exc)}") from exc
     except pgerrors.IntegrityError as exc:

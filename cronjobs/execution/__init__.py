@@ -11,8 +11,9 @@ The loop and its parts (river's producer, completer and rescuer):
 - ``state``: what they share (the attempts under way, the report, the database reached
   through the retry policy); ``outcome``: what an attempt comes to (pure).
 
-Around the runs: ``alerts`` (alert commands), ``observe`` (live output, notifications,
-spans), ``notify`` (webhooks), ``tracing`` (OpenTelemetry, the ``otel`` extra).
+Around the runs: ``alerts`` (alert commands), ``outbox`` (the notifications an outcome
+causes, written in its transaction, then sent), ``observe`` (live output, spans),
+``notify`` (webhooks), ``tracing`` (OpenTelemetry, the ``otel`` extra).
 
 Running them: ``runners/`` (one ``Runner`` protocol over the run modes: ``shell``,
 ``forked`` from the ``template`` process, ``interpreter``, ``inprocess``), ``watchdog``,

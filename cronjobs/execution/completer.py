@@ -3,8 +3,8 @@ tokens, with the failures counted against their jobs and the notifications they 
 written to the outbox in the same transaction, and the next claim in it too (one round trip
 per pass: ``store.queue.pass_of_executor``). An outcome the database refuses does not lose
 the others: they are then recorded one by one, each with its notifications. Then it reports
-each (the tick's report, the observer), sends the notifications written and fires the
-alerts a failure calls for."""
+each (the tick's report, the observer), has the outbox send the notifications written and
+fires the alerts a failure calls for."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from cronjobs.clock import Clock
 from cronjobs.db.store import Store
 from cronjobs.errors import CronjobsError, DatabaseUnavailable
 from cronjobs.execution.alerts import Alerting, AlertKind, Event
-from cronjobs.execution.observe import Ending, Observer
+from cronjobs.execution.observe import Observer
 from cronjobs.execution.options import TickOptions
+from cronjobs.execution.outbox import Ending, Outbox
 from cronjobs.execution.outcome import next_status
 from cronjobs.execution.runners import Result
 from cronjobs.execution.state import Active, Database, ExecReport, Finished
@@ -47,13 +48,14 @@ class Completer:
     """Records what ended, one pass at a time (and claims in the same transaction)."""
 
     def __init__(self, db: Database, clock: Clock, options: TickOptions, report: ExecReport,
-                 observer: Observer, alerts: Alerting, *, tick_id: int | None,
+                 observer: Observer, alerts: Alerting, *, outbox: Outbox, tick_id: int | None,
                  handlers: tuple[str, ...]) -> None:
         self.db = db
         self.clock = clock
         self.options = options
         self.report = report
         self.observer = observer
+        self.outbox = outbox
         self.alerts = alerts
         self.tick_id = tick_id
         self.handlers = handlers
@@ -83,17 +85,17 @@ class Completer:
         def write(store: Store) -> tuple[set[int], list[Claimed]]:
             # the notifications are written in the same transaction (fenced by the same
             # leases): all of it is repeated when the policy repeats it
-            deliveries = self.observer.notices(store, endings) if endings else []
+            deliveries = self.outbox.notifications(store, endings) if endings else []
             written: list[Callable[[], list[Outgoing]]] = []
 
-            def outbox() -> None:
-                written[:] = [self.observer.enqueue(store, deliveries)]
+            def record() -> None:
+                written[:] = [self.outbox.record(store, deliveries)]
 
             recorded, counted, claimed = store.queue.pass_of_executor(
                 outcomes, failing, now=self.clock.now(), worker=self.options.worker,
                 limit=claim_limit, tick_id=self.tick_id,
                 run_ids=self.options.run_ids, handlers=self.handlers,
-                outbox=outbox if deliveries else None, after=after)
+                outbox=record if deliveries else None, after=after)
             failures.clear()
             failures.update(counted)
             sent[:] = written[0]() if written else []
@@ -121,7 +123,7 @@ class Completer:
         for active, result, outcome in writes:
             self._recorded(active.claim, result, outcome, recorded,
                            failures.get(active.claim.id))
-        self.observer.send(sent)
+        self.outbox.send(sent)
         return claims, claimed_at
 
     def _outcomes(self, ended: Sequence[Ended]) -> list[Write]:
@@ -158,13 +160,13 @@ class Completer:
 
             def write(store: Store, o: Outcome = outcome, ending: list[Ending] = ending
                       ) -> tuple[set[int], list[Outgoing]]:
-                deliveries = self.observer.notices(store, ending) if ending else []
+                deliveries = self.outbox.notifications(store, ending) if ending else []
                 now = self.clock.now()
                 with store.transaction():
                     if o.run_id in counted:
                         failures[o.run_id] = store.queue.record_job_failure(
                             o.run_id, token=o.token, error=o.error, now=now)
-                    written = self.observer.enqueue(store, deliveries)
+                    written = self.outbox.record(store, deliveries)
                     done = store.queue.finish_runs([o], now=now)
                     return done, written()
             until = active.last_beat + active.claim.lease.total_seconds()

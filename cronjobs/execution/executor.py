@@ -32,6 +32,7 @@ from cronjobs.execution.completer import Completer, Ended
 from cronjobs.execution.lease_keeper import LeaseKeeper
 from cronjobs.execution.observe import NULL_OBSERVER, Observer
 from cronjobs.execution.options import TickOptions
+from cronjobs.execution.outbox import NULL_OUTBOX, Outbox
 from cronjobs.execution.reclaimer import Reclaimer
 from cronjobs.execution.runners.dispatch import Runners
 from cronjobs.execution.state import Active, Database, ExecReport
@@ -50,11 +51,13 @@ class Executor:
     def __init__(self, store: Store, options: TickOptions, *, clock: Clock | None = None,
                  tick_id: int | None = None, due_at: dt.datetime | None = None,
                  handlers: tuple[str, ...] = (), observer: Observer = NULL_OBSERVER,
+                 outbox: Outbox = NULL_OUTBOX,
                  alerts: Alerting = NO_ALERTS, should_stop: Callable[[], bool] = lambda: False,
                  policy: RetryPolicy = DEFAULT) -> None:
         self.options = options
         self.should_stop = should_stop
         self.observer = observer
+        self.outbox = outbox
         self.alerts = alerts
         self.report = ExecReport()
         self.active: dict[int, Active] = {}
@@ -63,9 +66,10 @@ class Executor:
         clock = clock if clock is not None else Clock(store.now())
         self.runners = Runners(options.apps, options.in_process, self.wake)
         self.leases = LeaseKeeper(db, clock, self.active, self.runners, should_stop)
-        self.reclaimer = Reclaimer(db, clock, self.report, self.observer, self.alerts)
+        self.reclaimer = Reclaimer(db, clock, self.report, self.outbox, self.alerts)
         self.completer = Completer(db, clock, options, self.report, self.observer,
-                                   self.alerts, tick_id=tick_id, handlers=handlers)
+                                   self.alerts, outbox=self.outbox, tick_id=tick_id,
+                                   handlers=handlers)
         self.claims = ClaimLoop(db, options, self.active, self.report, self.runners,
                                 self.leases, self.observer, due_at=due_at, clock=clock,
                                 handlers=handlers)
@@ -111,6 +115,7 @@ class Executor:
                 return
             self.leases.heartbeat()
             self.observer.tick_pass(self.active.values())
+            self.outbox.tick_pass()
             self.alerts.poll()
             self.wake.wait(self.claims.wait(now, free))
 

@@ -1,6 +1,6 @@
 """Webhook notifications: a JSON POST to each of a job's ``--notify`` URLs when a run dies,
 an attempt fails or a job recovers (``--notify-on``), sent in the background of the tick,
-delivered at least once through an outbox (docs/notifications.md).
+delivered at least once through an outbox (docs/how-to/notifications.md).
 
 The HTTP client is the standard library's ``urllib``: one POST with a timeout is all a
 webhook needs, and it keeps the tick's install and import path as small as they are.

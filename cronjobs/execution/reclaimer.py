@@ -12,7 +12,7 @@ from cronjobs.clock import Clock
 from cronjobs.db.store import Store
 from cronjobs.execution.alerts import Alerting, AlertKind, Event
 from cronjobs.execution.completer import counted
-from cronjobs.execution.observe import Ending, Observer
+from cronjobs.execution.outbox import Ending, Outbox
 from cronjobs.execution.state import Database, ExecReport
 from cronjobs.models import JobFailure, Outgoing, Reclaimed, RunStatus
 
@@ -25,12 +25,12 @@ class Reclaimer:
     """Takes over expired leases: at the start of a tick and every RECLAIM_EVERY seconds
     of its claiming."""
 
-    def __init__(self, db: Database, clock: Clock, report: ExecReport, observer: Observer,
+    def __init__(self, db: Database, clock: Clock, report: ExecReport, outbox: Outbox,
                  alerts: Alerting) -> None:
         self.db = db
         self.clock = clock
         self.report = report
-        self.observer = observer
+        self.outbox = outbox
         self.alerts = alerts
         self.last = 0.0  # monotonic time of the last pass
 
@@ -51,10 +51,15 @@ class Reclaimer:
                               key=lambda r: r.definition_id)
                 counted = [(row, store.queue.record_reclaimed_failure(
                     row.definition_id, error=row.error, now=at)) for row in rows]
-                deliveries = (self.observer.notices(store, [Ending.of_reclaimed(row)
-                                                            for row in rows])
+                deliveries = (self.outbox.notifications(store, [Ending.of_reclaimed(row)
+                                                                for row in rows])
                               if rows else [])
-                return counted, self.observer.enqueue(store, deliveries)()
+                sent = self.outbox.record(store, deliveries)()
+                # a lost lease that was the run's last attempt: to the history at once,
+                # the way every run goes
+                store.queue.move_ended([row.id for row in rows
+                                        if row.status == RunStatus.DEAD], now=at)
+                return counted, sent
 
         reclaimed, sent = self.db.call(reclaim)
         for row, failure in reclaimed:
@@ -65,5 +70,5 @@ class Reclaimer:
             kind = AlertKind.DEAD if row.status == RunStatus.DEAD else AlertKind.FAILED
             counted(failure, Event(kind, row.id, row.job, row.scheduled_for, row.attempt,
                                    row.status, row.error, None), self.alerts)
-        self.observer.send(sent)
+        self.outbox.send(sent)
         self.last = now if now is not None else time.monotonic()

@@ -1,7 +1,7 @@
 """How many runs a tick runs at once when it is not told (``--concurrency auto``, the
 default): sized from what is due, how it runs and the cores.
 
-The rule (docs/concurrency.md says the same):
+The rule (docs/explanation/concurrency.md says the same):
 
 - Count the runs due now that this tick could claim, up to :data:`MAX_THREADS` (one short
   query: the first entries of the claim's index). Split them by what a run costs: a thread

@@ -28,7 +28,7 @@ from cronjobs.errors import (
     UsageError,
 )
 from cronjobs.web import actions, forecast, pages
-from cronjobs.web.errors import WEB_WORDS, answer
+from cronjobs.web.errors import WEB_WORDS, answer, web_words
 from cronjobs.web.security import Bounded
 from cronjobs.web.site import Settings, Site
 
@@ -105,7 +105,8 @@ async def _cronjobs_error(request: Request, exc: Exception) -> Response:
         log.error("error on %s %s: %s", request.method, request.url.path, scrub(exc.message),
                   extra={"action": "serve"})
         return answer(request, 500, "internal error (see the server's log)", WEB_WORDS[500])
-    return answer(request, status, exc.message)
+    # a browser's page says it without what to type at a terminal
+    return answer(request, status, exc.message, web_words(scrub(exc.what)))
 
 
 async def _internal(request: Request, exc: Exception) -> Response:

@@ -3,24 +3,21 @@ layout, with a title, the message worded for the web and a link back; a script g
 one line of text it always got.
 
 The messages come from the core, which words them for the command line too ("no job named
-'x' (see `cronjobs list`)"): the page leaves out the part that says what to type at a
-terminal, as a dashboard's reader has no terminal at hand.
+'x' (see `cronjobs list`)"): what to type at a terminal is kept apart in the error
+(CronjobsError.advice), and the page shows the message without it (CronjobsError.what), as
+a dashboard's reader has no terminal at hand.
 """
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from cronjobs.db.config import scrub
+from cronjobs.web.render import Renderer
 from cronjobs.web.security import local_path
-
-if TYPE_CHECKING:
-    from cronjobs.web.site import Site
 
 TITLES = {
     400: "That address is not valid",
@@ -34,22 +31,15 @@ TITLES = {
     503: "Unavailable",
 }
 
-# A command-line hint: a part in brackets, or the last clause after ';' or ':', that quotes
-# a command (`cronjobs ...`) or names an option (--force).
-_HINT = r"[^()]*?(?:`[^`]*`|(?<![\w-])--[a-z][\w-]*)[^()]*?"
-HINTS = re.compile(rf"\s*\({_HINT}\)|\s*[;:]\s*(?:see|try|run|use|then)\b[^;]*?"
-                   r"(?:`[^`]*`|(?<![\w-])--[a-z][\w-]*)[^;]*$")
-
-
 def wants_html(request: Request) -> bool:
     """Whether the client is a browser (it asks for text/html); scripts get text."""
     return "text/html" in request.headers.get("accept", "")
 
 
 def web_words(message: str) -> str:
-    """``message`` without its command-line hints, as a sentence."""
-    text = HINTS.sub("", message).strip()
-    text = text.removeprefix("forbidden: ").strip()
+    """``message`` (an error's, without its command-line advice: CronjobsError.what) as a
+    sentence."""
+    text = message.strip().removeprefix("forbidden: ").strip()
     if not text:
         return message
     text = text[0].upper() + text[1:]
@@ -85,9 +75,11 @@ WEB_WORDS = {
 
 def answer(request: Request, status: int, message: str, web: str | None = None) -> Response:
     """An error: ``message`` as one line of text, or for a browser a page that says it in
-    words for the web (``web``, else ``message`` without its command-line hints)."""
+    words for the web (``web``, else ``message`` as a sentence)."""
     if wants_html(request):
-        site: Site = request.app.state.site
-        return site.render.error(request, status, web or web_words(scrub(message)))
+        renderer: Renderer = request.app.state.site.render
+        return renderer.error(request, status,
+                              title=TITLES.get(status, "Something went wrong"),
+                              message=web or web_words(scrub(message)), back=back_of(request))
     return PlainTextResponse(scrub(message) + "\n", status_code=status,
                              headers={"cache-control": "no-store"})

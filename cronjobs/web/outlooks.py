@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
-from cronjobs.core.forecast import Outlook, outlook
+from cronjobs.core.outlook import Outlook, outlook
 from cronjobs.db.store import Store
 
 KEEP = 30.0  # seconds an outlook is shown before it is worked out again

@@ -13,11 +13,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from cronjobs.core.definitions import schedule_words
-from cronjobs.core.forecast import job_outlook
 from cronjobs.core.health import lateness_json, storage_json
 from cronjobs.core.metrics import CONTENT_TYPE
 from cronjobs.core.metrics import metrics as exposition
 from cronjobs.core.operations import MAX_RUN_ID, show
+from cronjobs.core.outlook import job_outlook
 from cronjobs.core.overview import TIMELINE_RUNS, job_page, overview
 from cronjobs.db.config import scrub
 from cronjobs.errors import CronjobsError, UsageError

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import jinja2
@@ -15,14 +15,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from cronjobs import __version__
-from cronjobs.core.health import seconds_text
-from cronjobs.durations import format_duration
+from cronjobs.durations import NONE, elapsed, precise
 from cronjobs.reports import Delivery
 from cronjobs.timefmt import Times, in_zone_named, iso
-from cronjobs.web.errors import TITLES, back_of
-
-if TYPE_CHECKING:
-    from cronjobs.web.site import Site
+from cronjobs.web.security import Admin
 
 TEMPLATES = Path(__file__).parent / "templates"
 FRAGMENT_HEADER = "x-fragment"
@@ -48,14 +44,6 @@ def _local(value: dt.datetime | None, zone: str) -> str:
     return in_zone_named(value, zone)
 
 
-def _duration(value: dt.timedelta | None) -> str:
-    if value is None:
-        return "-"
-    if value < dt.timedelta(seconds=1):
-        return f"{value.total_seconds() * 1000:.0f}ms"
-    return format_duration(dt.timedelta(seconds=round(value.total_seconds())))
-
-
 def _pretty(value: object) -> str:
     """A handler's result (any JSON value) as indented JSON text (then autoescaped)."""
     return json.dumps(value, indent=2, ensure_ascii=False)
@@ -63,7 +51,7 @@ def _pretty(value: object) -> str:
 
 def _seconds(value: float | None) -> str:
     """A start lateness in seconds (as `cronjobs status` writes it)."""
-    return "-" if value is None else seconds_text(value)
+    return NONE if value is None else precise(value)
 
 
 def _standing(delivery: Delivery) -> str:
@@ -77,12 +65,16 @@ def _path(value: str) -> str:
 
 
 class Renderer:
-    def __init__(self, site: Site) -> None:
-        self.site = site
+    """The site's pages: ``admin`` is the server's admin (None: read-only), ``refresh``
+    how often a page refreshes its live part."""
+
+    def __init__(self, admin: Admin | None, refresh: dt.timedelta) -> None:
+        self.admin = admin
+        self.refresh = refresh
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-        self.env.filters.update(iso=_iso, utc=_utc, local=_local, duration=_duration,
+        self.env.filters.update(iso=_iso, utc=_utc, local=_local, duration=elapsed,
                                 path=_path, pretty=_pretty, seconds=_seconds,
                                 standing=_standing)
         self.env.globals.update(version=__version__, statuses=STATUSES)
@@ -93,22 +85,22 @@ class Renderer:
         banner and ``live/name``. ``context["health"]``: the verdict the banner shows (see
         Site.verdict); without it, the page has no banner."""
         fragment = live and request.headers.get(FRAGMENT_HEADER) == "1"
-        admin = self.site.admin
+        admin = self.admin
         signed_in = admin is not None and admin.signed_in(request)
         context = {"request_path": request.url.path, "health": None,
                    "admin": admin is not None, "signed_in": signed_in,
                    "csrf": admin.csrf if admin is not None and signed_in else "",
-                   "refresh": int(self.site.settings.refresh.total_seconds()),
+                   "refresh": int(self.refresh.total_seconds()),
                    "done": request.query_params.get("done", ""), **context,
                    "live_template": f"live/{name}"}
         template = self.env.get_template("live/_fragment.html" if fragment else name)
         return HTMLResponse(template.render(context), status_code=status,
                             headers={"cache-control": "no-store", "vary": "X-Fragment"})
 
-    def error(self, request: Request, status: int, message: str) -> HTMLResponse:
-        """An error in the site's layout: what went wrong, in words for the web, and the
-        way back (see errors.py)."""
+    def error(self, request: Request, status: int, *, title: str, message: str,
+              back: tuple[str, str]) -> HTMLResponse:
+        """An error in the site's layout: its title, what went wrong in words for the web,
+        and the way back (link, words), as errors.py words them."""
         return self.page(request, "error.html", {
-            "status": status, "title": TITLES.get(status, "Something went wrong"),
-            "message": message, "back": back_of(request), "refresh": 0}, status=status,
-            live=False)
+            "status": status, "title": title, "message": message, "back": back,
+            "refresh": 0}, status=status, live=False)

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 import psycopg_pool
 from starlette.requests import Request
 
-from cronjobs.core.health import Status, Thresholds, status
+from cronjobs.core.health import Status, status
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.connect import SESSION_OPTIONS, connection_kwargs, prepare_pooled
 from cronjobs.db.store import Store
+from cronjobs.durations import format_duration
 from cronjobs.errors import DatabaseUnavailable
 from cronjobs.reports import StartLateness
 from cronjobs.web.outlooks import Outlooks
@@ -60,7 +62,7 @@ class Site:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.admin = Admin(settings.admin_token) if settings.admin_token else None
-        self.render = Renderer(self)
+        self.render = Renderer(self.admin, settings.refresh)
         self.outlooks = Outlooks()  # the forecast page's, shared by the requests
         # Every statement runs prepared where --prepared-statements allows it (auto: on a
         # session of the connection's own, never through a transaction pooler): parsed,
@@ -93,7 +95,7 @@ class Site:
         except psycopg_pool.PoolTimeout as exc:
             raise DatabaseUnavailable(
                 "the database is busy or unreachable: no connection within "
-                f"{self.settings.pool_timeout:g} s") from exc
+                f"{format_duration(self.settings.pool_timeout)}") from exc
 
 
     def verdict(self, store: Store, *, fresh: bool = False) -> Status:

@@ -61,7 +61,7 @@ def _tick(database_url: str, env: dict[str, str], *args: str) -> dict[str, Any]:
 def backlog(cli: Invoke, db: psycopg.Connection[Any]) -> int:
     """76 runs due at once (a backfill of 1950 … 2025, yearly)."""
     assert cli("define", "together", "0 0 1 1 *", "--overlap", "allow").exit_code == 0
-    assert cli("backfill", "together", "--from", "1950-01-01T00:00:00Z",
+    assert cli("backfill", "--yes", "together", "--from", "1950-01-01T00:00:00Z",
                "--to", "2025-01-01T00:00:00Z").exit_code == 0
     runs = count(db, "job_runs")
     assert runs == 76

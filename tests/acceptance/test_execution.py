@@ -40,7 +40,7 @@ def test_many_concurrent_ticks_run_each_run_exactly_once(cli: Invoke, database_u
     log = tmp_path / "side-effects.log"
     assert cli("define", "work", "0 0 1 1 *", "--command",
                f'echo "$CRONJOBS_RUN_ID" >> {log}', "--overlap", "allow").exit_code == 0
-    result = cli("backfill", "work", "--from", "1990-01-01T00:00:00Z",
+    result = cli("backfill", "--yes", "work", "--from", "1990-01-01T00:00:00Z",
                  "--to", "2025-01-01T00:00:00Z")
     assert result.exit_code == 0, result.stderr
     runs = count(db, "job_runs")
@@ -167,7 +167,7 @@ def test_failures_are_retried_with_backoff_then_dead(cli: Invoke, database_url: 
     # Time is pinned, not waited for: ticks at T, T+4m and T+11m against a 10m backoff.
     assert cli("define", "flaky", "0 0 29 2 *", "--command", "echo oops >&2; exit 3",
                "--max-attempts", "2", "--backoff", "10m").exit_code == 0
-    assert cli("backfill", "flaky", "--from", "2020-02-29T00:00:00Z",
+    assert cli("backfill", "--yes", "flaky", "--from", "2020-02-29T00:00:00Z",
                "--to", "2020-02-29T00:00:00Z").exit_code == 0
     t = db.execute("SELECT now() + interval '1 hour'").fetchone()[0]  # type: ignore[index]
 
@@ -253,7 +253,7 @@ def test_database_restart_while_a_job_runs_loses_nothing(tmp_path: Path) -> None
         started = tmp_path / "started"
         assert cronjobs("define", "steady", "0 0 1 1 *", "--lease", "10s", "--command",
                         f"touch {started}; sleep 6; echo finished").returncode == 0
-        assert cronjobs("backfill", "steady", "--from", "2020-01-01T00:00:00Z", "--to",
+        assert cronjobs("backfill", "--yes", "steady", "--from", "2020-01-01T00:00:00Z", "--to",
                         "2020-01-01T00:00:00Z").returncode == 0
         tick = subprocess.Popen([sys.executable, "-m", "cronjobs", "tick", "--json"], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

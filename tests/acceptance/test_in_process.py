@@ -112,7 +112,7 @@ def test_concurrent_in_process_ticks_run_each_run_exactly_once(
         cli: Invoke, database_url: str, db: psycopg.Connection[Any], jobs: dict[str, str],
         tmp_path: Path) -> None:
     assert cli("define", "record", "0 0 1 1 *", "--overlap", "allow").exit_code == 0
-    assert cli("backfill", "record", "--from", "1950-01-01T00:00:00Z",
+    assert cli("backfill", "--yes", "record", "--from", "1950-01-01T00:00:00Z",
                "--to", "2025-01-01T00:00:00Z").exit_code == 0
     runs = count(db, "job_runs")
     assert runs == 76

@@ -114,7 +114,7 @@ def _queue(cli: Invoke, name: str, runs: int, *options: str) -> None:
     result = cli("define", name, "0 0 1 1 *", "--overlap", "allow", "--max-attempts", "1",
                  *options)
     assert result.exit_code == 0, result.stderr
-    result = cli("backfill", name, "--from", "2020-01-01T00:00:00Z",
+    result = cli("backfill", "--yes", name, "--from", "2020-01-01T00:00:00Z",
                  "--to", f"{2020 + runs - 1}-01-01T00:00:00Z")
     assert result.exit_code == 0, result.stderr
 
@@ -221,7 +221,7 @@ def test_killing_the_tick_and_its_watchdog_leaves_no_job_process(
     result = cli("define", "shell", "0 0 1 1 *", "--command",
                  f"sleep 300 & echo $! >> {pids}; sleep 300 & echo $! >> {pids}; wait")
     assert result.exit_code == 0, result.stderr
-    assert cli("backfill", "shell", "--from", "2020-01-01T00:00:00Z",
+    assert cli("backfill", "--yes", "shell", "--from", "2020-01-01T00:00:00Z",
                "--to", "2020-01-01T00:00:00Z").exit_code == 0
     _queue(cli, "sleeper", 1)
     tick = _tick(database_url, app, "--concurrency", "2")
@@ -265,7 +265,7 @@ def test_handlers_run_in_a_fresh_interpreter_when_the_app_starts_threads(
         "def who(ctx):\n    return {'ppid': os.getppid()}\n")
     result = cli("define", "who", "0 0 1 1 *", "--overlap", "allow")
     assert result.exit_code == 0, result.stderr
-    assert cli("backfill", "who", "--from", "2020-01-01T00:00:00Z",
+    assert cli("backfill", "--yes", "who", "--from", "2020-01-01T00:00:00Z",
                "--to", "2021-01-01T00:00:00Z").exit_code == 0
     tick = subprocess.Popen(
         [sys.executable, "-m", "cronjobs", "--database-url", database_url, "--app", "threaded",

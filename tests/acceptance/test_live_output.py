@@ -64,7 +64,7 @@ def test_logs_follow_a_running_run_to_its_end(cli: Invoke, database_url: str,
     assert first + out == "".join(f"line {i}\n" for i in range(1, 7)) + "done\n"
     lines = err.splitlines()
     assert lines[0].startswith(f"cronjobs: waiting for run {run_id} to start (queued")
-    assert lines[-1].startswith(f"cronjobs: run {run_id} of printer is failed (attempt 1 "
+    assert lines[-1].startswith(f"cronjobs: run {run_id} of printer failed (attempt 1 "
                                 "of 2): exit code 4; the next attempt is due ")
     assert len(lines) == 2
 
@@ -94,7 +94,28 @@ def test_logs_of_a_finished_run_and_while_it_runs(cli: Invoke, database_url: str
     done = cli("logs", str(run_id))
     assert done.exit_code == 0
     assert done.stdout == "first\nsecond\n"
-    assert done.stderr == f"cronjobs: run {run_id} of printer is succeeded (attempt 1 of 1)\n"
+    assert done.stderr == f"cronjobs: run {run_id} of printer succeeded (attempt 1 of 1)\n"
     missing = cli("logs", "999999")
     assert missing.exit_code == 2
     assert missing.stderr == "error: no run with id 999999 (see `cronjobs runs`)\n"
+
+
+def test_logs_of_a_running_run_that_printed_nothing_says_so(
+        cli: Invoke, database_url: str, db: psycopg.Connection[Any]) -> None:
+    one_run(cli, "sleeper", "--command", "sleep 60", "--max-attempts", "1")
+    run_id = _run_id(db)
+    tick = subprocess.Popen(
+        [sys.executable, "-m", "cronjobs", "--database-url", database_url, "tick"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: db.execute("SELECT status FROM job_runs WHERE id = %s",
+                                    (run_id,)).fetchone() == ("running",),
+                 "the run to start")
+        result = cli("logs", str(run_id))
+        assert (result.exit_code, result.stdout) == (0, "")
+        assert result.stderr == (f"cronjobs: run {run_id} of sleeper is running (attempt 1 "
+                                 "of 1) and has printed nothing yet; --follow waits for its "
+                                 "output\n")
+    finally:
+        tick.terminate()
+        tick.communicate(timeout=120)

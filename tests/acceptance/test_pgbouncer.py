@@ -161,10 +161,10 @@ def test_everything_through_pgbouncer_transaction_pooling(pooled_url: str,
         ["resume", "pooled"], ["trigger", "pooled"], ["trigger", "pooled"],
         ["tick", "--concurrency", "2"],
         ["runs", "pooled"], ["show", "1"], ["status"], ["metrics"],
-        ["explain", "pooled"], ["backfill", "pooled", "--from", "2026-01-01T00:00:00Z",
+        ["explain", "pooled"], ["backfill", "--yes", "pooled", "--from", "2026-01-01T00:00:00Z",
                                 "--to", "2026-01-01T00:02:00Z"],
         ["tick"], ["retry", "1", "--force"], ["tick", "--json"], ["cancel", "1"],
-        ["prune", "--older-than", "1d"], ["migrate"],
+        ["retention"], ["migrate"],
     ]
     for step in steps:
         result = _run(pooled_url, *step)
@@ -176,7 +176,7 @@ def test_everything_through_pgbouncer_transaction_pooling(pooled_url: str,
     assert dict(runs) == {"succeeded": 6 + scheduled}
     assert len(marker.read_text().split()) == 6 + scheduled
     # several concurrent ticks through the pooler still run each run once
-    assert _run(pooled_url, "backfill", "pooled", "--from", "2026-02-01T00:00:00Z", "--to",
+    assert _run(pooled_url, "backfill", "--yes", "pooled", "--from", "2026-02-01T00:00:00Z", "--to",
                 "2026-02-01T00:19:00Z").returncode == 0
     procs = [subprocess.Popen([sys.executable, "-m", "cronjobs", "--database-url", pooled_url,
                                "tick", "--json"], stdout=subprocess.PIPE,

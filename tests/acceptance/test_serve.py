@@ -93,6 +93,22 @@ def test_bad_options_exit_2_with_one_line_and_write_nothing(
     assert snapshot(db) == before
 
 
+def test_a_port_in_use_is_one_line_and_exit_2(database_url: str,
+                                               db: psycopg.Connection[Any]) -> None:
+    """Not uvicorn's log lines and its exit code 3 (which is `status --check`'s)."""
+    before = snapshot(db)
+    env = {**os.environ, "CRONJOBS_DATABASE_URL": database_url}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cronjobs("serve", "--port", str(port), env=env)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (f"error: cannot listen on 127.0.0.1:{port}: the port is in use "
+                             "(by another `cronjobs serve`?); choose another with --port\n")
+    assert snapshot(db) == before
+
+
 def test_without_the_web_extra_it_says_what_to_install(database_url: str) -> None:
     blocked = ", ".join(repr(name) for name in ("uvicorn", "starlette", "jinja2",
                                                 "psycopg_pool", "multipart"))

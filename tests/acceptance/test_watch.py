@@ -11,30 +11,87 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
+from typing import IO
 
 from conftest import Invoke, one_run
 
 ENTER, LEAVE, HOME_CLEAR = "\x1b[?1049h", "\x1b[?1049l", "\x1b[H\x1b[2J"
+# How long each step may take (a start, a redraw, the end after Ctrl-C). Generous: with the
+# whole suite on a loaded 2-core machine, its workers and their subprocesses share the CPUs
+# and a new interpreter alone can take many seconds to start. A step that does not happen
+# fails with what the process printed until then.
+LIMIT = 240.0
 
 
 def _argv(database_url: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "cronjobs", "--database-url", database_url, *args]
 
 
-def _read_until(fd: int, done: str, limit: float = 60) -> str:
-    """Read a pty until ``done`` has appeared (or fail)."""
-    seen = b""
-    deadline = time.monotonic() + limit
-    while done.encode() not in seen:
-        assert time.monotonic() < deadline, f"gave up waiting for {done!r} in {seen!r}"
-        ready, _, _ = select.select([fd], [], [], 0.5)
-        if ready:
-            try:
-                seen += os.read(fd, 65536)
-            except OSError:  # the other side closed
-                break
-    return seen.decode()
+class _Output:
+    """Everything a process printed on one file descriptor (a pty or a pipe), read as it
+    comes, so that a test waits for what it expects with a bound and, when it gives up,
+    says what it saw (and what the process wrote to ``stderr``, a file, if apart)."""
+
+    def __init__(self, fd: int, process: subprocess.Popen[bytes],
+                 stderr: IO[bytes] | None = None) -> None:
+        self.fd, self.process, self.stderr = fd, process, stderr
+        self.seen, self.closed = b"", False
+
+    def text(self) -> str:
+        return self.seen.decode(errors="replace")
+
+    def until(self, done: str, *, start: int = 0) -> str:
+        """Read until ``done`` appears after character ``start`` of the output; return the
+        output from ``start`` on."""
+        self.wait(lambda: done in self.text()[start:], repr(done))
+        return self.text()[start:]
+
+    def lines(self, count: int) -> list[str]:
+        """The first ``count`` lines, once they are there."""
+        self.wait(lambda: self.text().count("\n") >= count, f"{count} lines")
+        return self.text().splitlines(keepends=True)[:count]
+
+    def ended(self) -> int:
+        """The exit code, once the process has ended (reading what it still prints)."""
+        self.wait(lambda: self.process.poll() is not None, "the process to end",
+                  closing=False)
+        return self.process.returncode
+
+    def wait(self, predicate: Callable[[], bool], what: str, *, closing: bool = True) -> None:
+        deadline = time.monotonic() + LIMIT
+        while not predicate():
+            if (closing and self.closed) or time.monotonic() > deadline:
+                raise AssertionError(f"gave up waiting for {what} after {LIMIT:.0f}s "
+                                     f"({self._state()}); it printed "
+                                     f"{self.text()[-3000:]!r}{self._errors()}")
+            self._read(0.5)
+
+    def _read(self, wait: float) -> None:
+        if self.closed:
+            time.sleep(wait)
+            return
+        ready, _, _ = select.select([self.fd], [], [], wait)
+        if not ready:
+            return
+        try:
+            chunk = os.read(self.fd, 65536)
+        except OSError:  # a pty whose other side closed
+            chunk = b""
+        self.closed = not chunk
+        self.seen += chunk
+
+    def _state(self) -> str:
+        code = self.process.poll()
+        return "still running" if code is None else f"it ended with exit code {code}"
+
+    def _errors(self) -> str:
+        if self.stderr is None:
+            return ""
+        self.stderr.seek(0)
+        return f" and on stderr {self.stderr.read()[-3000:].decode(errors='replace')!r}"
 
 
 def _watch_on_a_terminal(database_url: str, *args: str) -> tuple[int, str, str]:
@@ -45,18 +102,21 @@ def _watch_on_a_terminal(database_url: str, *args: str) -> tuple[int, str, str]:
                                stderr=follower, env={**os.environ, "TZ": "UTC"},
                                start_new_session=True)
     os.close(follower)
+    output = _Output(leader, process)
     try:
-        drawn = _read_until(leader, HOME_CLEAR)
-        drawn += _read_until(leader, HOME_CLEAR)  # a second screen: redrawn, not scrolled
+        first = output.until(HOME_CLEAR).index(HOME_CLEAR)
+        output.until(HOME_CLEAR, start=first + 1)  # a second screen: redrawn, not scrolled
+        pressed = len(output.text())
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C does
-        after = _read_until(leader, LEAVE)
-        code = process.wait(timeout=30)
+        output.until(LEAVE, start=pressed)
+        code = output.ended()
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
         os.close(leader)
-    return code, drawn, after
+    text = output.text()
+    return code, text[:pressed], text[pressed:]
 
 
 def test_runs_watch_redraws_in_place_and_stops_cleanly(cli: Invoke, database_url: str) -> None:
@@ -83,13 +143,23 @@ def test_status_watch_redraws_in_place(cli: Invoke, database_url: str) -> None:
 
 
 def _piped(database_url: str, *args: str, lines: int) -> tuple[int, list[str]]:
-    process = subprocess.Popen(_argv(database_url, *args), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    got = [process.stdout.readline() for _ in range(lines)]
-    process.send_signal(signal.SIGINT)
-    process.wait(timeout=30)
-    return process.returncode, got
+    """Start the command with its output piped, read its first ``lines`` lines, then send
+    SIGINT; (exit code, those lines)."""
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(_argv(database_url, *args), stdout=subprocess.PIPE,
+                                   stderr=errors)
+        assert process.stdout is not None
+        output = _Output(process.stdout.fileno(), process, errors)
+        try:
+            got = output.lines(lines)
+            process.send_signal(signal.SIGINT)
+            code = output.ended()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            process.stdout.close()
+    return code, got
 
 
 def test_piped_each_refresh_is_appended(cli: Invoke, database_url: str) -> None:

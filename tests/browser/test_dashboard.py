@@ -363,7 +363,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 def test_the_docs_screenshots(browser: Any, server: str, cli: Invoke,
                               db: psycopg.Connection[Any]) -> None:
-    """The dashboard of docs/dashboard.md, with showcase's jobs: checked on every run, and
+    """The dashboard of docs/how-to/dashboard.md, with showcase's jobs: checked on every run, and
     written to docs/dashboard.png and docs/dashboard-phone.png with CRONJOBS_SCREENSHOTS=1
     (docs/screenshot.py)."""
     from showcase import DEAD, JOBS, seed

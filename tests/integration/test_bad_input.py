@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -87,9 +88,13 @@ def test_bad_define(cli: Invoke, db: psycopg.Connection[Any], args: list[str],
         # digits other than ASCII's are not numbers here (found by the fuzz)
         (["define", "j", "@daily", "--timeout", "\u00b2"], "invalid --timeout"),
         (["define", "j", "@daily", "--backoff", "\u0661\u0662s"], "invalid --backoff"),
-        (["prune", "--older-than", "999999999w"], "must be between 1h and 36500d"),
+        # gone: one retention policy (`cronjobs retention`), applied by every tick
+        (["prune", "--older-than", "30d"], "`cronjobs prune` is gone"),
+        (["tick", "--retention", "30d"], "--retention (CRONJOBS_RETENTION) is gone"),
         (["--connect-timeout", "999999999w", "list"], "must be between 1s and 36500d"),
-        (["explain", "existing", "--to", "2h"], "invalid --to '2h'"),
+        (["explain", "existing", "--to", "2 hours"], "invalid --to '2 hours'"),
+        (["tick", "--now", "2h"], "say which way with a sign: -2h (2h ago) or +2h"),
+        (["backfill", "existing", "--from", "+2h", "--to", "+3h"], "backfill is for the past"),
         (["backfill", "existing", "--from", "9999-12-31", "--to", "9999-12-31"],
          "must lie between"),
         (["nonsense-command"], "no such command"),
@@ -144,3 +149,197 @@ def test_a_handler_no_app_module_registers_is_defined_with_a_warning(
     assert result.exit_code == 2
     assert snapshot(db) == before
     assert "cannot import --app module 'no_such_module_xyz'" in result.stderr
+
+
+# -- commands that act on many runs at once: a preview, then a yes ---------------------------
+
+def _yearly_runs(cli: Invoke, name: str, *options: str) -> None:
+    """Job ``name`` (yearly) with the runs of 2020, 2021 and 2022 queued."""
+    assert cli("define", name, "0 0 1 1 *", *options).exit_code == 0
+    result = cli("backfill", name, "--from", "2020-01-01", "--to", "2022-01-01", "--yes")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_backfill_off_a_terminal_needs_yes_and_says_what_it_would_do(
+        cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "daily", "0 6 * * *", "--command", "true").exit_code == 0
+    before = snapshot(db)
+    refused = cli("backfill", "daily", "--from", "2026-01-01", "--to", "2026-01-07")
+    assert (refused.exit_code, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        "error: backfill of daily would create 7 run(s), from 2026-01-01 06:00 UTC to "
+        "2026-01-07 06:00 UTC; add --yes to create them, or --dry-run to see them only (no "
+        "terminal to ask on)\n")
+    dry = cli("backfill", "daily", "--from", "2026-01-01", "--to", "2026-01-07", "--dry-run")
+    assert (dry.exit_code, dry.stderr) == (0, "")
+    assert dry.stdout == ("backfill of daily would create 7 run(s), from 2026-01-01 06:00 UTC "
+                          "to 2026-01-07 06:00 UTC\n")
+    as_json = json.loads(cli("backfill", "daily", "--from", "2026-01-01", "--to", "2026-01-07",
+                             "--dry-run", "--json").stdout)
+    assert (as_json["dry_run"], as_json["created"], len(as_json["slots"])) == (True, 7, 7)
+    assert snapshot(db) == before
+    done = cli("backfill", "daily", "--from", "2026-01-03", "--to", "2026-01-04", "-y")
+    assert done.exit_code == 0, done.stderr
+    # what already has a run is left alone, and the preview says so
+    dry = cli("backfill", "daily", "--from", "2026-01-01", "--to", "2026-01-07", "--dry-run")
+    assert dry.stdout == ("backfill of daily would create 5 run(s), from 2026-01-01 06:00 UTC "
+                          "to 2026-01-07 06:00 UTC (2 of the 7 slot(s) in range already had "
+                          "a run)\n")
+
+
+def test_backfill_refuses_more_runs_than_its_bound_unless_told(
+        cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "daily", "0 6 * * *", "--command", "true").exit_code == 0
+    before = snapshot(db)
+    for extra in ((), ("--yes",), ("--dry-run",)):
+        result = cli("backfill", "daily", "--from", "2000-01-01", "--to", "2026-11-01", *extra)
+        assert (result.exit_code, result.stdout) == (2, "")
+        assert result.stderr == (
+            "error: backfill of daily would create 9,802 runs, more than --max-runs 1,000: "
+            "give --max-runs 9802 to create them, or backfill a shorter range\n")
+    assert snapshot(db) == before
+    small = cli("backfill", "daily", "--from", "2026-01-01", "--to", "2026-01-07", "--yes",
+                "--max-runs", "6")
+    assert small.exit_code == 2
+    assert "would create 7 runs, more than --max-runs 6" in small.stderr
+    assert snapshot(db) == before
+    told = cli("backfill", "daily", "--from", "2000-01-01", "--to", "2026-11-01", "--yes",
+               "--max-runs", "9802", "--json")
+    assert told.exit_code == 0, told.stderr
+    assert json.loads(told.stdout)["created"] == 9802
+
+
+def test_backfill_to_now_or_today_stops_at_now(cli: Invoke,
+                                               db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "hourly", "0 * * * *", "--command", "true").exit_code == 0
+    now = db.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+    for end in ("now", now.date().isoformat(), "+2d"):
+        result = cli("backfill", "hourly", "--from", "1d", "--to", end, "--dry-run", "--json")
+        assert result.exit_code == 0, (end, result.stderr)
+        slots = json.loads(result.stdout)["slots"]
+        assert len(slots) == 24, end  # one a hour over the last day, none ahead
+        last = dt.datetime.fromisoformat(slots[-1])
+        assert now - dt.timedelta(hours=1) < last <= now
+    ago = cli("backfill", "hourly", "--from", "3h", "--to", "2h", "--dry-run", "--json")
+    assert len(json.loads(ago.stdout)["slots"]) == 1
+
+
+def test_remove_of_a_job_with_runs_waiting_asks_first(
+        cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    _yearly_runs(cli, "busy", "--command", "true")
+    before = snapshot(db)
+    refused = cli("remove", "busy")
+    assert (refused.exit_code, refused.stdout) == (2, "")
+    assert refused.stderr == ("error: removing busy would cancel its 3 waiting run(s) (its "
+                              "history stays); add --yes to remove it (no terminal to ask on)\n")
+    dry = cli("remove", "busy", "--dry-run", "--json")
+    assert json.loads(dry.stdout) == {"job": "busy", "dry_run": True, "cancelled_runs": 3}
+    assert snapshot(db) == before
+    removed = cli("remove", "busy", "--yes")
+    assert removed.exit_code == 0, removed.stderr
+    assert removed.stdout.startswith("removed busy (3 waiting run(s) cancelled")
+    # a job with nothing waiting asks nothing (scripts that remove idle jobs go on working)
+    assert cli("define", "idle", "0 0 1 1 *").exit_code == 0
+    assert cli("remove", "idle").exit_code == 0
+
+
+def test_ack_all_asks_first(cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    _yearly_runs(cli, "bad", "--command", "false", "--max-attempts", "1",
+                 "--overlap", "allow")
+    assert cli("tick").exit_code == 0
+    ids = [r[0] for r in db.execute("SELECT id FROM job_runs ORDER BY id").fetchall()]
+    before = snapshot(db)
+    refused = cli("ack", "--all", "bad")
+    assert (refused.exit_code, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        f"error: ack --all would acknowledge 3 dead run(s) of bad: {ids[0]}, {ids[1]}, "
+        f"{ids[2]}; add --yes to acknowledge them, or --dry-run to see them only (no "
+        "terminal to ask on)\n")
+    dry = cli("ack", "--all", "bad", "--dry-run")
+    assert dry.stdout.startswith("ack --all would acknowledge 3 dead run(s) of bad")
+    assert snapshot(db) == before
+    one = cli("ack", str(ids[0]), "--yes")
+    assert one.exit_code == 2
+    assert one.stderr.startswith("error: --yes and --dry-run go with --all NAME")
+    done = cli("ack", "--all", "bad", "--yes")
+    assert done.stdout.startswith("acknowledged 3 dead run(s) of bad")
+    nothing = cli("ack", "--all", "bad")  # nothing to acknowledge: nothing to ask
+    assert (nothing.exit_code, nothing.stdout) == (
+        0, "no dead run of bad waits for acknowledgement\n")
+
+
+# -- common slips: a sentence about what was typed -------------------------------------------
+
+@pytest.mark.parametrize(("args", "message"), [
+    # `define x * * * * * --command …` in a directory holding three files: the shell gave
+    # the file names five times
+    (["define", "x", *["a.txt", "b.txt", "notes.md"] * 5, "--command", "true"],
+     "error: the schedule must be one argument: quote it, e.g. cronjobs define x '* * * * *' "
+     "(left unquoted, the shell splits it into words and turns each * into file names; 14 "
+     "extra argument(s) given) (try 'cronjobs define --help')\n"),
+    # in an empty directory the shell leaves * alone: the words come back quoted
+    (["define", "x", "0", "3", "*", "*", "1-5"],
+     "error: the schedule must be one argument: quote it, e.g. cronjobs define x "
+     "'0 3 * * 1-5' (left unquoted, the shell splits it into words and turns each * into "
+     "file names; 4 extra argument(s) given) (try 'cronjobs define --help')\n"),
+    (["next", "0", "3", "*", "*", "*"],
+     "error: the schedule must be one argument: quote it, e.g. cronjobs next '0 3 * * *' "
+     "(left unquoted, the shell splits it into words and turns each * into file names; 4 "
+     "extra argument(s) given) (try 'cronjobs next --help')\n"),
+    (["define", "x", "0 3 * * *", "--command", "echo", "hello"],
+     "error: unexpected extra argument(s) 'hello': quote an option's value that holds "
+     "spaces, e.g. --command 'echo hello' (try 'cronjobs define --help')\n"),
+    # a value out of range names the option typed, not its environment variable
+    (["runs", "--limit", "0"],
+     "error: invalid value for '--limit': 0 is not in the range 1<=x<=10000 (try 'cronjobs "
+     "runs --help')\n"),
+    (["define", "x", "@daily", "--max-attempts", "0"],
+     "error: invalid value for '--max-attempts': 0 is not in the range 1<=x<=100 (try "
+     "'cronjobs define --help')\n"),
+])
+def test_common_slips_are_told_what_to_type(cli: Invoke, db: psycopg.Connection[Any],
+                                            args: list[str], message: str) -> None:
+    before = snapshot(db)
+    result = cli(*args)
+    assert (result.exit_code, result.stdout, result.stderr) == (2, "", message)
+    assert snapshot(db) == before
+
+
+def test_a_value_from_the_environment_names_its_variable(cli: Invoke) -> None:
+    result = cli("runs", env={"CRONJOBS_RUNS_LIMIT": "0"})
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: invalid value for '--limit' (from "
+                                    "$CRONJOBS_RUNS_LIMIT): 0 is not in the range")
+
+
+def test_a_jobs_file_that_is_not_toml_is_told_jobs_files_are_toml(
+        cli: Invoke, db: psycopg.Connection[Any], tmp_path: Any) -> None:
+    before = snapshot(db)
+    (tmp_path / "jobs.yaml").write_text("jobs:\n  backup:\n    schedule: '0 2 * * *'\n")
+    result = cli("apply", str(tmp_path / "jobs.yaml"))
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.startswith(f"error: {tmp_path / 'jobs.yaml'}: invalid TOML: ")
+    assert result.stderr.endswith(" (jobs files are TOML, as `cronjobs export` writes them: "
+                                  "not YAML or JSON)\n")
+    assert snapshot(db) == before
+
+
+def test_resume_of_a_job_that_is_not_paused_says_so(cli: Invoke,
+                                                    db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "x", "0 0 1 1 *", "--command", "true").exit_code == 0
+    before = snapshot(db)
+    result = cli("resume", "x")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("x was not paused: nothing changed (next run ")
+    assert snapshot(db) == before
+    assert cli("pause", "x").exit_code == 0
+    assert cli("resume", "x").stdout.startswith("resumed x, next ")
+
+
+@pytest.mark.parametrize("text", ["abc", "0", "1.5", "99999999999999999999"])
+def test_a_run_id_that_is_not_one_says_where_run_ids_are(cli: Invoke, text: str) -> None:
+    result = cli("show", text)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (f"error: invalid value for 'RUN_ID': '{text}' is not a run id: "
+                             "use the number `cronjobs runs` shows in its ID column (try "
+                             "'cronjobs show --help')\n")

@@ -85,7 +85,7 @@ ALTER TABLE job_definitions DROP CONSTRAINT job_definitions_payload_check,
 
 def _queue(cli: Invoke, name: str, *options: str) -> None:
     assert cli("define", name, "0 0 1 1 *", "--command", "true", *options).exit_code == 0
-    result = cli("backfill", name, "--from", "2020-01-01T00:00:00Z",
+    result = cli("backfill", "--yes", name, "--from", "2020-01-01T00:00:00Z",
                  "--to", "2020-01-01T00:00:00Z")
     assert result.exit_code == 0, result.stderr
 
@@ -133,7 +133,7 @@ def test_a_failure_without_a_backoff_ends_the_run(cli: Invoke,
     db.execute(DROPPED)
     _queue(cli, "good")
     assert cli("define", "flaky", "0 0 1 1 *", "--command", "exit 3").exit_code == 0
-    assert cli("backfill", "flaky", "--from", "2020-01-01T00:00:00Z",
+    assert cli("backfill", "--yes", "flaky", "--from", "2020-01-01T00:00:00Z",
                "--to", "2020-01-01T00:00:00Z").exit_code == 0
     db.execute("UPDATE job_definitions SET backoff = NULL WHERE name = 'flaky'")
 
@@ -165,7 +165,7 @@ def test_an_outcome_the_database_refuses_loses_no_other(
     for name in ("good-1", "good-2"):
         _queue(cli, name)
     assert cli("define", "poison", "0 0 1 1 *", "--command", "echo poison").exit_code == 0
-    assert cli("backfill", "poison", "--from", "2020-01-01T00:00:00Z",
+    assert cli("backfill", "--yes", "poison", "--from", "2020-01-01T00:00:00Z",
                "--to", "2020-01-01T00:00:00Z").exit_code == 0
 
     result = cli("tick", "--concurrency", "16", "--json")

@@ -42,7 +42,7 @@ def test_refusals_and_bad_input_are_worded_for_python(client: Client, cli: Invok
         (lambda: client.retry(queued.id, attempts=0), UsageError,
          "invalid attempts=0: must be between 1 and 100"),
         (lambda: client.ack(queued.id), Refused,
-         f"run {queued.id} of 'report' is succeeded: only a dead run can be acknowledged "
+         f"run {queued.id} of 'report' succeeded: only a dead run can be acknowledged "
          "(see Client.runs(states=['dead']))"),
         (lambda: client.run(999), RunNotFound, "no run with id 999 (see Client.runs())"),
         (lambda: client.cancel(999), RunNotFound, "no run with id 999 (see Client.runs())"),

@@ -21,7 +21,7 @@ from cronjobs.models import AttemptOutcome, Outcome, RunStatus
 def _queued_runs(cli: Invoke, name: str, *options: str) -> None:
     assert cli("define", name, "0 0 1 1 *", "--command", "true", "--overlap", "allow",
                *options).exit_code == 0
-    assert cli("backfill", name, "--from", "2021-01-01T00:00:00Z",
+    assert cli("backfill", "--yes", name, "--from", "2021-01-01T00:00:00Z",
                "--to", "2023-01-01T00:00:00Z").exit_code == 0
 
 

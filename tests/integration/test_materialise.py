@@ -17,6 +17,7 @@ import pytest
 from conftest import Invoke, count, snapshot
 from cronjobs import cron as schedules
 from cronjobs.core.materialise import materialise
+from cronjobs.core.operations import trigger
 from cronjobs.db.store import Store
 from cronjobs.errors import CronjobsError
 from cronjobs.tick import TickOptions, tick
@@ -228,6 +229,29 @@ def test_overlap_against_a_live_running_run(cli: Invoke, db: psycopg.Connection[
     assert cancel == ((1,) if overlap == "replace" else (0,))
 
 
+def test_a_run_triggered_after_the_slot_came_due_does_not_skip_it(
+        cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    """Defined at 00:59:50, triggered at 01:00:30, ticked at 01:00:31: the 01:00 slot came
+    due before the manual run was asked for, so the manual run is not a previous run that
+    holds it back: both run (one after the other), nothing is skipped."""
+    assert cli("define", "hello", "* * * * *", "--command", "true").exit_code == 0
+    row = db.execute("SELECT date_trunc('minute', now()) - interval '1 minute'").fetchone()
+    assert row is not None
+    slot: dt.datetime = row[0]
+    db.execute("UPDATE job_definitions SET cursor_at = %s, next_due_at = %s, "
+               "created_at = %s, schedule_since = %s",
+               (slot - dt.timedelta(seconds=10), slot, slot - dt.timedelta(seconds=10),
+                slot - dt.timedelta(seconds=10)))
+    store = Store(db)
+    trigger(store, "hello", now=slot + dt.timedelta(seconds=30))
+    report = tick(store, TickOptions(now=slot + dt.timedelta(seconds=31)))
+    assert (report.materialise.materialised, report.materialise.skipped_slots) == (1, 0)
+    runs = sorted(db.execute("SELECT trigger, scheduled_for, status FROM job_runs"))
+    assert runs == [("manual", slot + dt.timedelta(seconds=30), "succeeded"),
+                    ("schedule", slot, "succeeded")]
+    assert count(db, "job_skips") == 0
+
+
 def test_a_dead_worker_never_blocks_its_schedule(cli: Invoke,
                                                  db: psycopg.Connection[Any]) -> None:
     assert cli("define", "stuck", "0 * * * *", "--command", "true").exit_code == 0
@@ -286,18 +310,26 @@ def test_invalid_definition_is_skipped_and_others_proceed(cli: Invoke,
 
 def test_backfill(cli: Invoke, db: psycopg.Connection[Any]) -> None:
     assert cli("define", "daily", "0 6 * * *", "--command", "true").exit_code == 0
-    result = cli("backfill", "daily", "--from", "2026-01-01T00:00:00Z", "--to",
+    result = cli("backfill", "--yes", "daily", "--from", "2026-01-01T00:00:00Z", "--to",
                  "2026-01-05T23:59:00Z", "--json")
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert (len(data["slots"]), data["created"], data["existing"]) == (5, 5, 0)
-    again = json.loads(cli("backfill", "daily", "--from", "2026-01-03T00:00:00Z", "--to",
+    again = json.loads(cli("backfill", "--yes", "daily", "--from", "2026-01-03T00:00:00Z", "--to",
                            "2026-01-07T00:00:00Z", "--json").stdout)
     assert (again["created"], again["existing"]) == (1, 3)
     assert count(db, "job_runs") == 6
-    future = cli("backfill", "daily", "--from", "2026-01-01T00:00:00Z", "--to", "2999-01-01")
-    assert future.exit_code == 2
-    assert "backfill is for the past" in future.stderr
+    # a range ending after now ends at now: never a future slot (a dry run: nothing written)
+    future = cli("backfill", "daily", "--from", "2026-01-01T00:00:00Z", "--to", "2999-01-01",
+                 "--dry-run", "--max-runs", "10000", "--json")
+    assert future.exit_code == 0, future.stderr
+    now = db.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+    slots = [dt.datetime.fromisoformat(s) for s in json.loads(future.stdout)["slots"]]
+    assert slots[-1] <= now < slots[-1] + dt.timedelta(days=1)
+    assert count(db, "job_runs") == 6
+    late = cli("backfill", "daily", "--from", "2999-01-01", "--to", "2999-01-02")
+    assert late.exit_code == 2
+    assert "backfill is for the past" in late.stderr
     assert count(db, "job_runs") == 6
 
 

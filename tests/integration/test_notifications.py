@@ -233,11 +233,11 @@ def test_recovery_after_a_dead_run(cli: Invoke, db: psycopg.Connection[Any],
                 "--notify", ok.url)
         assert cli("tick").exit_code == 0
         marker.touch()
-        assert cli("backfill", "backup", "--from", "2021-01-01T00:00:00Z",
+        assert cli("backfill", "--yes", "backup", "--from", "2021-01-01T00:00:00Z",
                    "--to", "2021-01-01T00:00:00Z").exit_code == 0
         assert cli("tick").exit_code == 0
         # a third run that succeeds after a success is no news
-        assert cli("backfill", "backup", "--from", "2022-01-01T00:00:00Z",
+        assert cli("backfill", "--yes", "backup", "--from", "2022-01-01T00:00:00Z",
                    "--to", "2022-01-01T00:00:00Z").exit_code == 0
         assert cli("tick").exit_code == 0
     finally:

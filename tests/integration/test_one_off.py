@@ -85,7 +85,7 @@ def test_in_a_duration_and_cancel(cli: Invoke, db: psycopg.Connection[Any]) -> N
     assert [r[1] for r in _runs(db)] == ["cancelled"]
     # removing a job drops its runs for later too
     cli("trigger", "report", "--in", "1h")
-    assert cli("remove", "report").exit_code == 0
+    assert cli("remove", "report", "--yes").exit_code == 0
     assert [r[1] for r in _runs(db)] == ["cancelled", "cancelled"]
 
 

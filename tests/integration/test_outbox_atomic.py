@@ -20,7 +20,7 @@ from test_outbox import SECRET, Receiver, _outbox, _tick
 
 from conftest import Invoke, clean_env, one_run, wait_for
 from cronjobs.db.store import Store
-from cronjobs.execution.observe import Ending, RunObserver
+from cronjobs.execution.outbox import Ending, TickOutbox
 from cronjobs.models import Claimed, RunStatus
 
 receiver = test_outbox.receiver  # the fixtures of test_outbox (a webhook receiver, short tries)
@@ -218,7 +218,7 @@ def test_a_success_after_a_death_recorded_in_the_same_transaction_is_a_recovery(
     result = cli("define", "flaky", "0 0 1 1 *", "--command", "true", "--overlap", "allow",
                  "--notify", "http://127.0.0.1:9/hook", "--notify-on", "recovery")
     assert result.exit_code == 0, result.stderr
-    result = cli("backfill", "flaky", "--from", "2020-01-01T00:00:00Z",
+    result = cli("backfill", "--yes", "flaky", "--from", "2020-01-01T00:00:00Z",
                  "--to", "2021-01-01T00:00:00Z")
     assert result.exit_code == 0, result.stderr
     first, second = sorted(store.queue.claim_runs(now=_instant(db), worker="w", limit=2,
@@ -228,11 +228,11 @@ def test_a_success_after_a_death_recorded_in_the_same_transaction_is_a_recovery(
         return Ending(claim.definition_id, claim.id, claim.name, claim.scheduled_for, 1, 1,
                       status, None, None, None, claim.lease_token)
 
-    observer = RunObserver(store, store.now)
-    assert observer.notices(store, [ending(second, RunStatus.SUCCEEDED)]) == []
-    (delivery,) = observer.notices(store, [ending(first, RunStatus.DEAD),
+    outbox = TickOutbox(store, store.now)
+    assert outbox.notifications(store, [ending(second, RunStatus.SUCCEEDED)]) == []
+    (delivery,) = outbox.notifications(store, [ending(first, RunStatus.DEAD),
                                            ending(second, RunStatus.SUCCEEDED)])
     assert (delivery.run_id, delivery.event, delivery.lease_token) == (
         second.id, "recovery", second.lease_token)
-    assert observer.notices(store, [ending(first, RunStatus.SUCCEEDED),
+    assert outbox.notifications(store, [ending(first, RunStatus.SUCCEEDED),
                                     ending(second, RunStatus.SUCCEEDED)]) == []

@@ -1,5 +1,5 @@
-"""Output sized for people (docs/output.md): explain folds long ranges; commands that change
-something confirm in a few lines, or say nothing with --quiet, or give JSON; one time
+"""Output sized for people (docs/reference/output.md): explain folds long ranges; commands
+that change something confirm in a few lines, or say nothing with --quiet, or give JSON; one time
 format (local or --utc, ISO 8601 in JSON); `status` on a terminal says each problem once;
 the embedded server's note appears once, on a terminal only, never in a tick's logs; -v
 log lines name the job and run they concern; no Python-isms in the text."""
@@ -176,13 +176,12 @@ def _confirmations(cli: Invoke, db: psycopg.Connection[Any], tmp_path: Path,
     db.execute("UPDATE job_runs SET status = 'dead', finished_at = now(), attempt = 3, "
                "max_attempts = 3, error = 'exit code 1' WHERE id = %s", (run_id,))
     run("ack", str(run_id))
-    run("backfill", "nightly_cleanup", "--from", "2020-01-01", "--to", "2020-01-02")
+    run("backfill", "--yes", "nightly_cleanup", "--from", "2020-01-01", "--to", "2020-01-02")
     run("group", "set", "reports", "--max-running", "2")
     run("group", "remove", "reports")
     run("retention", "--succeeded", "30d")
-    run("prune", "--older-than", "30d")
     run("apply", str(jobs))
-    run("remove", "nightly_cleanup")
+    run("remove", "nightly_cleanup", "--yes")
     run("migrate")
     return done
 
@@ -205,7 +204,7 @@ def test_changes_are_confirmed_in_a_few_lines(cli: Invoke, db: psycopg.Connectio
 def test_quiet_says_nothing_on_success(cli: Invoke, db: psycopg.Connection[Any],
                                        tmp_path: Path) -> None:
     done = _confirmations(cli, db, tmp_path, "--quiet")
-    assert len(done) == 15
+    assert len(done) == 14  # (prune, gone, no longer among them)
     for command, result in done:
         assert (result.stdout, result.stderr) == ("", ""), command
     # an error is still one line on stderr, with its exit code

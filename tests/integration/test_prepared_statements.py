@@ -43,7 +43,7 @@ def test_ticks_run_every_run_once_either_way(
     env = {"CRONJOBS_DATABASE_URL": database_url, "CRONJOBS_PREPARED_STATEMENTS": mode}
     assert run_cronjobs("define", "each", "* * * * *", "--command", "true", "--overlap",
                         "allow", env=env).returncode == 0
-    backfill = run_cronjobs("backfill", "each", "--from", "2026-01-01T00:00:00Z", "--to",
+    backfill = run_cronjobs("backfill", "--yes", "each", "--from", "2026-01-01T00:00:00Z", "--to",
                             "2026-01-01T04:59:00Z", env=env)
     assert backfill.returncode == 0, backfill.stderr
     procs = [subprocess.Popen([sys.executable, "-m", "cronjobs", "tick", "--concurrency", "4"],

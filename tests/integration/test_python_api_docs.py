@@ -1,4 +1,4 @@
-"""docs/python-api.md teaches the client with examples that cannot rot: every ```python
+"""docs/how-to/python-client.md teaches the client with examples that cannot rot: every ```python
 block of the page is type-checked with mypy --strict and run, in order, against a database
 of its own (each block is a program of its own; they share the database)."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "python-client.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.DOTALL)
 
 

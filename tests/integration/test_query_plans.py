@@ -169,8 +169,6 @@ HOT_QUERIES = {
     "reclaim_expired": {"job_runs_queue_running_idx"},
     "active_runs": {"job_runs_queue_definition_idx"},
     "heartbeat": {"job_runs_queue_pkey"},
-    "prune_runs": {"job_runs_history_default_finished_at_idx",
-                   "job_runs_history_default_definition_id_id_idx"},
     # (the dead runs of the day by job_runs_history_dead_idx, whose copy on a partition
     # PostgreSQL names after its column: the name by finish is taken, hence the 1)
     "health": {"job_runs_queue_running_idx", "job_runs_history_default_finished_at_idx1",
@@ -327,3 +325,57 @@ def test_dashboard_queries_use_their_indexes(
            if n["Node Type"] == "Seq Scan" and n["Relation Name"] not in whole}
     assert expected <= indexes, (name, indexes)
     assert "job_runs" not in seq and "job_attempts" not in seq, (name, seq)
+
+
+# "A dead run nobody acknowledged" is one SQL function (schema.sql): the queries call it,
+# and so do the partial indexes that hold those runs.
+DEAD_UNACKNOWLEDGED = "cronjobs_run_dead_unacknowledged(status, acknowledged_at, finished_at)"
+
+
+def test_the_unacknowledged_indexes_predicate_is_the_function(
+        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]],
+                      dict[str, tuple[set[str], set[str]]]]) -> None:
+    rows = seeded[0].execute(
+        "SELECT c.relname, pg_get_expr(i.indpred, i.indrelid) FROM pg_index AS i "
+        "JOIN pg_class AS c ON c.oid = i.indexrelid "
+        "WHERE c.relname IN ('job_runs_history_unacknowledged_idx', "
+        "'job_runs_kept_unacknowledged_idx', 'job_runs_history_default_definition_id_idx') "
+        "ORDER BY 1").fetchall()
+    assert rows == [("job_runs_history_default_definition_id_idx", DEAD_UNACKNOWLEDGED),
+                    ("job_runs_history_unacknowledged_idx", DEAD_UNACKNOWLEDGED),
+                    ("job_runs_kept_unacknowledged_idx", DEAD_UNACKNOWLEDGED)]
+
+
+@pytest.mark.parametrize("spelled", [False, True])
+def test_a_query_calling_the_function_reads_the_unacknowledged_index(
+        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]],
+                      dict[str, tuple[set[str], set[str]]]], spelled: bool) -> None:
+    # PostgreSQL inlines the function in the index's predicate as in the query (both go
+    # through eval_const_expressions), so the predicate matches whether the query calls the
+    # function or spells its body out: a job's dead runs are read through the index, never
+    # along the history
+    where = (b"status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)"
+             if spelled else DEAD_UNACKNOWLEDGED.encode())
+    row = seeded[0].execute(b"EXPLAIN (FORMAT JSON) SELECT count(*) FROM job_runs_history "
+                            b"WHERE definition_id = 50 AND " + where).fetchone()
+    assert row is not None
+    doc = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    nodes = list(_nodes(doc[0]["Plan"]))
+    indexes = {n["Index Name"] for n in nodes if "Index Name" in n}
+    assert "job_runs_history_default_definition_id_idx" in indexes, indexes
+    assert not [n for n in nodes if n["Node Type"] == "Seq Scan"], nodes
+
+
+def test_acknowledging_a_jobs_dead_runs_reads_the_unacknowledged_index(
+        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]],
+                      dict[str, tuple[set[str], set[str]]]]) -> None:
+    # (job_stats, the dashboard's, reads it too: DASHBOARD_QUERIES)
+    params = {"definition_id": 1, "now": dt.datetime.now(dt.UTC), "by": "t"}
+    with seeded[0].transaction(force_rollback=True):
+        row = seeded[0].execute(b"EXPLAIN (FORMAT JSON) "
+                                + sql.query("acknowledge_dead_runs").encode(),
+                                params).fetchone()
+    assert row is not None
+    doc = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    indexes = {n["Index Name"] for n in _nodes(doc[0]["Plan"]) if "Index Name" in n}
+    assert "job_runs_history_default_definition_id_idx" in indexes, indexes

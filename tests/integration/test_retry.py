@@ -22,7 +22,7 @@ from cronjobs.models import AttemptOutcome, Claimed, Outcome, RunStatus
 def _one_claimed_run(cli: Invoke, store: Store, pause_after: str) -> Claimed:
     assert cli("define", "flaky", "0 0 1 1 *", "--command", "false",
                "--pause-after-failures", pause_after).exit_code == 0
-    assert cli("backfill", "flaky", "--from", "2021-01-01T00:00:00Z",
+    assert cli("backfill", "--yes", "flaky", "--from", "2021-01-01T00:00:00Z",
                "--to", "2021-01-01T00:00:00Z").exit_code == 0
     claims = store.queue.claim_runs(now=store.now(), worker="a", limit=10, tick_id=None)
     assert len(claims) == 1

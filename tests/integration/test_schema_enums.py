@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from enum import StrEnum
 from typing import Any
@@ -20,6 +21,7 @@ from cronjobs.models import (
     SkipReason,
     TickStatus,
     Trigger,
+    dead_unacknowledged,
 )
 
 COLUMNS: list[tuple[str, str, type[StrEnum]]] = [
@@ -66,3 +68,21 @@ def test_every_in_list_check_has_an_enum(db: psycopg.Connection[Any]) -> None:
              AND pg_get_constraintdef(c.oid) LIKE '%%ANY (ARRAY[%%'
              AND c.connamespace = 'public'::regnamespace""").fetchall()
     assert {(t, c) for t, c in rows} == {(t, c) for t, c, _ in COLUMNS}
+
+
+def test_the_python_rule_of_unacknowledged_dead_runs_is_the_schemas(
+        db: psycopg.Connection[Any]) -> None:
+    # models.dead_unacknowledged mirrors cronjobs_run_dead_unacknowledged, case by case
+    died = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
+    second = dt.timedelta(seconds=1)
+    cases = [(status, acked, finished)
+             for status in ("dead", "succeeded", "failed", "cancelled")
+             for acked in (None, died - second, died, died + second)
+             for finished in (died, None)]
+    for status, acked, finished in cases:
+        row = db.execute("SELECT cronjobs_run_dead_unacknowledged(%s, %s, %s)",
+                         (status, acked, finished)).fetchone()
+        assert row is not None
+        # (SQL's NULL, for a dead run acknowledged but never finished, is false in a WHERE)
+        assert bool(row[0]) == dead_unacknowledged(status, acked, finished), (
+            status, acked, finished, row[0])

@@ -1,4 +1,4 @@
-"""The health of the storage itself (docs/storage.md, "Storage health"): a snapshot held
+"""The health of the storage itself (docs/explanation/storage.md, "Storage health"): a snapshot held
 open in another connection is named by `status`, /healthz and /metrics with its pid and
 age, and turns `status --check` red past --max-xmin-age; dead rows in the hot queue are
 reported from the statistics; the history's oldest partition, its partitions, its size and
@@ -22,7 +22,8 @@ from psycopg import IsolationLevel
 from starlette.testclient import TestClient
 
 from conftest import Invoke, wait_for
-from cronjobs.core.health import Thresholds, status
+from cronjobs.core.health import status
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.store import Store
 from cronjobs.tick import TickOptions, tick
 from cronjobs.web.app import create_app

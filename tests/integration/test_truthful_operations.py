@@ -145,7 +145,7 @@ def test_ack_refuses_unknown_and_live_runs_writing_nothing(cli: Invoke,
     db.execute("UPDATE job_runs SET status = 'failed'")
     failed = cli("ack", str(queued))
     assert failed.exit_code == 2
-    assert "is failed: only a dead run" in failed.stderr
+    assert "failed: only a dead run" in failed.stderr
     before["job_runs"] = db.execute("SELECT * FROM job_runs ORDER BY 1").fetchall()
     assert snapshot(db) == before
 
@@ -174,11 +174,11 @@ def test_ack_all_and_retry_acknowledge_until_it_dies_again(cli: Invoke,
         "dead", False, None, None, True)
     assert "not acknowledged" in cli("show", str(first)).stdout
 
-    everything = cli("ack", "--all", "bad", "--json")
+    everything = cli("ack", "--all", "bad", "--yes", "--json")
     assert everything.exit_code == 0, everything.stderr
     assert [r["id"] for r in json.loads(everything.stdout)["acknowledged"]] == [first, second]
     assert cli("status", "--check").exit_code == 0
-    nothing = cli("ack", "--all", "bad")
+    nothing = cli("ack", "--all", "bad", "--yes")
     assert (nothing.exit_code, nothing.stdout.strip()) == (
         0, "no dead run of bad waits for acknowledgement")
     samples = _samples(cli("metrics").stdout)
@@ -278,7 +278,7 @@ def test_overlap_skip_counts_a_run_that_waits_to_start(cli: Invoke,
 def test_backfilled_runs_do_not_block_the_schedule(cli: Invoke,
                                                    db: psycopg.Connection[Any]) -> None:
     _define(cli, "minutely", "* * * * *", "true")
-    result = cli("backfill", "minutely", "--from", "2026-01-01T00:00:00Z",
+    result = cli("backfill", "--yes", "minutely", "--from", "2026-01-01T00:00:00Z",
                  "--to", "2026-01-01T00:04:00Z")
     assert result.exit_code == 0, result.stderr
     # one of them is running, four wait
@@ -304,7 +304,7 @@ def test_backfilled_runs_do_not_block_the_schedule(cli: Invoke,
 
 def test_replace_does_not_stop_backfilled_runs(cli: Invoke, db: psycopg.Connection[Any]) -> None:
     _define(cli, "swap", "* * * * *", "true", "--overlap", "replace")
-    assert cli("backfill", "swap", "--from", "2026-01-01T00:00:00Z",
+    assert cli("backfill", "--yes", "swap", "--from", "2026-01-01T00:00:00Z",
                "--to", "2026-01-01T00:00:00Z").exit_code == 0
     db.execute("UPDATE job_runs SET status = 'running', attempt = 1, lease_owner = 'w', "
                "lease_token = gen_random_uuid(), lease_expires_at = now() + interval '1 m'")
@@ -321,7 +321,7 @@ def test_lateness_counts_scheduled_runs_only(cli: Invoke, db: psycopg.Connection
     expected = db.execute(
         "SELECT extract(epoch FROM a.started_at - r.scheduled_for)::float8 FROM job_runs r "
         "JOIN job_attempts a ON a.run_id = r.id").fetchone()[0]  # type: ignore[index]
-    assert cli("backfill", "late", "--from", "2026-01-01T00:00:00Z",
+    assert cli("backfill", "--yes", "late", "--from", "2026-01-01T00:00:00Z",
                "--to", "2026-01-01T00:00:00Z").exit_code == 0
     assert cli("trigger", "late", "--force").exit_code == 0
     _tick(db)

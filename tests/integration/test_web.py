@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.testclient import TestClient
 
 from conftest import Invoke, count, snapshot
-from cronjobs.core.health import Thresholds
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.store import Store
 from cronjobs.tick import TickOptions, tick
 from cronjobs.web.app import create_app
@@ -508,8 +508,10 @@ def test_every_page_leads_with_what_healthz_and_status_check_report(
     expected = web.get("/healthz").json()["problems"]
     assert expected == json.loads(cli("status", "--json").stdout)["problems"]
     assert len(expected) == 1
-    assert _banner(web.get("/").text) == ("bad", expected)
-    assert _banner(web.get("/jobs/fine").text) == ("bad", expected)
+    # (the banner leaves out what to type at a terminal: "is `cronjobs tick` in a crontab")
+    assert expected[0].startswith("no tick has ever run: is `cronjobs tick` in a crontab")
+    assert _banner(web.get("/").text) == ("bad", ["no tick has ever run"])
+    assert _banner(web.get("/jobs/fine").text) == ("bad", ["no tick has ever run"])
     # a dead run: its problem, with links to the run and the job
     dead = _dead_history(cli, db)
     problems = web.get("/healthz").json()["problems"]
@@ -532,7 +534,7 @@ def test_every_page_leads_with_what_healthz_and_status_check_report(
     part = web.get("/", headers={"X-Fragment": "1"}).text
     assert _banner(part)[0] == "bad"
     # acknowledged: all well, and the dead card is no longer red
-    assert cli("ack", "--all", "flaky").exit_code == 0
+    assert cli("ack", "--all", "flaky", "--yes").exit_code == 0
     assert web.get("/healthz").json()["problems"] == []
     body = web.get("/").text
     assert _banner(body) == ("ok", [])
@@ -570,7 +572,7 @@ def test_pages_reuse_a_recent_verdict_and_an_action_forgets_it(
     bearer = {"Authorization": f"Bearer {TOKEN}"}
     with _client(database_url, token=TOKEN, verdict_for=dt.timedelta(minutes=5)) as client:
         assert _banner(client.get("/").text)[0] == "bad"
-        assert cli("ack", "--all", "flaky").exit_code == 0
+        assert cli("ack", "--all", "flaky", "--yes").exit_code == 0
         assert _banner(client.get("/jobs/fine").text)[0] == "bad"  # the kept verdict
         assert client.get("/healthz").status_code == 200  # always worked out, then kept
         assert _banner(client.get("/").text)[0] == "ok"
@@ -584,7 +586,7 @@ def test_pages_reuse_a_recent_verdict_and_an_action_forgets_it(
                     f"{_latest_run(db)})"])
     with _client(database_url, verdict_for=dt.timedelta(0)) as client:
         assert _banner(client.get("/").text)[0] == "bad"
-        assert cli("ack", "--all", "flaky2").exit_code == 0
+        assert cli("ack", "--all", "flaky2", "--yes").exit_code == 0
         assert _banner(client.get("/").text)[0] == "ok"
 
 
@@ -723,7 +725,7 @@ def test_error_pages_of_actions_lead_back_to_their_page(
     assert late.status_code == 409
     title, message, href, _ = _error_page(late)
     assert (title, href) == ("Not possible now", f"/runs/{run_id}")
-    assert message == f"Run {run_id} of 'ok' is succeeded: it has already finished."
+    assert message == f"Run {run_id} of 'ok' succeeded: it has already finished."
     wrong_method = admin.get("/jobs/ok/trigger", headers=HTML)
     assert wrong_method.status_code == 405
     assert _error_page(wrong_method)[:2] == (
@@ -752,13 +754,31 @@ def test_an_internal_error_is_a_page_that_says_nothing_of_it(database_url: str) 
     assert 'href="/">Back to the dashboard</a>' in body
 
 
-def test_web_words_leave_out_command_line_hints() -> None:
+def test_errors_keep_what_to_type_at_a_terminal_apart() -> None:
+    # the command line shows an error's advice, the web its message alone: no pattern
+    # guesses which part of the text is for a terminal
+    from cronjobs.errors import JobNotFound, Refused, SchemaNotReady
     from cronjobs.web.errors import web_words
 
-    assert web_words("no job named 'x' (see `cronjobs list`)") == "No job named 'x'."
-    assert web_words("run 3 of 'x' succeeded; use --force to run its slot again") == (
-        "Run 3 of 'x' succeeded.")
-    assert web_words("The database schema is missing or out of date; run "
-                     "`cronjobs migrate`.") == "The database schema is missing or out of date."
+    missing = JobNotFound("no job named 'x'", advice=" (see `cronjobs list`)")
+    assert missing.message == "no job named 'x' (see `cronjobs list`)"
+    assert web_words(missing.what) == "No job named 'x'."
+    again = Refused("run 3 of 'x' succeeded", advice="; use --force to run its slot again")
+    assert again.message == "run 3 of 'x' succeeded; use --force to run its slot again"
+    assert web_words(again.what) == "Run 3 of 'x' succeeded."
+    old = SchemaNotReady("the database schema is at version 1, this cronjobs needs version 2",
+                         advice=": run `cronjobs migrate`")
+    assert web_words(old.what) == (
+        "The database schema is at version 1, this cronjobs needs version 2.")
     assert web_words("malformed run id: run ids are positive integers") == (
         "Malformed run id: run ids are positive integers.")
+
+
+def test_the_banner_shows_a_problem_without_what_to_type_at_a_terminal(
+        web: TestClient, cli: Invoke) -> None:
+    # status's problem carries its advice apart: the command line prints it, the banner
+    # does not (and no pattern strips it from the line)
+    assert "no tick has ever run: is `cronjobs tick` in a crontab" in cli("status").stdout
+    page = web.get("/", headers={"accept": "text/html"})
+    whats = re.findall(r'<span class="what">([^<]*)</span>', page.text)
+    assert whats == ["no tick has ever run"]

@@ -186,8 +186,8 @@ def test_every_command_that_prints_data_has_json() -> None:
         (["define"],  # SCHEDULE is optional: a job that exists keeps its schedule
          "error: missing argument 'NAME' (try 'cronjobs define --help')"),
         (["define", "job", "@daily", "--overlap", "maybe"],
-         "error: invalid value for '--overlap' (env var: 'CRONJOBS_DEFINE_OVERLAP'): 'maybe' "
-         "is not one of 'skip', 'queue', 'allow', 'replace' (try 'cronjobs define --help')"),
+         "error: invalid value for '--overlap': 'maybe' is not one of 'skip', 'queue', "
+         "'allow', 'replace' (try 'cronjobs define --help')"),
         (["lsit"],
          "error: no such command 'lsit'. Did you mean 'list'? (try 'cronjobs --help')"),
         (["embedded", "stat"],
@@ -200,8 +200,8 @@ def test_every_command_that_prints_data_has_json() -> None:
         (["tick", "--concurrency"],
          "error: option '--concurrency' requires an argument (try 'cronjobs tick --help')"),
         (["show", "nope"],
-         "error: invalid value for 'RUN_ID': 'nope' is not a valid integer range "
-         "(try 'cronjobs show --help')"),
+         "error: invalid value for 'RUN_ID': 'nope' is not a run id: use the number "
+         "`cronjobs runs` shows in its ID column (try 'cronjobs show --help')"),
         ([], None),
     ],
 )

@@ -124,6 +124,31 @@ def test_overlap(overlap: str, running: int, waiting: int, runs: int, reason: st
     assert dec.cancel_running is cancel
 
 
+@pytest.mark.parametrize(
+    ("overlap", "running", "waiting", "earliest", "runs", "cancel"),
+    [
+        # a run asked for after the slot came due (triggered before a late tick) is not a
+        # previous run: it holds nothing back, and replace does not stop it
+        ("skip", 0, 1, "01:00:30", 1, False),
+        ("skip", 1, 0, "01:00:30", 1, False),
+        ("queue", 1, 1, "01:00:30", 1, False),
+        ("replace", 1, 0, "01:00:30", 1, False),
+        # one asked for at or before the slot is: the policy applies as before
+        ("skip", 0, 1, "01:00:00", 0, False),
+        ("skip", 1, 1, "00:59:30", 0, False),
+        ("replace", 1, 0, "00:00:00", 1, True),
+    ],
+)
+def test_overlap_counts_only_runs_asked_for_before_the_slot(
+        overlap: str, running: int, waiting: int, earliest: str, runs: int,
+        cancel: bool) -> None:
+    dec = decide(definition(overlap=overlap), u("2026-01-01T01:00:45"), running=running,
+                 waiting=waiting, earliest=u(f"2026-01-01T{earliest}"))
+    assert dec.runs == ((u("2026-01-01T01:00:00"),) if runs else ())
+    assert [s.reason.value for s in dec.skips] == ([] if runs else ["overlap"])
+    assert dec.cancel_running is cancel
+
+
 def test_queue_keeps_only_the_latest_of_several() -> None:
     dec = decide(definition(overlap="queue", catchup="all"), u("2026-01-01T03:00:05"),
                  running=1)

@@ -49,6 +49,12 @@ def test_the_readme_keeps_its_two_commands() -> None:
     assert run.endswith("cronjobs tick && cronjobs runs hello")
 
 
+def test_every_page_is_in_the_folder_of_its_kind() -> None:
+    """Diátaxis: how-to/, reference/ and explanation/; only these sit at the top."""
+    top = {p.name for p in (ROOT / "docs").glob("*.md")}
+    assert top == {"index.md", "tutorial.md", "benchmarks.md", "development.md"}
+
+
 def _options(command: click.Command, ctx: click.Context) -> list[click.Option]:
     """The options --help shows, but --help itself."""
     return [param for param in command.get_params(ctx) if isinstance(param, click.Option)

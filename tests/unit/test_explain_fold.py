@@ -16,9 +16,9 @@ def _at(i: int) -> dt.datetime:
     return T0 + i * MINUTE
 
 
-def _run(run_id: int, status: str) -> Run:
+def _run(run_id: int, status: str, trigger: str = "schedule") -> Run:
     slot = _at(run_id)
-    return Run(id=run_id, definition_id=1, scheduled_for=slot, trigger="schedule",
+    return Run(id=run_id, definition_id=1, scheduled_for=slot, trigger=trigger,
                status=status, payload=None, attempt=1, max_attempts=1, exclusive=True,
                eligible_at=slot, lease_owner=None, lease_token=None, lease_expires_at=None,
                heartbeat_at=None, cancel_requested_at=None, started_at=None,
@@ -74,3 +74,18 @@ def test_a_skip_record_without_a_count_makes_the_fold_uncounted() -> None:
 def test_folding_twice_changes_nothing() -> None:
     entries = [_slot(i, "pending", None, "not decided yet") for i in range(10)]
     assert fold(fold(entries)) == fold(entries)
+
+
+def test_a_manual_run_keeps_a_line_of_its_own() -> None:
+    """A run triggered by hand is not a slot: beside the scheduled run of the same minute it
+    is a line of its own (the minute twice, one line saying manual), never counted as one of
+    a fold's slots."""
+    manual = Explained(_at(2) + dt.timedelta(seconds=30), _at(2) + dt.timedelta(seconds=30),
+                       1, "succeeded", None, "succeeded (attempt 1 of 1)",
+                       _run(9, "succeeded", trigger="manual"))
+    folded = fold([_ran(1, "succeeded"), _ran(2, "succeeded"), manual, _ran(3, "succeeded")])
+    assert [(e.first_slot, e.slot_count, e.run.id if e.run else None, e.first_run_id,
+             e.last_run_id) for e in folded] == [
+        (_at(1), 2, None, 1, 2),
+        (_at(2) + dt.timedelta(seconds=30), 1, 9, None, None),
+        (_at(3), 1, 3, None, None)]

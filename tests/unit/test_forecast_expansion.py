@@ -6,6 +6,7 @@ end, H and the day extensions. And the crowded-minute threshold at its edges."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections import Counter
 from zoneinfo import ZoneInfo
 
@@ -13,7 +14,10 @@ import pytest
 from croniter import croniter
 
 from cronjobs import cron as schedules
+from cronjobs import errors
+from cronjobs.core import crowding as cw
 from cronjobs.core import forecast as fc
+from cronjobs.core import load as ld
 from cronjobs.reports import ForecastGroup, OneOffRun
 
 UTC = dt.UTC
@@ -40,6 +44,10 @@ def brute_force(expression: str, zone_name: str, name: str, start: dt.datetime,
     matching wall times the gap skipped."""
     sched = schedules.parse(expression, zone_name, hash_key=name)
     zone = ZoneInfo(zone_name)
+
+    def match(wall: dt.datetime) -> bool:
+        return _croniter_match(sched.canonical, wall, sched.day_or)
+
     fires = []
     at = start.replace(second=0, microsecond=0)
     if at < start:
@@ -47,7 +55,7 @@ def brute_force(expression: str, zone_name: str, name: str, start: dt.datetime,
     while at < end:
         local = at.astimezone(zone)
         wall = local.replace(tzinfo=None)
-        matches = croniter.match(sched.canonical, wall, day_or=sched.day_or)
+        matches = match(wall)
         if sched.is_wildcard:
             fire = matches
         else:
@@ -57,7 +65,7 @@ def brute_force(expression: str, zone_name: str, name: str, start: dt.datetime,
                 # right after a gap: the skipped wall times between the two clocks
                 skipped = before.replace(tzinfo=None) + MINUTE
                 while skipped < wall:
-                    if croniter.match(sched.canonical, skipped, day_or=sched.day_or):
+                    if match(skipped):
                         fire = True
                         break
                     skipped += MINUTE
@@ -65,6 +73,13 @@ def brute_force(expression: str, zone_name: str, name: str, start: dt.datetime,
             fires.append(at)
         at += MINUTE
     return fires
+
+
+@functools.cache
+def _croniter_match(canonical: str, wall: dt.datetime, day_or: bool) -> bool:
+    """croniter.match, each wall time asked once per process (the brute forces over one
+    transition ask the same ones)."""
+    return bool(croniter.match(canonical, wall, day_or=day_or))
 
 
 def _job(i: int, expression: str, zone: str, *, paused_at: dt.datetime | None = None,
@@ -76,9 +91,9 @@ def _job(i: int, expression: str, zone: str, *, paused_at: dt.datetime | None = 
 @pytest.mark.parametrize(("zone", "start"), TRANSITIONS)
 def test_every_minute_matches_the_brute_force_over_dst(zone: str, start: dt.datetime) -> None:
     end = start + dt.timedelta(days=1)
-    window = fc.make_window(start, end)
+    window = ld.make_window(start, end)
     jobs = [_job(i, expression, zone) for i, expression in enumerate(SCHEDULES, 1)]
-    load = fc.expand(jobs, [], window)
+    load = ld.expand(jobs, [], window)
     expected: Counter[int] = Counter()
     for job in jobs:
         for at in brute_force(job.schedule, zone, job.names[0], start, end):
@@ -91,16 +106,19 @@ def test_every_minute_matches_the_brute_force_over_dst(zone: str, start: dt.date
 @pytest.mark.parametrize(("zone", "start"), TRANSITIONS)
 def test_a_pause_with_an_end_fires_only_after_it(zone: str, start: dt.datetime) -> None:
     end = start + dt.timedelta(days=1)
-    window = fc.make_window(start, end)
+    window = ld.make_window(start, end)
     pause_end = start + dt.timedelta(hours=13, minutes=30, seconds=7)  # across the change
     paused = [_job(i, expression, zone, paused_at=start - dt.timedelta(days=1),
                    paused_until=pause_end) for i, expression in enumerate(SCHEDULES, 1)]
     for_good = _job(99, "* * * * *", zone, paused_at=start)  # no end: never fires
     after_window = _job(98, "* * * * *", zone, paused_at=start, paused_until=end)
-    load = fc.expand([*paused, for_good, after_window], [], window)
+    load = ld.expand([*paused, for_good, after_window], [], window)
     expected: Counter[int] = Counter()
     for job in paused:
-        for at in brute_force(job.schedule, zone, job.names[0], start, end, after=pause_end):
+        # (minute by minute from the pause's end: a minute's fire depends on that minute
+        # and the one before it alone, so the minutes before it could only be left out)
+        for at in brute_force(job.schedule, zone, job.names[0], pause_end, end,
+                              after=pause_end):
             expected[window.index(at)] += 1
     counts = load.totals()
     assert {i: n for i, n in enumerate(counts) if n} == dict(expected)
@@ -110,12 +128,12 @@ def test_a_pause_with_an_end_fires_only_after_it(zone: str, start: dt.datetime) 
 
 def test_jobs_sharing_a_schedule_are_expanded_once_and_counted_each() -> None:
     start = dt.datetime(2026, 6, 1, tzinfo=UTC)
-    window = fc.make_window(start)
+    window = ld.make_window(start)
     jobs = [_job(i, "0 3 * * *", "UTC") for i in range(500)]
     jobs += [_job(1000 + i, "0 3 * * *", "Europe/Berlin") for i in range(7)]
     jobs += [_job(2000 + i, "0,30 * * * *", "UTC") for i in range(3)]
     jobs += [_job(3000 + i, "*/30 * * * *", "UTC") for i in range(2)]  # the same fires
-    load = fc.expand(jobs, [], window)
+    load = ld.expand(jobs, [], window)
     assert len(load.groups) == 4  # */30 and 0,30 are grouped apart (as written), still exact
     counts = load.totals()
     assert counts[window.index(dt.datetime(2026, 6, 1, 3, tzinfo=UTC))] == 505
@@ -124,17 +142,17 @@ def test_jobs_sharing_a_schedule_are_expanded_once_and_counted_each() -> None:
     result = fc.summarise(load, start, 2, fc.Capacity(start, {}, {}, {}))
     assert [(p.start.hour, p.fires, p.job_count) for p in result.peaks] == [(3, 505, 505),
                                                                            (1, 12, 12)]
-    assert len(result.peaks[0].jobs) == fc.PEAK_JOBS
+    assert len(result.peaks[0].jobs) == ld.PEAK_JOBS
     assert result.peaks[0].late is None
 
 
 def test_one_off_runs_fire_at_their_time_in_their_bucket() -> None:
     start = dt.datetime(2026, 6, 1, tzinfo=UTC)
-    window = fc.make_window(start, bucket=dt.timedelta(hours=1))
+    window = ld.make_window(start, bucket=dt.timedelta(hours=1))
     one_offs = [OneOffRun(7, "report", "handler", start + dt.timedelta(hours=5, seconds=17)),
                 OneOffRun(7, "report", "handler", start - dt.timedelta(seconds=1)),
                 OneOffRun(7, "report", "handler", window.end)]
-    load = fc.expand([_job(1, "*/10 * * * *", "UTC")], one_offs, window)
+    load = ld.expand([_job(1, "*/10 * * * *", "UTC")], one_offs, window)
     counts = load.totals()
     assert counts[5] == 7 and sum(counts) == 24 * 6 + 1
     named, total = load.jobs_in(5)
@@ -144,7 +162,7 @@ def test_one_off_runs_fire_at_their_time_in_their_bucket() -> None:
 
 def test_buckets_align_on_the_epoch_and_the_window_is_bounded() -> None:
     start = dt.datetime(2026, 6, 1, 10, 17, 30, tzinfo=UTC)
-    window = fc.make_window(start, bucket=dt.timedelta(hours=1))
+    window = ld.make_window(start, bucket=dt.timedelta(hours=1))
     assert window.origin == dt.datetime(2026, 6, 1, 10, tzinfo=UTC)
     assert window.buckets == 25
     for end, bucket, message in [
@@ -152,16 +170,16 @@ def test_buckets_align_on_the_epoch_and_the_window_is_bounded() -> None:
             (start + dt.timedelta(days=32), MINUTE, "at most 31d"),
             (start + dt.timedelta(hours=1), dt.timedelta(seconds=90), "whole minutes"),
             (start + dt.timedelta(hours=1), dt.timedelta(hours=2), "longer than the window")]:
-        with pytest.raises(fc.UsageError, match=message):
-            fc.make_window(start, end, bucket)
+        with pytest.raises(errors.UsageError, match=message):
+            ld.make_window(start, end, bucket)
 
 
 def test_the_predicted_lateness_drains_the_fires_in_order() -> None:
     start = dt.datetime(2026, 6, 1, tzinfo=UTC)
-    window = fc.make_window(start, start + dt.timedelta(hours=1))
+    window = ld.make_window(start, start + dt.timedelta(hours=1))
     jobs = [_job(i, "5 * * * *", "UTC") for i in range(101)]
     jobs += [_job(200 + i, "6 * * * *", "UTC") for i in range(10)]
-    load = fc.expand(jobs, [], window)
+    load = ld.expand(jobs, [], window)
     late = fc.predicted_lateness(load, {"command": 10.0})
     # 101 runs at 10/s: the last starts 10 s late; the next minute's 10 find no backlog
     assert late[5] == dt.timedelta(seconds=10)
@@ -173,10 +191,10 @@ def test_the_predicted_lateness_drains_the_fires_in_order() -> None:
 
 # -- the crowded-minute warning ----------------------------------------------------------
 
-def _crowded_load(others: int) -> tuple[fc.Load, list[int]]:
+def _crowded_load(others: int) -> tuple[ld.Load, list[int]]:
     start = dt.datetime(2026, 6, 1, tzinfo=UTC)
-    window = fc.make_window(start, start + fc.CHECK_WINDOW)
-    load = fc.expand([_job(i, "0 3 * * *", "UTC") for i in range(others)], [], window)
+    window = ld.make_window(start, start + cw.CHECK_WINDOW)
+    load = ld.expand([_job(i, "0 3 * * *", "UTC") for i in range(others)], [], window)
     return load, load.totals()
 
 
@@ -184,9 +202,9 @@ def _crowded_load(others: int) -> tuple[fc.Load, list[int]]:
 def test_the_threshold_at_its_edges(threshold: int) -> None:
     # exactly `threshold` fires of other jobs: no warning; one more: a warning
     load, counts = _crowded_load(threshold)
-    assert fc.crowding(load, counts, "new", "0 3 * * *", "UTC", threshold) is None
+    assert cw.crowding(load, counts, "new", "0 3 * * *", "UTC", threshold) is None
     load, counts = _crowded_load(threshold + 1)
-    warning = fc.crowding(load, counts, "new", "0 3 * * *", "UTC", threshold)
+    warning = cw.crowding(load, counts, "new", "0 3 * * *", "UTC", threshold)
     assert warning is not None
     assert (warning.others, warning.threshold) == (threshold + 1, threshold)
     assert warning.at == dt.datetime(2026, 6, 1, 3, tzinfo=UTC)
@@ -205,16 +223,16 @@ def test_a_job_counted_in_the_load_is_not_its_own_crowd() -> None:
     load, _ = _crowded_load(3)
     load.add(["new"], "0 3 * * *", "UTC")
     counts = load.totals()
-    assert fc.crowding(load, counts, "new", "0 3 * * *", "UTC", 3, counted=True) is None
-    assert fc.crowding(load, counts, "new", "0 3 * * *", "UTC", 2, counted=True) is not None
-    assert fc.crowding(load, counts, "new", "0 3 * * *", "UTC", fc.OFF) is None
+    assert cw.crowding(load, counts, "new", "0 3 * * *", "UTC", 3, counted=True) is None
+    assert cw.crowding(load, counts, "new", "0 3 * * *", "UTC", 2, counted=True) is not None
+    assert cw.crowding(load, counts, "new", "0 3 * * *", "UTC", cw.OFF) is None
 
 
 def test_a_pause_that_ends_after_the_crowd_is_not_crowded() -> None:
     load, counts = _crowded_load(5)
     end = dt.datetime(2026, 6, 7, 4, tzinfo=UTC)  # after the last 03:00 of the window
-    assert fc.crowding(load, counts, "new", "0 3 * * *", "UTC", 4, after=end) is None
-    assert fc.crowding(load, counts, "new", "0 3 * * *", "UTC", 4,
+    assert cw.crowding(load, counts, "new", "0 3 * * *", "UTC", 4, after=end) is None
+    assert cw.crowding(load, counts, "new", "0 3 * * *", "UTC", 4,
                        after=end - dt.timedelta(days=1)) is not None
 
 
@@ -226,19 +244,19 @@ def test_a_pause_that_ends_after_the_crowd_is_not_crowded() -> None:
     ("* 3 * * *", None), ("0,30 * * * *", None), ("H 3 * * *", None), ("5-10 * * * *", None),
 ])
 def test_what_h_in_the_minute_field_gives(expression: str, alternative: str | None) -> None:
-    assert fc.hashed_alternative(expression) == alternative
+    assert cw.hashed_alternative(expression) == alternative
 
 
-@pytest.mark.parametrize(("text", "value"), [("auto", None), ("AUTO", None), ("off", fc.OFF),
+@pytest.mark.parametrize(("text", "value"), [("auto", None), ("AUTO", None), ("off", cw.OFF),
                                              ("0", 0), ("25", 25)])
 def test_the_threshold_option(text: str, value: int | None) -> None:
-    assert fc.parse_threshold(text) == value
+    assert cw.parse_threshold(text) == value
 
 
 @pytest.mark.parametrize("text", ["-1", "many", "", "1e3", "\uff11"])
 def test_a_bad_threshold_is_refused(text: str) -> None:
-    with pytest.raises(fc.UsageError, match="invalid --crowded-threshold"):
-        fc.parse_threshold(text)
+    with pytest.raises(errors.UsageError, match="invalid --crowded-threshold"):
+        cw.parse_threshold(text)
 
 
 def test_the_default_threshold_comes_from_the_slowest_mode_shown() -> None:
@@ -250,11 +268,11 @@ def test_the_default_threshold_comes_from_the_slowest_mode_shown() -> None:
 
 def test_a_stored_group_of_jobs_counts_each_and_h_stays_each_jobs_own() -> None:
     start = dt.datetime(2026, 6, 1, tzinfo=UTC)
-    window = fc.make_window(start)
+    window = ld.make_window(start)
     rows = [ForecastGroup("0 3 * * *", "UTC", "command", None, None,
                           [f"n-{i}" for i in range(50)], list(range(50))),
             ForecastGroup("H 4 * * *", "UTC", "handler", None, None, ["h-a", "h-b"], [91, 92])]
-    load = fc.expand(rows, [], window, leave_out=["n-7", "h-b"])
+    load = ld.expand(rows, [], window, leave_out=["n-7", "h-b"])
     counts = load.totals()
     assert counts[window.index(dt.datetime(2026, 6, 1, 3, tzinfo=UTC))] == 49
     hashed = schedules.parse("H 4 * * *", "UTC", hash_key="h-a").next_after(start)
@@ -269,7 +287,7 @@ def test_h_jobs_read_together_are_each_their_own_and_grouped_by_what_they_fire_o
     # forecast_jobs hands H jobs over in one row per schedule and zone; each job's H comes
     # from its name, and jobs whose H fields come out alike share one expansion.
     start = dt.datetime(2026, 3, 28, 12, tzinfo=UTC)  # Berlin's spring-forward night
-    window = fc.make_window(start)
+    window = ld.make_window(start)
     expressions = ["H 3 * * *", "H H * * *", "H/15 * * * *", "H(0-29) 2 * * *", "0 0 H * *",
                    "H 4 * * 1-5"]
     zones = ["UTC", "Europe/Berlin", "America/New_York"]
@@ -277,7 +295,7 @@ def test_h_jobs_read_together_are_each_their_own_and_grouped_by_what_they_fire_o
     rows = [ForecastGroup(expression, zone, "command", None, None, names,
                           list(range(len(names))))
             for expression in expressions for zone in zones]
-    load = fc.expand(rows, [], window)
+    load = ld.expand(rows, [], window)
     expected: Counter[int] = Counter()
     shapes = set()
     for expression in expressions:
@@ -285,13 +303,13 @@ def test_h_jobs_read_together_are_each_their_own_and_grouped_by_what_they_fire_o
             for name in names:
                 sched = schedules.parse(expression, zone, hash_key=name)
                 shapes.add((sched.canonical, sched.is_wildcard, zone))
-                for at in fc.fires_of(sched, window):
+                for at in ld.fires_of(sched, window):
                     expected[window.index(at)] += 1
     counts = load.totals()
     assert {i: n for i, n in enumerate(counts) if n} == dict(expected)
     assert load.jobs == len(expressions) * len(zones) * len(names)
     assert len(load.groups) == len(shapes) < load.jobs
-    one_by_one = fc.expand([ForecastGroup(row.schedule, row.timezone, "command", None, None,
+    one_by_one = ld.expand([ForecastGroup(row.schedule, row.timezone, "command", None, None,
                                           [name], [i]) for row in rows
                             for i, name in enumerate(row.names)], [], window)
     assert one_by_one.totals() == counts

@@ -16,13 +16,15 @@ from cronjobs import JobContext
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 HANDLERS = (DOCS / "how-to" / "handlers.md").read_text()
 SHOWN = "".join((DOCS / page).read_text() for page in (
-    "how-to/handlers.md", "how-to/jobs-as-code.md", "reference/python-client.md"))
+    "how-to/handlers.md", "how-to/jobs-as-code.md", "how-to/python-client.md",
+    "reference/python-client.md"))
 
 
 def _names_shown() -> set[str]:
     names = set(re.findall(r"\bcronjobs\.([A-Za-z_]\w*)\b(?![/.\w])", SHOWN))
-    for imported in re.findall(r"from cronjobs import ([\w, ()\n]+)", SHOWN):
-        names |= {n.strip("() \n") for n in imported.split(",") if n.strip("() \n")}
+    for wrapped, line in re.findall(r"from cronjobs import (?:\(([^)]*)\)|([^\n]+))", SHOWN):
+        imported = wrapped or line
+        names |= {n.strip() for n in imported.split(",") if n.strip()}
     return names
 
 

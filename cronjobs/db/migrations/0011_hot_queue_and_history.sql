@@ -167,7 +167,7 @@ CREATE TABLE job_runs (
 -- The queue. fillfactor: room on every page for the new versions of HOT updates (a
 -- heartbeat changes no indexed column). Autovacuum: a small table whose every row is
 -- updated and deleted within minutes is vacuumed after a fixed number of dead rows, not a
--- fraction of its size, and without the cost-based pauses (storage.md explains these).
+-- fraction of its size, and without the cost-based pauses (docs/explanation/storage.md explains these).
 CREATE TABLE job_runs_queue PARTITION OF job_runs FOR VALUES IN ('queue')
     WITH (fillfactor = 90, autovacuum_vacuum_scale_factor = 0,
           autovacuum_vacuum_threshold = 2000, autovacuum_vacuum_insert_scale_factor = 0,

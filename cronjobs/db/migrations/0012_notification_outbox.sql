@@ -1,4 +1,4 @@
--- Migration 12: webhook notifications through an outbox (docs/notifications.md).
+-- Migration 12: webhook notifications through an outbox (docs/how-to/notifications.md).
 --
 -- A delivery is written 'pending' before it is sent, with the receiver and the document, and
 -- stays so until the receiver takes it: ticks claim the due ones (FOR UPDATE SKIP LOCKED, a

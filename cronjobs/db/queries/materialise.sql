@@ -34,12 +34,15 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: active_runs
 -- Per definition, what the overlap policy counts: runs holding a live lease at the instant,
--- and runs waiting to start or to be retried. Backfilled runs
+-- and runs waiting to start or to be retried, with the earliest slot (or trigger instant)
+-- among them: a slot is held back only by runs asked for at or before it. Backfilled runs
 -- are not counted: they are a separate stream, claimed after the job's own runs.
 SELECT definition_id,
        count(*) FILTER (WHERE status = 'running' AND lease_expires_at > %(now)s)
            AS running,
-       count(*) FILTER (WHERE cronjobs_run_waits(status)) AS waiting
+       count(*) FILTER (WHERE cronjobs_run_waits(status)) AS waiting,
+       min(scheduled_for) FILTER (WHERE (status = 'running' AND lease_expires_at > %(now)s)
+                                   OR cronjobs_run_waits(status)) AS earliest
 FROM job_runs_queue
 WHERE definition_id = ANY(%(definition_ids)b::bigint[])
   AND status IN ('queued', 'running', 'failed')

@@ -29,7 +29,7 @@ JOIN LATERAL (
 WHERE r.id = %(run_id)s;
 
 -- name: enqueue_deliveries
--- The outbox (docs/notifications.md): one 'pending' delivery per receiver, written before it
+-- The outbox (docs/how-to/notifications.md): one 'pending' delivery per receiver, written before it
 -- is sent and claimed by its writer (claim_token) until %(claimed_until)s; tried until
 -- %(expires_at)s. Written in the transaction that records the outcome they tell of, so
 -- that both commit or neither does. Fenced like that outcome: a delivery with a lease

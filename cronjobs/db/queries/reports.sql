@@ -62,7 +62,7 @@ SELECT
 -- runs by their finish (a run that started in the window finished in it:
 -- job_runs_history_finished_idx, job_runs_kept_finished_idx), the runs still running by
 -- their start (job_runs_queue_running_idx). The cost is that of the day's runs
--- (test_lateness.py checks the plan; docs/concurrency.md, "Lateness", the cost).
+-- (test_lateness.py checks the plan; docs/explanation/concurrency.md, "Lateness", the cost).
 WITH started AS (
     SELECT h.started_at, h.scheduled_for FROM job_runs_history AS h
     WHERE h.finished_at >= %(day)s AND h.started_at >= %(day)s AND h.started_at <= %(now)s
@@ -105,7 +105,7 @@ ORDER BY r.started_at;
 WITH dead AS (
     SELECT definition_id, count(*) AS n, max(id) AS latest
     FROM job_runs
-    WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
+    WHERE cronjobs_run_dead_unacknowledged(status, acknowledged_at, finished_at)
     GROUP BY definition_id
 )
 SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.paused_at,
@@ -226,7 +226,7 @@ WITH keys AS (
 ), dead AS (
     SELECT definition_id, count(*) AS n, max(id) AS latest
     FROM job_runs
-    WHERE status = 'dead' AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
+    WHERE cronjobs_run_dead_unacknowledged(status, acknowledged_at, finished_at)
     GROUP BY definition_id
 ), found AS (
     SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since,
@@ -303,11 +303,11 @@ SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.p
        -- never negative (a run started before its slot is on time, not early)
        greatest(scheduled.started_at - scheduled.scheduled_for, interval '0')
            AS last_lateness,
-       (SELECT count(*) FROM job_runs WHERE definition_id = d.id AND status = 'dead'
-            AND (acknowledged_at IS NULL OR acknowledged_at < finished_at))
+       (SELECT count(*) FROM job_runs WHERE definition_id = d.id
+            AND cronjobs_run_dead_unacknowledged(status, acknowledged_at, finished_at))
            AS dead_unacknowledged,
-       (SELECT max(id) FROM job_runs WHERE definition_id = d.id AND status = 'dead'
-            AND (acknowledged_at IS NULL OR acknowledged_at < finished_at))
+       (SELECT max(id) FROM job_runs WHERE definition_id = d.id
+            AND cronjobs_run_dead_unacknowledged(status, acknowledged_at, finished_at))
            AS latest_dead_id,
        coalesce(per_job.runs_by_status, '{}'::jsonb) AS runs_by_status,
        coalesce(per_job.retries, 0) AS retries

@@ -105,8 +105,7 @@ WHERE run_id = %(id)s AND stage <> 'queue';
 UPDATE job_runs
 SET acknowledged_at = greatest(%(now)s, finished_at), acknowledged_by = %(by)s,
     updated_at = %(now)s
-WHERE id = %(id)s AND status = 'dead'
-  AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
+WHERE id = %(id)s AND cronjobs_run_dead_unacknowledged(status, acknowledged_at, finished_at)
 RETURNING *;
 
 -- name: acknowledge_dead_runs
@@ -114,8 +113,8 @@ RETURNING *;
 UPDATE job_runs
 SET acknowledged_at = greatest(%(now)s, finished_at), acknowledged_by = %(by)s,
     updated_at = %(now)s
-WHERE definition_id = %(definition_id)s AND status = 'dead'
-  AND (acknowledged_at IS NULL OR acknowledged_at < finished_at)
+WHERE definition_id = %(definition_id)s
+  AND cronjobs_run_dead_unacknowledged(status, acknowledged_at, finished_at)
 RETURNING *;
 
 -- name: insert_manual_run

@@ -1,7 +1,7 @@
 -- The health of the storage itself: dead rows in the hot tables, what holds vacuum back, the
 -- history's partitions and sizes (cronjobs/db/stores/storage.py). `status`, /healthz and
 -- /metrics run these on every call: each reads catalogs and statistics views, or probes an
--- index, and none reads the history's rows (docs/storage.md, "Storage health").
+-- index, and none reads the history's rows (docs/explanation/storage.md, "Storage health").
 
 -- name: hot_tables
 -- The hot tables' live and dead row versions and their last vacuums, from the statistics

@@ -39,9 +39,17 @@ class MaterialiseStore(Queries):
     def active_runs(self, definition_ids: list[int], *, now: dt.datetime
                     ) -> dict[int, tuple[int, int]]:
         """{definition_id: (running with a lease live at ``now``, waiting)}"""
+        return {definition_id: (running, waiting) for definition_id, (running, waiting, _)
+                in self.active_runs_since(definition_ids, now=now).items()}
+
+    def active_runs_since(self, definition_ids: list[int], *, now: dt.datetime
+                          ) -> dict[int, tuple[int, int, dt.datetime | None]]:
+        """{definition_id: (running, waiting, the earliest slot or trigger instant among
+        them)}"""
         rows = self._binary("active_runs", {"definition_ids": definition_ids, "now": now},
                             tuple_row)
-        return {definition_id: (running, waiting) for definition_id, running, waiting in rows}
+        return {definition_id: (running, waiting, earliest)
+                for definition_id, running, waiting, earliest in rows}
 
     def insert_runs(self, runs: Sequence[NewRun], *, now: dt.datetime,
                     tick_id: int | None) -> list[tuple[int, dt.datetime]]:

@@ -33,13 +33,13 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TextIO, cast
 
+from cronjobs.durations import format_duration
 from cronjobs.errors import ConfigurationError
 from cronjobs.execution.context import JobContext
 from cronjobs.execution.processes.handler import describe_exception, encode_result
 from cronjobs.execution.registry import load_apps, lookup
 from cronjobs.execution.runners import Result, Work
 from cronjobs.execution.runners.output import Tail, Workers
-from cronjobs.execution.runners.process import seconds_text
 from cronjobs.models import AttemptOutcome
 
 _local = threading.local()  # .tail: the output tail of the handler this thread runs
@@ -166,7 +166,7 @@ class InProcessJob:
             elif (self.work.timeout is not None
                   and time.monotonic() - self._started >= self.work.timeout):
                 self._abandon(AttemptOutcome.TIMED_OUT,
-                              f"timed out after {seconds_text(self.work.timeout)}")
+                              f"timed out after {format_duration(self.work.timeout)}")
         return self._result
 
     def stop(self, outcome: AttemptOutcome, reason: str) -> None:

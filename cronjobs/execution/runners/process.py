@@ -57,7 +57,6 @@ Outcomes
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import fcntl
 import functools
 import logging
@@ -89,13 +88,6 @@ PIPE_SIZE = 1024 * 1024  # asked-for capacity of the output pipe, so a busy tick
 DRAIN = 1.0  # seconds to keep reading output once the job's group is gone
 SETTLE = 2.0  # seconds to wait for SIGKILLed leftovers to vanish before giving up on them
 ERROR_CHARS = 1000  # longest error line reported
-
-
-def seconds_text(value: float) -> str:
-    """Compact duration: 2s, 90s → 1m30s, 0.5s."""
-    if value >= 1 and value == int(value):
-        return format_duration(dt.timedelta(seconds=value))
-    return f"{value:g}s"
 
 
 def _one_line(text: str) -> str:
@@ -283,7 +275,7 @@ class Running:
         if self._stop is None and timeout is not None and now - self._started >= timeout:
             self._timed_out = True
             self._request_stop(AttemptOutcome.TIMED_OUT,
-                               f"timed out after {seconds_text(timeout)}", now)
+                               f"timed out after {format_duration(timeout)}", now)
             return
         if (self._term_at is not None and self._kill_at is None
                 and now >= self._term_at + self.work.kill_grace):
@@ -331,7 +323,7 @@ class Running:
             outcome, error = self._stop
             if self._timed_out and self._killed_running:
                 error += (f" (SIGTERM, then SIGKILL after "
-                          f"{seconds_text(self.work.kill_grace)})")
+                          f"{format_duration(self.work.kill_grace)})")
         elif lost is not None:
             outcome, error, exit_code = AttemptOutcome.FAILED, lost, None
         elif code < 0:

@@ -46,6 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cronjobs.durations import format_duration
 from cronjobs.execution.processes import fence
 from cronjobs.execution.processes.fence import MESSAGE, SPEC, apply_lines
 from cronjobs.execution.runners.groups import signal_name
@@ -204,7 +205,7 @@ class Template:
             self._gone(current, exc)
         if not child._answered.wait(ANSWER_WAIT):
             self._kill(current, f"the template process did not start the handler within "
-                                f"{ANSWER_WAIT:g}s; it was killed")
+                                f"{format_duration(ANSWER_WAIT)}; it was killed")
             child._answered.wait(ANSWER_WAIT)
         return child
 
