@@ -301,16 +301,27 @@ def pause(
 ) -> Definition:
     """Pause a job: its slots are recorded as paused, not run, until it is resumed
     (or until ``until``)."""
+    return pause_if_active(store, name, until=until, note=note)[0]
+
+
+def pause_if_active(store: Store, name: str, *, until: dt.datetime | None = None,
+                    note: str | None = None) -> tuple[Definition, bool]:
+    """:func:`pause`, and whether anything changed: pausing a paused job again without
+    ``until`` or ``note`` changes nothing (it keeps its pause's end and note); with them,
+    they replace the pause's."""
     check_name(name)
     if note is not None:
         check_text(note, what="--note", limit=MAX_NOTE_CHARS, python_what="note")
     with store.transaction():
         definition = get(store, name, for_update=True)
+        if definition.paused_at is not None and until is None and note is None:
+            return definition, False
         now = store.now()
         if until is not None and until <= now:
             raise UsageError(f"invalid --until {until.isoformat()}: it is already past",
                              python=f"invalid until={until.isoformat()}: it is already past")
-        return store.definitions.pause_definition(definition.id, now=now, until=until, note=note)
+        return (store.definitions.pause_definition(definition.id, now=now, until=until,
+                                                   note=note), True)
 
 
 def resume(store: Store, name: str) -> Definition:

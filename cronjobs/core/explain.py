@@ -94,7 +94,8 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
     check_name(name)
     history = store.definitions.definition_history(name)
     if not history:
-        raise JobNotFound(f"no job named {name}", advice=" (see `cronjobs list`)")
+        raise JobNotFound(f"no job named {name!r}", advice=" (see `cronjobs list`)",
+                          python=f"no job named {name!r} (see Client.jobs())")
     definition = history[0]
     now = store.now()
     end = end if end is not None else now
