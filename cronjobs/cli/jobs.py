@@ -145,6 +145,9 @@ def describe(app: App, name: str, as_json: bool) -> None:
 def pause(app: App, name: str, until: str | None, note: str | None, as_json: bool) -> None:
     """Pause job NAME: its slots are recorded as paused instead of run.
 
+    A paused job paused again keeps its pause (its end and note) unless --until or --note
+    replaces them.
+
     \b
     Examples:
       cronjobs pause nightly_cleanup --note "disk full, see INC-42"
