@@ -36,7 +36,7 @@ from cronjobs.core import definitions
 from cronjobs.core.crowding import parse_threshold
 from cronjobs.core.definitions import describe as run_describe
 from cronjobs.core.definitions import get, job_info, list_jobs, resume_if_paused
-from cronjobs.core.definitions import pause as run_pause
+from cronjobs.core.definitions import pause_if_active as run_pause
 from cronjobs.core.definitions import remove as run_remove
 from cronjobs.core.explain import explain as run_explain
 from cronjobs.core.materialise import BACKFILL_LIMIT, BACKFILL_MAX_RUNS, BackfillReport
@@ -161,6 +161,9 @@ def describe(app: App, name: str, as_json: bool) -> None:
 def pause(app: App, name: str, until: str | None, note: str | None, as_json: bool) -> None:
     """Pause job NAME: its slots are recorded as paused instead of run.
 
+    A paused job paused again keeps its pause (its end and note) unless --until or --note
+    replaces them.
+
     \b
     Examples:
       cronjobs pause nightly_cleanup --note "disk full, see INC-42"
@@ -170,12 +173,16 @@ def pause(app: App, name: str, until: str | None, note: str | None, as_json: boo
     until_at = (parse_instant(until, option="--until", now=lambda: app.store().now(),
                               towards="future") if until is not None else None)
     store = app.store()
-    definition = run_pause(store, name, until=until_at, note=note)
+    definition, paused = run_pause(store, name, until=until_at, note=note)
     info = job_info(definition, store.now())
     times = app.times(store.now())
     extra = (f" until {times.when(info.paused_until)}; next run "
              f"{times.when(info.next_fire_at)}" if info.paused_until else "")
-    app.confirm(job_json(definition, info), f"paused {name}{extra}", as_json)
+    app.confirm(job_json(definition, info),
+                f"paused {name}{extra}" if paused
+                else f"{name} was already paused since {times.when(info.paused_at)}"
+                + (f" until {times.when(info.paused_until)}" if info.paused_until else "")
+                + ": nothing changed (--until or --note changes the pause)", as_json)
 
 
 @click.command(cls=Command)

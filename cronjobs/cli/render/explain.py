@@ -17,6 +17,7 @@ from cronjobs.timefmt import Times
 def explain_json(e: Explanation) -> dict[str, Any]:
     return {
         "job": e.job,
+        "removed_at": instant(e.definition.removed_at),  # the job's, when it was removed
         "from": instant(e.start),
         "to": instant(e.end),
         "slots": [{
@@ -57,7 +58,7 @@ def explain_text(e: Explanation, times: Times) -> str:
     if not e.rows:
         return (f"no slots of {e.job} between {times.at(e.start)} and {times.at(e.end)} "
                 f"(schedule {e.definition.schedule}, {e.definition.timezone})"
-                + _explain_waiting(e, times) + _explain_one_offs(e, times))
+                + _explain_waiting(e, times) + _explain_one_offs(e, times) + _removed(e, times))
     rows = []
     for r in e.rows:
         if r.run is not None:
@@ -70,7 +71,13 @@ def explain_text(e: Explanation, times: Times) -> str:
             why = r.detail or ""
         rows.append((slot_range(r.first_slot, r.last_slot, r.slot_count, times), r.outcome, why))
     return (table([f"SLOT(S) ({times.label})", "OUTCOME", "WHY"], rows)
-            + _explain_waiting(e, times) + _explain_one_offs(e, times))
+            + _explain_waiting(e, times) + _explain_one_offs(e, times) + _removed(e, times))
+
+
+def _removed(e: Explanation, times: Times) -> str:
+    removed = e.definition.removed_at
+    return "" if removed is None else (f"\n{e.job} was removed {times.when(removed)}: no slot "
+                                       "of it runs after that")
 
 
 def backfill_json(b: BackfillReport) -> dict[str, Any]:
