@@ -185,7 +185,7 @@ def cancel(store: Store, run_id: int, *, now: dt.datetime | None = None) -> Run:
             if cancelled is not None:  # to the history at once, the way every run goes
                 store.queue.move_ended([run.id], now=now)
                 moved = store.runs.run_by_id(run.id)
-                cancelled = moved[0] if moved is not None else cancelled
+                cancelled = moved if moved is not None else cancelled
         elif status == RunStatus.RUNNING:
             cancelled = store.runs.request_cancel_run(run.id, now=now)
         else:
