@@ -204,7 +204,7 @@ def test_retention_keeps_latest_success_and_failure(cli: Invoke,
     for name in ("ok", "ok", "ok", "bad", "bad"):
         _one_run(cli, name)
         _tick(db)
-    assert cli("ack", "--all", "bad").exit_code == 0
+    assert cli("ack", "--all", "bad", "--yes").exit_code == 0
     # as if they had finished 100 days ago (past the 90 days dead runs are kept)
     for table in ("job_runs", "job_attempts"):
         db.execute(f"UPDATE {table} SET finished_at = finished_at - interval '100 days', "  # noqa: S608

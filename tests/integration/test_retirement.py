@@ -235,7 +235,7 @@ def test_every_way_a_run_ends_moves_it_the_same_way(
                "heartbeat_at = now() - interval '2 minutes', "
                "started_at = now() - interval '2 minutes' WHERE id = %s", (runs["lost"],))
     assert cli("cancel", str(runs["cancelled"])).exit_code == 0
-    assert cli("remove", "removed").exit_code == 0
+    assert cli("remove", "removed", "--yes").exit_code == 0
     assert cli("tick").exit_code == 0  # finishes one, reclaims one, upkeep moves one
     # each the same way: in the history, retiring after its retention from its end, its
     # attempts with it, and its job's last success or death at its end

@@ -94,7 +94,7 @@ def test_a_cancelled_run_moves_at_once_and_a_removed_jobs_runs_at_the_next_upkee
     _define(cli, "goes")
     assert cli("trigger", "goes", "--in", "1h").exit_code == 0
     (gone_id,) = db.execute("SELECT id FROM job_runs_queue").fetchone() or ()
-    assert cli("remove", "goes").exit_code == 0
+    assert cli("remove", "goes", "--yes").exit_code == 0
     assert db.execute("SELECT id, stage FROM job_runs ORDER BY id").fetchall() == [
         (run_id, "history"), (gone_id, "queue")]
     report = upkeep(store, now=store.now())
