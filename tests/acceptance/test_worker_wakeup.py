@@ -76,8 +76,11 @@ class Worker:
         assert self.process.returncode == 0, err
         return err
 
-    def kill(self) -> None:
-        if self.process.poll() is None:
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:  # a test that failed before stopping it
             self.process.kill()
             self.process.wait()
 
@@ -117,14 +120,12 @@ def test_a_notification_wakes_the_worker_which_runs_each_trigger_once_itself(
         tmp_path: Path) -> None:
     _define(cli)
     # polling once an hour: only the notifications (or a minute tick's end) wake it
-    worker = Worker(database_url, jobs, tmp_path / "worker.log", "--poll-interval", "1h")
-    try:
+    with Worker(database_url, jobs, tmp_path / "worker.log",
+                "--poll-interval", "1h") as worker:
         worker.listening()
         _trigger(cli, RUNS)
         _succeeded(db, RUNS)
         err = worker.stop()
-    finally:
-        worker.kill()
     _ran_once_by(db, tmp_path / "log", worker, RUNS)
     assert re.search(rf"; {RUNS} run\(s\) in \d+ claim pass\(es\), {RUNS} notification\(s\)",
                      err), err
@@ -135,14 +136,11 @@ def test_without_listen_the_polling_finds_every_trigger(
         cli: Invoke, database_url: str, db: psycopg.Connection[Any], jobs: dict[str, str],
         tmp_path: Path) -> None:
     _define(cli)
-    worker = Worker(database_url, jobs, tmp_path / "worker.log", "--listen", "off",
-                    "--poll-interval", "1s")
-    try:
+    with Worker(database_url, jobs, tmp_path / "worker.log", "--listen", "off",
+                "--poll-interval", "1s") as worker:
         _trigger(cli, RUNS)
         _succeeded(db, RUNS)
         err = worker.stop()
-    finally:
-        worker.kill()
     _ran_once_by(db, tmp_path / "log", worker, RUNS)
     assert worker.said("listening for queued runs") == 0
     assert f"; {RUNS} run(s) in " in err and ", 0 notification(s)" in err, err
@@ -153,8 +151,8 @@ def test_a_lost_listening_connection_is_opened_again_and_listens(
         cli: Invoke, database_url: str, db: psycopg.Connection[Any], jobs: dict[str, str],
         tmp_path: Path) -> None:
     _define(cli)
-    worker = Worker(database_url, jobs, tmp_path / "worker.log", "--poll-interval", "1h")
-    try:
+    with Worker(database_url, jobs, tmp_path / "worker.log",
+                "--poll-interval", "1h") as worker:
         worker.listening()
         # every session of the worker ends, as in a database restart
         ended = db.execute(
@@ -167,8 +165,6 @@ def test_a_lost_listening_connection_is_opened_again_and_listens(
         _trigger(cli, 1)
         _succeeded(db, 1)
         err = worker.stop()
-    finally:
-        worker.kill()
     _ran_once_by(db, tmp_path / "log", worker, 1)
     assert "lost the connection that listens for queued runs" in err
     assert ", 1 notification(s)" in err, err
@@ -180,15 +176,12 @@ def test_sigterm_stops_the_worker_and_its_running_run_goes_back_to_the_queue(
         tmp_path: Path) -> None:
     result = cli("define", "hang", "0 0 1 1 *", "--handler", "hang")
     assert result.exit_code == 0, result.stderr
-    worker = Worker(database_url, jobs, tmp_path / "worker.log")
     log = tmp_path / "log"
-    try:
+    with Worker(database_url, jobs, tmp_path / "worker.log") as worker:
         assert cli("trigger", "hang").exit_code == 0
         wait_for(lambda: log.exists() and "started" in log.read_text(), "the run to start")
         handler = int(log.read_text().split()[1])
         err = worker.stop()
-    finally:
-        worker.kill()
     assert not alive(handler)
     assert "1 run(s) in " in err, err
     assert db.execute("SELECT status, attempt, lease_token FROM job_runs").fetchall() == [
