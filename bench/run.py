@@ -43,6 +43,7 @@ from memory import bench_memory
 from pgbench import bench_pgbench
 from throughput import bench_throughput
 from upgrade import bench_upgrade
+from wakeup import bench_wakeup
 
 # -- the run ---------------------------------------------------------------------------------
 
@@ -59,13 +60,14 @@ BENCHMARKS: dict[str, Callable[[Context], Section]] = {
     "engine_compare": bench_engine_compare,
     "upgrade": bench_upgrade,
     **storage.BENCHMARKS,
+    "wakeup": bench_wakeup,
 }
 # names that stand for several benchmarks in --only
 GROUPS: dict[str, tuple[str, ...]] = {**engine.GROUPS, **storage.GROUPS}
 # run only when named in --only (it installs two versions of cronjobs with pip)
 # (and the upgrade and storage benchmarks: at full size they load millions of runs and run
 # for long)
-OPT_IN = ("engine_compare", "upgrade", *storage.BENCHMARKS, *sizing.BENCHMARKS)
+OPT_IN = ("engine_compare", "upgrade", *storage.BENCHMARKS, *sizing.BENCHMARKS, "wakeup")
 
 
 def machine(server: Server) -> dict[str, Any]:

@@ -69,6 +69,15 @@ class App:
             click.get_current_context().call_on_close(connected.store.close)
         return self._store
 
+    def another_store(self) -> Store:
+        """A second connection to the database :meth:`store` reached (a worker's claim
+        passes, beside the connection that listens), closed with the command."""
+        self.store()
+        connected = open_store(self.target, retry_for=self.connect_timeout, check=False,
+                               application_name=self.application_name())
+        click.get_current_context().call_on_close(connected.store.close)
+        return connected.store
+
     def conninfo(self) -> str:
         """The connection string of the database :meth:`store` connected to (unmasked: to
         open more connections, never to print)."""

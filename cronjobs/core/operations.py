@@ -83,6 +83,7 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
                           python=f"run {run.id} of {job!r} cannot run again: its job was "
                           f"removed at {when} (Client.define() defines it again)")
         if status in RETRYABLE:
+            store.notifications.notify_runs(job)  # on commit, as for trigger
             return store.runs.requeue_run(run.id, attempts=attempts, by=by, now=now)
         if status == RunStatus.SUCCEEDED:
             if not force:
@@ -91,6 +92,7 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
                               python=f"run {run.id} of {job!r} succeeded; pass force=True to "
                               "run its slot again as a new run")
             definition = get(store, job)
+            store.notifications.notify_runs(job)
             return store.runs.insert_manual_run(
                 definition_id=run.definition_id, scheduled_for=run.scheduled_for,
                 trigger=Trigger.RETRY, payload=run.payload, max_attempts=attempts,
@@ -143,7 +145,7 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
             definition_id=definition.id, scheduled_for=now, trigger=Trigger.MANUAL,
             payload=payload, max_attempts=definition.max_attempts,
             exclusive=exclusive(definition) and not force, now=now)
-        store.notifications.notify_trigger()  # a `cronjobs worker` ticks at once
+        store.notifications.notify_runs(name)  # a `cronjobs worker` claims it at once
         return run
 
 
