@@ -394,7 +394,8 @@ def test_explain_invalid_and_superseded(cli: Invoke, db: psycopg.Connection[Any]
     tick(Store(db), TickOptions(now=START + dt.timedelta(hours=2, minutes=30), max_runs=0))
     reasons = _explain_reasons(cli, "why", START, START + dt.timedelta(hours=3))
     assert reasons == [("skipped", "invalid", None)]  # an invalid stretch has no count
-    # Repairing it records the time it spent invalid, up to now.
-    assert cli("define", "why", "0 * * * *", "--command", "true").exit_code == 0
+    # Repairing it (naming a zone again: the stored one no longer exists) records the time
+    # it spent invalid, up to now.
+    assert cli("define", "why", "0 * * * *", "--command", "true", "--tz", "UTC").exit_code == 0
     assert [r[0] for r in db.execute("SELECT reason FROM job_skips ORDER BY id")] == [
         "invalid", "invalid"]
