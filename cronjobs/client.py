@@ -152,7 +152,8 @@ class Client:
                group: str | None = None, notify: str | Sequence[str] | None = None,
                notify_on: str | Sequence[str] | None = None,
                keep_succeeded: str | None = None,
-               keep_failed: str | None = None,
+               keep_failed: str | None = None, priority: int | None = None,
+               key_window: str | None = None,
                crowded_threshold: int | None = None) -> Defined:
         """Create or update job ``name`` (``cronjobs define``): the whole job, the options
         left out take their defaults. Durations are strings as on the command line

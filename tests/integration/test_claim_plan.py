@@ -92,7 +92,8 @@ def test_the_claim_is_a_range_scan_bounded_by_the_batch(
     assert now is not None
     params = {"now": now[0], "worker": "w", "limit": limit, "scan": claim_scan(limit),
               "tick_id": None, "handlers": handlers, "run_ids": None,
-              "from_late": None, "from_at": None, "from_id": None}  # (from the front)
+              "from_rank": None, "from_late": None, "from_at": None,
+              "from_id": None}  # (from the front)
     assert set(re.findall(r"%\((\w+)\)s", query)) == set(params)
     with backlog.transaction(force_rollback=True):
         backlog.execute(sql.query("claim_plan"), {"generic": False})
