@@ -347,6 +347,7 @@ class DueOneOff:
     id: int
     definition_id: int
     scheduled_for: dt.datetime
+    trigger: str  # 'manual' (trigger --at) or 'enqueue' (never held back by the policy)
     name: str
     overlap: str
 

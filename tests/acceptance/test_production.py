@@ -44,9 +44,9 @@ def login_role(db: psycopg.Connection[Any], database_url: str) -> Iterator[tuple
     dbname = conninfo_to_dict(database_url)["dbname"]
     db.execute(pgsql.SQL("REVOKE ALL ON DATABASE {} FROM {}").format(
         pgsql.Identifier(str(dbname)), pgsql.Identifier(name)))
-    db.execute(pgsql.SQL("DROP OWNED BY {}, cronjobs_tick, cronjobs_admin").format(
-        pgsql.Identifier(name)))
-    db.execute(pgsql.SQL("DROP ROLE {}, cronjobs_admin, cronjobs_tick").format(
+    db.execute(pgsql.SQL("DROP OWNED BY {}, cronjobs_tick, cronjobs_admin, cronjobs_enqueue"
+                         ).format(pgsql.Identifier(name)))
+    db.execute(pgsql.SQL("DROP ROLE {}, cronjobs_admin, cronjobs_tick, cronjobs_enqueue").format(
         pgsql.Identifier(name)))
 
 

@@ -94,16 +94,20 @@ DECLARE
     n integer := coalesce(cardinality(jobs), 0);
     problem text;
     defs bigint[];
-    key_defs bigint[];
-    key_names text[];
-    key_ids bigint[];
-    key_fresh boolean[];
-    held record;
-    holder job_runs;
+    -- the batch's keys settled so far: each key's run, and whether that run is new
+    key_defs bigint[] := '{}';
+    key_names text[] := '{}';
+    key_ids bigint[] := '{}';
+    key_fresh boolean[] := '{}';
+    -- the keys held by others, locked, and the runs they name
+    held_defs bigint[];
+    held_keys text[];
+    held_ids bigint[];
+    held_expiries timestamptz[];
+    held_windows interval[];
+    found job_runs[];
     holders job_runs[] := '{}';
-    made job_runs[];
     ids bigint[];
-    new_id bigint;
 BEGIN
     IF n = 0 THEN
         RETURN;
@@ -120,58 +124,55 @@ BEGIN
     THEN
         RAISE EXCEPTION 'the arrays of runs differ in length' USING ERRCODE = '22023';
     END IF;
-    -- the first bad run, if any, and what is wrong with it
+    -- the first bad run, if any, and what is wrong with it (the arrays are read through
+    -- unnest, never by subscript: an element of a text or jsonb array is found by reading
+    -- those before it)
     SELECT CASE
-               WHEN jobs[i] IS NULL THEN 'no job given'
-               WHEN payloads[i] IS NOT NULL AND jsonb_typeof(payloads[i]) <> 'object'
-                   THEN 'the payload is a JSON ' || jsonb_typeof(payloads[i])
-                        || ', not an object'
-               WHEN length(keys[i]) NOT BETWEEN 1 AND 200
-                   THEN 'the key is ' || length(keys[i]) || ' characters long: 1 to 200'
-               WHEN priorities[i] NOT BETWEEN -100 AND 100
-                   THEN 'the priority ' || priorities[i] || ' is not between -100 and 100'
-               WHEN run_ats[i] < at - interval '1 day'
-                   THEN 'the time ' || run_ats[i] || ' is more than a day in the past'
-           END || CASE WHEN n > 1 THEN ' (run ' || i || ' of ' || n || ')' ELSE '' END
+               WHEN v.job IS NULL THEN 'no job given'
+               WHEN jsonb_typeof(v.payload) <> 'object'
+                   THEN 'the payload is a JSON ' || jsonb_typeof(v.payload) || ', not an object'
+               WHEN length(v.key) NOT BETWEEN 1 AND 200
+                   THEN 'the key is ' || length(v.key) || ' characters long: 1 to 200'
+               WHEN v.priority NOT BETWEEN -100 AND 100
+                   THEN 'the priority ' || v.priority || ' is not between -100 and 100'
+               ELSE 'the time ' || v.run_at || ' is more than a day in the past'
+           END || CASE WHEN n > 1 THEN ' (run ' || v.i || ' of ' || n || ')' ELSE '' END
     INTO problem
-    FROM generate_subscripts(jobs, 1) AS i
-    WHERE jobs[i] IS NULL
-       OR (payloads[i] IS NOT NULL AND jsonb_typeof(payloads[i]) <> 'object')
-       OR length(keys[i]) NOT BETWEEN 1 AND 200
-       OR priorities[i] NOT BETWEEN -100 AND 100
-       OR run_ats[i] < at - interval '1 day'
-    ORDER BY i LIMIT 1;
+    FROM unnest(jobs, payloads, run_ats, keys, priorities) WITH ORDINALITY
+         AS v (job, payload, run_at, key, priority, i)
+    WHERE v.job IS NULL OR jsonb_typeof(v.payload) <> 'object'
+       OR length(v.key) NOT BETWEEN 1 AND 200 OR v.priority NOT BETWEEN -100 AND 100
+       OR v.run_at < at - interval '1 day'
+    ORDER BY v.i LIMIT 1;
     IF problem IS NOT NULL THEN
         RAISE EXCEPTION 'cannot enqueue: %', problem USING ERRCODE = '22023';
     END IF;
     -- the jobs, by name (a removed job's name is no job)
-    SELECT array_agg(d.id ORDER BY i) INTO defs
-    FROM generate_subscripts(jobs, 1) AS i
-    LEFT JOIN job_definitions AS d ON d.name = jobs[i] AND d.removed_at IS NULL;
-    SELECT jobs[i] INTO problem FROM generate_subscripts(jobs, 1) AS i
-    WHERE defs[i] IS NULL ORDER BY i LIMIT 1;
+    SELECT array_agg(d.id ORDER BY v.i), (array_agg(v.job ORDER BY v.i)
+                                          FILTER (WHERE d.id IS NULL))[1]
+    INTO defs, problem
+    FROM unnest(jobs) WITH ORDINALITY AS v (job, i)
+    LEFT JOIN job_definitions AS d ON d.name = v.job AND d.removed_at IS NULL;
     IF problem IS NOT NULL THEN
         RAISE EXCEPTION 'no job named %', quote_literal(problem)
             USING ERRCODE = 'CJ002', HINT = 'define it first (cronjobs define)';
     END IF;
 
-    key_defs := '{}';
-    key_names := '{}';
-    key_ids := '{}';
-    key_fresh := '{}';
-    -- each key once, in key order (two batches of the same keys wait for each other instead
-    -- of deadlocking); again for a key pruned between the two statements (free now)
+    -- Each key of the batch once, in key order (two batches of the same keys wait for each
+    -- other instead of deadlocking): a free key is taken for a new run; a taken one is
+    -- locked, then kept by its run or, expired, given to a new one. Again for a key
+    -- deleted (expired) between the two statements: it is free now.
     WHILE keys IS NOT NULL AND EXISTS (
-        SELECT 1 FROM generate_subscripts(jobs, 1) AS i
-        WHERE keys[i] IS NOT NULL
-          AND (defs[i], keys[i]) NOT IN (SELECT * FROM unnest(key_defs, key_names)))
+        SELECT 1 FROM unnest(defs, keys) AS v (definition_id, key)
+        LEFT JOIN unnest(key_defs, key_names) AS s (definition_id, key)
+            ON s.definition_id = v.definition_id AND s.key = v.key
+        WHERE v.key IS NOT NULL AND s.key IS NULL)
     LOOP
-        -- the keys nobody holds are taken here
         WITH wanted AS (
-            SELECT DISTINCT defs[i] AS definition_id, keys[i] AS key
-            FROM generate_subscripts(jobs, 1) AS i
-            WHERE keys[i] IS NOT NULL
-              AND (defs[i], keys[i]) NOT IN (SELECT * FROM unnest(key_defs, key_names))
+            SELECT DISTINCT v.definition_id, v.key FROM unnest(defs, keys) AS v (definition_id, key)
+            LEFT JOIN unnest(key_defs, key_names) AS s (definition_id, key)
+                ON s.definition_id = v.definition_id AND s.key = v.key
+            WHERE v.key IS NOT NULL AND s.key IS NULL
         ), taken AS (
             INSERT INTO job_run_keys (definition_id, key, run_id)
             SELECT definition_id, key, nextval('job_runs_id_seq') FROM wanted
@@ -183,85 +184,112 @@ BEGIN
                key_ids || array_agg(run_id), key_fresh || array_agg(true)
         INTO key_defs, key_names, key_ids, key_fresh
         FROM taken;
-        -- the keys another run holds (or held): locked, then each kept or taken over
-        FOR held IN
-            SELECT k.definition_id, k.key, k.run_id, k.expires_at, d.key_window
-            FROM job_run_keys AS k JOIN job_definitions AS d ON d.id = k.definition_id
-            WHERE (k.definition_id, k.key) IN (
-                SELECT defs[i], keys[i] FROM generate_subscripts(jobs, 1) AS i
-                WHERE keys[i] IS NOT NULL)
-              AND (k.definition_id, k.key) NOT IN (SELECT * FROM unnest(key_defs, key_names))
-            ORDER BY k.definition_id, k.key
-            FOR UPDATE OF k
-        LOOP
-            SELECT * INTO holder FROM job_runs WHERE id = held.run_id;
-            IF FOUND AND (holder.stage = 'queue'
-                          OR coalesce(held.expires_at, holder.finished_at + held.key_window)
-                             > at) THEN
-                IF key_mode = 'replace' AND holder.stage = 'queue'
-                   AND holder.status IN ('scheduled', 'queued') AND holder.attempt = 0 THEN
-                    UPDATE job_runs_queue AS r
-                    SET payload = v.payload, scheduled_for = v.run_at, eligible_at = v.run_at,
-                        status = CASE WHEN v.run_at > at THEN 'scheduled' ELSE 'queued' END,
-                        priority = coalesce(v.priority, d.priority), updated_at = at
-                    FROM (SELECT payloads[i] AS payload, coalesce(run_ats[i], at) AS run_at,
-                                 priorities[i] AS priority
-                          FROM generate_subscripts(jobs, 1) AS i
-                          WHERE defs[i] = held.definition_id AND keys[i] = held.key
-                          ORDER BY i DESC LIMIT 1) AS v,
-                         job_definitions AS d
-                    WHERE r.id = holder.id AND r.status IN ('scheduled', 'queued')
-                      AND r.attempt = 0 AND d.id = r.definition_id
-                    RETURNING r.* INTO holder;
-                    IF NOT FOUND THEN  -- claimed meanwhile: kept as it now is
-                        SELECT * INTO holder FROM job_runs WHERE id = held.run_id;
-                    END IF;
-                END IF;
-                holders := holders || holder;
-                key_fresh := key_fresh || false;
-                key_ids := key_ids || held.run_id;
-            ELSE
-                -- expired, or its run retired: the key goes to a new run
-                UPDATE job_run_keys
-                SET run_id = nextval('job_runs_id_seq'), expires_at = NULL
-                WHERE definition_id = held.definition_id AND key = held.key
-                RETURNING run_id INTO new_id;
-                key_fresh := key_fresh || true;
-                key_ids := key_ids || new_id;
-            END IF;
-            key_defs := key_defs || held.definition_id;
-            key_names := key_names || held.key;
-        END LOOP;
+        -- (a new statement: under READ COMMITTED it sees the keys committed meanwhile)
+        SELECT array_agg(k.definition_id), array_agg(k.key), array_agg(k.run_id),
+               array_agg(k.expires_at), array_agg(d.key_window)
+        INTO held_defs, held_keys, held_ids, held_expiries, held_windows
+        FROM (SELECT k.* FROM job_run_keys AS k
+              WHERE (k.definition_id, k.key) IN (
+                  SELECT v.definition_id, v.key FROM unnest(defs, keys) AS v (definition_id, key)
+                  LEFT JOIN unnest(key_defs, key_names) AS s (definition_id, key)
+                      ON s.definition_id = v.definition_id AND s.key = v.key
+                  WHERE v.key IS NOT NULL AND s.key IS NULL)
+              ORDER BY k.definition_id, k.key
+              FOR UPDATE) AS k
+        JOIN job_definitions AS d ON d.id = k.definition_id;
+        CONTINUE WHEN held_ids IS NULL;
+        -- their runs: in the queue by its primary key, else wherever they are now
+        SELECT array_agg(ROW(r.*)::job_runs) INTO found
+        FROM job_runs_queue AS r WHERE r.id = ANY(held_ids);
+        SELECT coalesce(found, '{}') || coalesce(array_agg(ROW(r.*)::job_runs), '{}')
+        INTO found
+        FROM job_runs AS r
+        WHERE r.id = ANY(ARRAY(SELECT h FROM unnest(held_ids) AS h
+                               EXCEPT SELECT f.id FROM unnest(found) AS f));
+        holders := holders || found;
+        -- a key stays with its run while the run waits or runs, and for the job's
+        -- key_window after it finished; else (or its run retired) it goes to a new run
+        WITH judged AS (
+            SELECT k.*, f.id IS NOT NULL
+                        AND (f.stage = 'queue'
+                             OR coalesce(k.expires_at, f.finished_at + k.key_window) > at)
+                        AS kept
+            FROM unnest(held_defs, held_keys, held_ids, held_expiries, held_windows)
+                 AS k (definition_id, key, run_id, expires_at, key_window)
+            LEFT JOIN unnest(found) AS f ON f.id = k.run_id
+        ), retaken AS (
+            UPDATE job_run_keys AS k
+            SET run_id = nextval('job_runs_id_seq'), expires_at = NULL
+            FROM judged AS j
+            WHERE NOT j.kept AND k.definition_id = j.definition_id AND k.key = j.key
+            RETURNING k.definition_id, k.key, k.run_id
+        )
+        SELECT key_defs || array_agg(s.definition_id), key_names || array_agg(s.key),
+               key_ids || array_agg(s.run_id), key_fresh || array_agg(s.fresh)
+        INTO key_defs, key_names, key_ids, key_fresh
+        FROM (SELECT definition_id, key, run_id, false AS fresh FROM judged WHERE kept
+              UNION ALL
+              SELECT definition_id, key, run_id, true FROM retaken) AS s;
     END LOOP;
+    IF key_mode = 'replace' AND cardinality(holders) > 0 THEN
+        -- the kept runs that have not started take the batch's last values for their key
+        WITH last AS (
+            SELECT DISTINCT ON (v.definition_id, v.key) v.definition_id, v.key, v.payload,
+                   coalesce(v.run_at, at) AS run_at, v.priority
+            FROM unnest(defs, keys, payloads, run_ats, priorities) WITH ORDINALITY
+                 AS v (definition_id, key, payload, run_at, priority, i)
+            WHERE v.key IS NOT NULL
+            ORDER BY v.definition_id, v.key, v.i DESC
+        ), replaced AS (
+            UPDATE job_runs_queue AS r
+            SET payload = l.payload, scheduled_for = l.run_at, eligible_at = l.run_at,
+                status = CASE WHEN l.run_at > at THEN 'scheduled' ELSE 'queued' END,
+                priority = coalesce(l.priority, d.priority), updated_at = at
+            FROM unnest(key_defs, key_names, key_ids, key_fresh)
+                     AS s (definition_id, key, run_id, fresh),
+                 last AS l, job_definitions AS d
+            WHERE NOT s.fresh AND l.definition_id = s.definition_id AND l.key = s.key
+              AND r.id = s.run_id AND d.id = s.definition_id
+              AND r.status IN ('scheduled', 'queued') AND r.attempt = 0
+            RETURNING r.*
+        )
+        SELECT array_agg(ROW(replaced.*)::job_runs) INTO found FROM replaced;
+        holders := coalesce(found, '{}') || ARRAY(
+            SELECT h FROM unnest(holders) AS h
+            WHERE h.id NOT IN (SELECT f.id FROM unnest(found) AS f));
+    END IF;
 
     -- each run's id: its key's run, or a new one
-    SELECT array_agg(coalesce(m.run_id, nextval('job_runs_id_seq')) ORDER BY i) INTO ids
-    FROM generate_subscripts(jobs, 1) AS i
-    LEFT JOIN unnest(key_defs, key_names, key_ids) AS m (definition_id, key, run_id)
-        ON m.definition_id = defs[i] AND m.key = keys[i];
+    SELECT array_agg(coalesce(s.run_id, nextval('job_runs_id_seq')) ORDER BY v.i) INTO ids
+    FROM unnest(defs, keys) WITH ORDINALITY AS v (definition_id, key, i)
+    LEFT JOIN unnest(key_defs, key_names, key_ids) AS s (definition_id, key, run_id)
+        ON s.definition_id = v.definition_id AND s.key = v.key;
+    -- the new runs (a key given twice: its first run), and all in the order asked
+    RETURN QUERY
     WITH made_runs AS (
         INSERT INTO job_runs_queue AS r (id, definition_id, scheduled_for, trigger, status,
                                          payload, max_attempts, exclusive, eligible_at,
                                          priority, key, created_at, updated_at)
-        SELECT DISTINCT ON (ids[i]) ids[i], d.id, coalesce(run_ats[i], at), origin,
-               CASE WHEN run_ats[i] > at THEN 'scheduled' ELSE 'queued' END, payloads[i],
+        SELECT DISTINCT ON (v.id) v.id, d.id, coalesce(v.run_at, at), origin,
+               CASE WHEN v.run_at > at THEN 'scheduled' ELSE 'queued' END, v.payload,
                d.max_attempts, coalesce(exclusive, d.overlap IN ('skip', 'queue')),
-               coalesce(run_ats[i], at), coalesce(priorities[i], d.priority), keys[i], at, at
-        FROM generate_subscripts(jobs, 1) AS i
-        JOIN job_definitions AS d ON d.id = defs[i]
-        LEFT JOIN unnest(key_ids, key_fresh) AS m (run_id, fresh) ON m.run_id = ids[i]
-        WHERE m.fresh IS DISTINCT FROM false
-        ORDER BY ids[i], i
+               coalesce(v.run_at, at), coalesce(v.priority, d.priority), v.key, at, at
+        FROM unnest(ids, defs, payloads, run_ats, keys, priorities) WITH ORDINALITY
+             AS v (id, definition_id, payload, run_at, key, priority, i)
+        JOIN job_definitions AS d ON d.id = v.definition_id
+        LEFT JOIN unnest(key_ids, key_fresh) AS s (run_id, fresh) ON s.run_id = v.id
+        WHERE s.fresh IS DISTINCT FROM false
+        ORDER BY v.id, v.i
         RETURNING r.*
+    ), woken AS (
+        -- a worker listening starts the runs due now: one notification per job, at commit
+        SELECT count(pg_notify('cronjobs_runs', d.name)) AS jobs FROM job_definitions AS d
+        WHERE d.id IN (SELECT m.definition_id FROM made_runs AS m WHERE m.status = 'queued')
     )
-    SELECT array_agg(ROW(made_runs.*)::job_runs) INTO made FROM made_runs;
-    -- a worker listening starts the runs due now (one notification per job, at commit)
-    PERFORM pg_notify('cronjobs_runs', d.name)
-    FROM job_definitions AS d
-    WHERE d.id IN (SELECT m.definition_id FROM unnest(made) AS m WHERE m.status = 'queued');
-    RETURN QUERY
     SELECT r.* FROM unnest(ids) WITH ORDINALITY AS x (id, n)
-    JOIN unnest(coalesce(made, '{}') || holders) AS r ON (r).id = x.id
+    JOIN (SELECT * FROM made_runs UNION ALL SELECT * FROM unnest(holders)) AS r
+        ON r.id = x.id
+    CROSS JOIN woken
     ORDER BY x.n;
 END $$;
 
