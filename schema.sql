@@ -475,7 +475,7 @@ CREATE TRIGGER job_runs_kept_key_expires
 --
 -- A key held by a run of the job (waiting, running, or finished less than the job's
 -- key_window ago) returns that run, never a second one: job_run_keys' primary key decides,
--- by INSERT ... ON CONFLICT DO NOTHING, and a key that is taken is then locked and read
+-- by INSERT ... ON CONFLICT DO NOTHING, and a key that is taken is then read
 -- (a later statement: under READ COMMITTED it sees the winner's commit). With key_mode
 -- 'replace', a held run that has not started yet takes the new payload, time and priority
 -- (the last given in the batch); 'keep' (the default) leaves it as it is. An expired key,
@@ -500,7 +500,7 @@ DECLARE
     key_names text[] := '{}';
     key_ids bigint[] := '{}';
     key_fresh boolean[] := '{}';
-    -- the keys held by others, locked, and the runs they name
+    -- the keys held by others, and the runs they name
     held_defs bigint[];
     held_keys text[];
     held_ids bigint[];
@@ -559,10 +559,12 @@ BEGIN
             USING ERRCODE = 'CJ002', HINT = 'define it first (cronjobs define)';
     END IF;
 
-    -- Each key of the batch once, in key order (two batches of the same keys wait for each
-    -- other instead of deadlocking): a free key is taken for a new run; a taken one is
-    -- locked, then kept by its run or, expired, given to a new one. Again for a key
-    -- deleted (expired) between the two statements: it is free now.
+    -- Each key of the batch once: a free key is taken for a new run, in key order (two
+    -- batches of the same new keys wait for each other instead of deadlocking); a taken one
+    -- is read, and kept by its run, or, expired, given to a new one (the only keys locked
+    -- then: never one whose run is finishing, so a finish, which writes the expiry of its
+    -- run's key, never waits for an enqueue that waits for it). Again for a key that moved
+    -- meanwhile (deleted as expired, or given to a new run by another batch).
     WHILE keys IS NOT NULL AND EXISTS (
         SELECT 1 FROM unnest(defs, keys) AS v (definition_id, key)
         LEFT JOIN unnest(key_defs, key_names) AS s (definition_id, key)
@@ -589,15 +591,12 @@ BEGIN
         SELECT array_agg(k.definition_id), array_agg(k.key), array_agg(k.run_id),
                array_agg(k.expires_at), array_agg(d.key_window)
         INTO held_defs, held_keys, held_ids, held_expiries, held_windows
-        FROM (SELECT k.* FROM job_run_keys AS k
-              WHERE (k.definition_id, k.key) IN (
-                  SELECT v.definition_id, v.key FROM unnest(defs, keys) AS v (definition_id, key)
-                  LEFT JOIN unnest(key_defs, key_names) AS s (definition_id, key)
-                      ON s.definition_id = v.definition_id AND s.key = v.key
-                  WHERE v.key IS NOT NULL AND s.key IS NULL)
-              ORDER BY k.definition_id, k.key
-              FOR UPDATE) AS k
-        JOIN job_definitions AS d ON d.id = k.definition_id;
+        FROM job_run_keys AS k JOIN job_definitions AS d ON d.id = k.definition_id
+        WHERE (k.definition_id, k.key) IN (
+            SELECT v.definition_id, v.key FROM unnest(defs, keys) AS v (definition_id, key)
+            LEFT JOIN unnest(key_defs, key_names) AS s (definition_id, key)
+                ON s.definition_id = v.definition_id AND s.key = v.key
+            WHERE v.key IS NOT NULL AND s.key IS NULL);
         CONTINUE WHEN held_ids IS NULL;
         -- their runs: in the queue by its primary key, else wherever they are now
         SELECT array_agg(ROW(r.*)::job_runs) INTO found
@@ -618,11 +617,19 @@ BEGIN
             FROM unnest(held_defs, held_keys, held_ids, held_expiries, held_windows)
                  AS k (definition_id, key, run_id, expires_at, key_window)
             LEFT JOIN unnest(found) AS f ON f.id = k.run_id
+        ), expired AS (
+            -- locked in key order, each only if it still names the run judged (else another
+            -- batch took it over meanwhile: it is looked at again)
+            SELECT k.definition_id, k.key FROM job_run_keys AS k
+            JOIN judged AS j ON j.definition_id = k.definition_id AND j.key = k.key
+            WHERE NOT j.kept AND k.run_id = j.run_id
+            ORDER BY k.definition_id, k.key
+            FOR UPDATE OF k
         ), retaken AS (
             UPDATE job_run_keys AS k
             SET run_id = nextval('job_runs_id_seq'), expires_at = NULL
-            FROM judged AS j
-            WHERE NOT j.kept AND k.definition_id = j.definition_id AND k.key = j.key
+            FROM expired AS e
+            WHERE k.definition_id = e.definition_id AND k.key = e.key
             RETURNING k.definition_id, k.key, k.run_id
         )
         SELECT key_defs || array_agg(s.definition_id), key_names || array_agg(s.key),
