@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-
 from common import Context, Section, add_definitions
 
 SINGLE = 2_000  # runs enqueued one per transaction
