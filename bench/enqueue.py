@@ -23,7 +23,7 @@ INSERT INTO job_runs_queue (definition_id, scheduled_for, trigger, max_attempts,
                             payload)
 SELECT d.id, now(), 'enqueue', d.max_attempts, now(), jsonb_build_object('n', g)
 FROM job_definitions AS d CROSS JOIN generate_series(1, %(n)s) AS g
-WHERE d.name = 'enq-1'
+WHERE d.name = 'enq1'
 """
 
 
@@ -46,11 +46,11 @@ def bench_enqueue(ctx: Context) -> Section:
     def single(conn: psycopg.Connection[Any], keyed: bool) -> int:
         for i in range(SINGLE):
             with conn.transaction():
-                cronjobs.enqueue(conn, "enq-1", {"n": i}, key=f"k{i}" if keyed else None)
+                cronjobs.enqueue(conn, "enq1", {"n": i}, key=f"k{i}" if keyed else None)
         return SINGLE
 
     def batch(conn: psycopg.Connection[Any], keyed: bool, times: int = 1) -> int:
-        runs = [{"job": "enq-1", "payload": {"n": i}, **({"key": f"k{i}"} if keyed else {})}
+        runs = [{"job": "enq1", "payload": {"n": i}, **({"key": f"k{i}"} if keyed else {})}
                 for i in range(BATCH)]
         for _ in range(times):
             with conn.transaction():
