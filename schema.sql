@@ -389,7 +389,7 @@ CREATE TABLE job_runs_history PARTITION OF job_runs FOR VALUES IN ('history')
     PARTITION BY RANGE (retire_at);
 CREATE TABLE job_runs_history_default PARTITION OF job_runs_history DEFAULT;
 -- a run by id; a range of a job's slots (explain, backfill), its runs newest first; the
--- runs finished since an instant (status, metrics, prune's batches). (A BRIN index in
+-- runs finished since an instant (status, metrics). (A BRIN index in
 -- place of the one by id or by finish, which a finish would write nothing to, was tried:
 -- the planner then read a job's whole index to find a run by id, and prune read the
 -- history whole, so these stay B-trees, about 65 bytes of WAL each per run.)
@@ -905,16 +905,20 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION cronjobs_drop_history_day(day date) RETURNS void
+-- The caller decides what retires by its own instant (a tick's, which --now may set); the
+-- database still never drops a day that is not over by its own clock: such a day is left
+-- (false) for a later tick, never an error.
+CREATE FUNCTION cronjobs_drop_history_day(day date) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp
     AS $$
 BEGIN
     IF day >= (now() AT TIME ZONE 'UTC')::date THEN
-        RAISE EXCEPTION 'the history of % has not retired yet', day;
+        RETURN false;
     END IF;
     EXECUTE format('DROP TABLE IF EXISTS %I, %I',
                    'job_runs_history_' || to_char(day, 'YYYYMMDD'),
                    'job_attempts_history_' || to_char(day, 'YYYYMMDD'));
+    RETURN true;
 END
 $$;
 
@@ -1010,5 +1014,6 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (14, 'definition_names');
 INSERT INTO cronjobs_migrations (version, name) VALUES (15, 'running_attempts');
 INSERT INTO cronjobs_migrations (version, name) VALUES (16, 'dead_runs_index');
 INSERT INTO cronjobs_migrations (version, name) VALUES (17, 'cursor_never_back');
+INSERT INTO cronjobs_migrations (version, name) VALUES (18, 'one_clock_for_retirement');
 INSERT INTO cronjobs_migrations (version, name) VALUES (19, 'unacknowledged_dead');
 INSERT INTO cronjobs_migrations (version, name) VALUES (21, 'enqueue');

@@ -45,6 +45,7 @@ from memory import bench_memory
 from pgbench import bench_pgbench
 from throughput import bench_throughput
 from upgrade import bench_upgrade
+from wakeup import bench_wakeup
 
 # -- the run ---------------------------------------------------------------------------------
 
@@ -62,13 +63,14 @@ BENCHMARKS: dict[str, Callable[[Context], Section]] = {
     "upgrade": bench_upgrade,
     "enqueue": bench_enqueue,
     **storage.BENCHMARKS,
+    "wakeup": bench_wakeup,
 }
 # names that stand for several benchmarks in --only
 GROUPS: dict[str, tuple[str, ...]] = {**engine.GROUPS, **storage.GROUPS}
 # run only when named in --only (it installs two versions of cronjobs with pip)
 # (and the upgrade and storage benchmarks: at full size they load millions of runs and run
 # for long)
-OPT_IN = ("engine_compare", "upgrade", *storage.BENCHMARKS, *sizing.BENCHMARKS)
+OPT_IN = ("engine_compare", "upgrade", *storage.BENCHMARKS, *sizing.BENCHMARKS, "wakeup")
 
 
 def machine(server: Server) -> dict[str, Any]:

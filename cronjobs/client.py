@@ -155,8 +155,10 @@ class Client:
                keep_failed: str | None = None, priority: int | None = None,
                key_window: str | None = None,
                crowded_threshold: int | None = None) -> Defined:
-        """Create or update job ``name`` (``cronjobs define``): the whole job, the options
-        left out take their defaults. Durations are strings as on the command line
+        """Create or update job ``name``, stating the whole job as a jobs file does: the
+        options left out take their defaults, on a job that exists too (unlike ``cronjobs
+        define`` on a job that exists, which changes only the options given; a change of
+        kind needs no flag here). Durations are strings as on the command line
         ("30s", "10m", "1h"). ``notify`` is one webhook URL or several; ``notify_on`` a
         list of events (dead, failure, recovery) or a comma-separated string. A job landing
         in a minute that holds more than ``crowded_threshold`` fires of other jobs (None:

@@ -534,14 +534,6 @@ class JobFailure:
 
 
 @dataclass(frozen=True)
-class Pruned:
-    """A run deleted by one batch of prune."""
-
-    id: int
-    finished_at: dt.datetime
-
-
-@dataclass(frozen=True)
 class WaitingRuns:
     """Due runs of a handler that no tick (or not this one) has loaded: they wait, attempts
     untouched."""

@@ -132,9 +132,21 @@ class DashboardJob(Definition):
 
 @dataclass(frozen=True)
 class JobRun(Run):
-    """A run with its job's name (``run_by_id``, ``list_runs``)."""
+    """A run with its job's name, and when that job was removed (None: it was not): every
+    view marks a removed job's runs (``run_by_id``, ``list_runs``, :meth:`of`)."""
 
     job: str
+    job_removed_at: dt.datetime | None
+
+    @classmethod
+    def of(cls, run: Run, definition: Definition) -> JobRun:
+        """``run`` of the job ``definition`` (the definition it belongs to)."""
+        return cls.named(run, definition.name, definition.removed_at)
+
+    @classmethod
+    def named(cls, run: Run, job: str, removed_at: dt.datetime | None) -> JobRun:
+        """``run`` of job ``job``, removed at ``removed_at`` (None: it was not)."""
+        return cls(**vars(run), job=job, job_removed_at=removed_at)
 
 
 @dataclass(frozen=True)
@@ -209,6 +221,7 @@ class RunningRun:
     heartbeat_at: dt.datetime | None
     lease_expires_at: dt.datetime
     cancel_requested_at: dt.datetime | None
+    job_removed_at: dt.datetime | None  # its job was removed (and asked it to stop) then
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 from cronjobs.clock import Clock
 from cronjobs.core.materialise import MaterialiseReport, materialise
-from cronjobs.core.prune import prune
 from cronjobs.core.retention import Upkeep, tick_upkeep
 from cronjobs.db.store import Store
 from cronjobs.durations import format_duration
@@ -54,7 +53,6 @@ class TickReport:
         self.dry_run = dry_run
         self.materialise = MaterialiseReport()
         self.execute = ExecReport()
-        self.pruned = 0
         self.upkeep = Upkeep()
         self.handlers: tuple[str, ...] = ()  # the handlers the tick could run
         self.waiting: list[WaitingRuns] = []  # due runs of the handlers it could not
@@ -111,11 +109,7 @@ def tick(store: Store, options: TickOptions, *,
         if not should_stop():
             # retention, on by default: the storage's upkeep, by one tick a minute (a run
             # that finished before its day was made waits in the default partition)
-            report.upkeep = tick_upkeep(store, now=clock.now()) or Upkeep(busy=True)
-        if options.retention is not None and not should_stop():
-            # A little at a time, so the history never grows without bound.
-            report.pruned = prune(store, older_than=options.retention,
-                                  max_batches=1, now=clock.now()).runs
+            report.upkeep = _upkeep(store, clock)
     except BaseException as exc:
         if executor is not None:
             report.execute = executor.report
@@ -127,9 +121,24 @@ def tick(store: Store, options: TickOptions, *,
     outbox.close(hurry=should_stop())
     observer.close(report.counts())
     status = TickStatus.INTERRUPTED if should_stop() else TickStatus.FINISHED
-    _record(store, clock, report, status, None)
+    # (a failed upkeep is said in the record of a tick that did its work)
+    error = None if report.upkeep.error is None else f"upkeep: {report.upkeep.error}"[:1000]
+    _record(store, clock, report, status, error)
     log.info("tick finished", extra={"action": "tick", "tick_id": tick_id, **report.counts()})
     return report
+
+
+def _upkeep(store: Store, clock: Clock) -> Upkeep:
+    """The storage's upkeep, which never fails a tick that did its runs: an error is logged
+    and reported (Upkeep.error, and the tick's record), and the next tick's upkeep tries
+    again."""
+    try:
+        return tick_upkeep(store, now=clock.now()) or Upkeep(busy=True)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        log.warning("storage upkeep failed (the next tick tries again): %s", error,
+                    extra={"action": "retention", "error": error})
+        return Upkeep(error=error)
 
 
 def _record(store: Store, clock: Clock, report: TickReport, status: TickStatus,

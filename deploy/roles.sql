@@ -5,8 +5,8 @@
 --   CREATE ROLE tick_worker LOGIN PASSWORD '…' IN ROLE cronjobs_tick;
 --   CREATE ROLE ops_person LOGIN PASSWORD '…' IN ROLE cronjobs_admin;
 --
--- cronjobs_tick can run ticks (and `status`, `runs`, `show`, `explain`, `metrics`,
--- `prune`) but cannot define or change what a job runs: the columns that say what to run
+-- cronjobs_tick can run ticks (and `status`, `runs`, `show`, `explain`, `metrics`;
+-- every tick applies the retention) but cannot define or change what a job runs: the columns that say what to run
 -- are not writable by it, nor are group limits. cronjobs_admin can also define, apply,
 -- pause, resume, remove, retry, trigger and cancel, and set group limits. Neither can
 -- change the schema. cronjobs_enqueue (at the end) can only enqueue runs and read them.

@@ -1,11 +1,11 @@
 """The ``cronjobs`` command line: the group, its global options and the entry point.
 
-The commands live by family in ``jobs``, ``runs``, ``ticking`` (tick and worker),
-``declared`` (apply and export: jobs as code), ``groups``, ``admin`` and ``serving``; each
-parses its input, calls one library function and renders the result (with ``render``, or
-``diff`` for apply and export): no SQL and no clock here. ``app`` holds what they share.
-The group finds a command by its name in :data:`COMMANDS` and imports its family's module
-then (see there why).
+The commands live by family in ``jobs``, ``runs``, ``ticking`` (tick), ``working``
+(worker), ``declared`` (apply and export: jobs as code), ``groups``, ``admin`` and
+``serving``; each parses its input, calls one library function and renders the result (with
+``render``, or ``diff`` for apply and export): no SQL and no clock here. ``app`` holds what
+they share. The group finds a command by its name in :data:`COMMANDS` and imports its
+family's module then (see there why).
 
 Exit codes: 0 success; 1 the world failed (database unreachable, internal error);
 2 bad input or configuration (nothing was written); 3 ``status --check`` found a problem;
@@ -27,7 +27,7 @@ from cronjobs import __version__
 from cronjobs.cli.app import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
 from cronjobs.cli.options import Command, Parsing, SubGroup, global_options
 from cronjobs.db.config import scrub
-from cronjobs.errors import CronjobsError
+from cronjobs.errors import CronjobsError, UsageError
 
 # Every command, by name: the module of its family and the command's name there.
 #
@@ -39,7 +39,7 @@ from cronjobs.errors import CronjobsError
 # floor, over the budget of 1.5; with this table it is 1.31. Each family's module imports
 # what it uses at its top, as every other module does.
 COMMANDS = {
-    "tick": ("ticking", "tick"), "worker": ("ticking", "worker"),
+    "tick": ("ticking", "tick"), "worker": ("working", "worker"),
     "define": ("jobs", "define"), "list": ("jobs", "list_command"),
     "describe": ("jobs", "describe"), "pause": ("jobs", "pause"),
     "resume": ("jobs", "resume"), "remove": ("jobs", "remove"),
@@ -51,10 +51,17 @@ COMMANDS = {
     "ack": ("runs", "ack"), "runs": ("runs", "runs"), "show": ("runs", "show"),
     "logs": ("runs", "logs"),
     "migrate": ("admin", "migrate"), "status": ("admin", "status"),
-    "prune": ("admin", "prune"), "retention": ("admin", "retention"),
+    "retention": ("admin", "retention"),
     "metrics": ("admin", "metrics"),
     "crontab": ("admin", "crontab"), "embedded": ("admin", "embedded"),
     "serve": ("serving", "serve"),
+}
+
+
+# Commands that are gone, and what each says instead: exit 2, one line, nothing written.
+GONE = {
+    "prune": "`cronjobs prune` is gone: every tick applies the one retention policy, dropping "
+             "whole days; set it with `cronjobs retention --succeeded 30d --failed 90d`",
 }
 
 
@@ -92,6 +99,12 @@ class _Group(Parsing, click.Group):
 
     command_class = Command
     group_class = SubGroup
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] in GONE:
+            raise UsageError(GONE[args[0]])
+        return super().resolve_command(ctx, args)
 
 
 @click.group(cls=_Group, commands=_Commands(), params=global_options(read_env=True),

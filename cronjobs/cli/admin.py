@@ -1,5 +1,5 @@
-"""The commands that look after cronjobs itself: migrate, status, retention, prune, metrics
-and the embedded server."""
+"""The commands that look after cronjobs itself: migrate, status, retention, metrics and
+the embedded server."""
 
 from __future__ import annotations
 
@@ -18,22 +18,21 @@ from cronjobs.cli.app import (
     pass_app,
 )
 from cronjobs.cli.options import PER_JOB, Command, SubGroup, per_job_option, threshold_options
-from cronjobs.cli.render import retention_json, retention_text, status_json, status_text, table
+from cronjobs.cli.render.common import table
+from cronjobs.cli.render.status import retention_json, retention_text, status_json, status_text
 from cronjobs.cli.watching import watch as watching
 from cronjobs.cli.watching import watch_options
 from cronjobs.core.crontab import crontab as crontab_lines
 from cronjobs.core.crontab import find_executable
-from cronjobs.core.health import Thresholds
 from cronjobs.core.health import status as run_status
 from cronjobs.core.metrics import metrics as run_metrics
-from cronjobs.core.prune import prune as run_prune
 from cronjobs.core.retention import retention as run_retention
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.core.upgrade import migrate_and_upgrade
 from cronjobs.db import embedded as embedded_server
 from cronjobs.db.connect import MIGRATE_OPTIONS, open_store
-from cronjobs.durations import elapsed, parse_bounded
+from cronjobs.durations import elapsed
 from cronjobs.errors import UsageError
-from cronjobs.timefmt import iso
 
 # -- schema -----------------------------------------------------------------------------------
 
@@ -119,38 +118,6 @@ def status(app: App, check: bool, thresholds: Thresholds, watch: bool, interval:
             for problem in result.problems:
                 click.echo(f"problem: {problem}", err=True)
         raise click.exceptions.Exit(EXIT_UNHEALTHY)
-
-
-@click.command(cls=Command)
-@click.option("--older-than", required=True, metavar="DURATION",
-              help="Delete finished runs older than this (e.g. 30d).")
-@click.option("--keep-last", type=click.IntRange(0, 100000), default=0, show_default=True,
-              help="Also keep each job's N newest finished runs.")
-@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
-@json_option
-@pass_app
-def prune(app: App, older_than: str, keep_last: int, dry_run: bool, as_json: bool) -> None:
-    """Delete old finished runs (with their attempts), skip records and tick records, in
-    small batches; each job's latest success and latest failure are always kept.
-
-    \b
-    Examples:
-      cronjobs prune --older-than 30d --dry-run
-      cronjobs prune --older-than 30d --keep-last 100
-    """
-    age = parse_bounded(older_than, option="--older-than", minimum=dt.timedelta(hours=1),
-                        maximum=dt.timedelta(days=36500))
-    report = run_prune(app.store(), older_than=age, keep_last=keep_last, dry_run=dry_run)
-    data = {"cutoff": iso(report.cutoff), "dry_run": report.dry_run,
-            "runs": report.runs, "skips": report.skips, "ticks": report.ticks}
-    cutoff = app.times().at(report.cutoff)
-    text = (f"would delete {report.runs} run(s) finished before {cutoff}"
-            if dry_run else f"deleted {report.runs} run(s), {report.skips} skip record(s) and "
-            f"{report.ticks} tick record(s) from before {cutoff}")
-    if dry_run:
-        emit(data, text, as_json)
-    else:
-        app.confirm(data, text, as_json)
 
 
 @click.command(cls=Command)

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from cronjobs.cli.render import to_json
+from cronjobs.cli.render.common import to_json
 from cronjobs.db import embedded
 from cronjobs.db.config import DatabaseTarget
 from cronjobs.db.connect import open_store, worker_name
@@ -68,6 +68,15 @@ class App:
             self._store, self._conninfo = connected.store, connected.conninfo
             click.get_current_context().call_on_close(connected.store.close)
         return self._store
+
+    def another_store(self) -> Store:
+        """A second connection to the database :meth:`store` reached (a worker's claim
+        passes, beside the connection that listens), closed with the command."""
+        self.store()
+        connected = open_store(self.target, retry_for=self.connect_timeout, check=False,
+                               application_name=self.application_name())
+        click.get_current_context().call_on_close(connected.store.close)
+        return connected.store
 
     def conninfo(self) -> str:
         """The connection string of the database :meth:`store` connected to (unmasked: to

@@ -9,7 +9,7 @@ import click
 from cronjobs.cli.app import EXIT_PENDING, App, emit, json_option, pass_app
 from cronjobs.cli.diff import apply_json, apply_text, export_json, export_toml
 from cronjobs.cli.options import Command, crowded_option
-from cronjobs.cli.render import to_json
+from cronjobs.cli.render.common import to_json
 from cronjobs.client import apply_declared
 from cronjobs.core.apply import export as run_export
 from cronjobs.core.crowding import parse_threshold

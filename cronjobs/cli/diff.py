@@ -1,4 +1,5 @@
-"""How `cronjobs apply` shows its diff (text and JSON) and `cronjobs export` its file."""
+"""How `cronjobs apply` shows its diff (text and JSON), and `cronjobs define` the changes it
+made to a job that exists; and how `cronjobs export` shows its file."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def _job_json(diff: JobDiff) -> dict[str, Any]:
         return data
     data["fields"] = diff.fields
     if diff.action == "change":
-        data["changes"] = {c.field: _change_json(c, diff) for c in diff.changes}
+        data["changes"] = changes_json(diff)
         if diff.adopted_from is not None:
             data["adopted_from"] = diff.adopted_from or None
     if diff.warning is not None:
@@ -42,10 +43,17 @@ def _job_json(diff: JobDiff) -> dict[str, Any]:
     return data
 
 
+def changes_json(diff: JobDiff) -> dict[str, Any]:
+    """A changed job's changes, by field: ``{"old", "new"}`` and the notes that apply."""
+    return {c.field: _change_json(c, diff) for c in diff.changes}
+
+
 def _change_json(change: FieldChange, diff: JobDiff) -> dict[str, Any]:
     data = {"old": change.old, "new": change.new}
     if change.old == change.new:  # a secret changed behind its mask
         data["note"] = "changed (secret part masked)"
+    if change.default:
+        data["default"] = True
     if change.field == "schedule":
         words = schedule_in_words(change, diff)
         data["description"] = words
@@ -64,7 +72,7 @@ def apply_text(result: ApplyResult) -> str:
         adopted = (f"  (adopted: was {owner(diff.adopted_from or None)})"
                    if diff.adopted_from is not None else "")
         lines.append(f"~ {diff.name}{adopted}")
-        lines += [f"    {line}" for change in diff.changes for line in _change(change, diff)]
+        lines += changes_text(diff)
         lines += _crowded(diff)
     for diff in result.removed:
         cancelled = (f" ({diff.cancelled_runs} waiting run(s) cancelled)"
@@ -88,10 +96,17 @@ def _crowded(diff: JobDiff) -> list[str]:
     return [] if diff.crowding is None else [f"    ! crowded: {diff.crowding.message}"]
 
 
+def changes_text(diff: JobDiff) -> list[str]:
+    """A changed job's changes, a line each (the schedule's with a second, in words),
+    indented below the line naming the job."""
+    return [f"    {line}" for change in diff.changes for line in _change(change, diff)]
+
+
 def _change(change: FieldChange, diff: JobDiff) -> list[str]:
     # notify URLs come masked: a changed token looks the same on both sides
     hidden = " (changed)" if change.old == change.new else ""
-    lines = [f"{change.field}: {_shown(change.old)} -> {_shown(change.new)}{hidden}"]
+    default = " (default)" if change.default else ""
+    lines = [f"{change.field}: {_shown(change.old)} -> {_shown(change.new)}{hidden}{default}"]
     if change.field == "schedule":
         words = schedule_in_words(change, diff)
         if words is not None:

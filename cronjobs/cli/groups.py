@@ -7,7 +7,8 @@ import click
 
 from cronjobs.cli.app import App, emit, json_option, pass_app
 from cronjobs.cli.options import SubGroup
-from cronjobs.cli.render import group_json, group_wait_text, table
+from cronjobs.cli.render.common import table
+from cronjobs.cli.render.groups import group_json, group_wait_text
 from cronjobs.core.groups import list_groups, remove_limit, set_limit, show
 
 

@@ -16,16 +16,14 @@ from cronjobs.cli.app import (
     time_help,
 )
 from cronjobs.cli.confirming import dry_run_option, go_ahead, yes_option
+from cronjobs.cli.diff import changes_json, changes_text
 from cronjobs.cli.options import Command, crowded_option, definition_options
-from cronjobs.cli.render import (
-    backfill_json,
-    backfill_text,
+from cronjobs.cli.render.explain import backfill_json, backfill_text, explain_json, explain_text
+from cronjobs.cli.render.jobs import (
     define_json,
     define_text,
     describe_json,
     describe_text,
-    explain_json,
-    explain_text,
     job_json,
     list_json,
     list_text,
@@ -36,15 +34,14 @@ from cronjobs.cli.render_forecast import crowding_json
 from cronjobs.cli.render_preview import backfill_preview, remove_preview
 from cronjobs.core import definitions
 from cronjobs.core.crowding import parse_threshold
-from cronjobs.core.definitions import define as run_define
 from cronjobs.core.definitions import describe as run_describe
 from cronjobs.core.definitions import get, job_info, list_jobs, resume_if_paused
-from cronjobs.core.definitions import pause as run_pause
+from cronjobs.core.definitions import pause_if_active as run_pause
 from cronjobs.core.definitions import remove as run_remove
 from cronjobs.core.explain import explain as run_explain
 from cronjobs.core.materialise import BACKFILL_LIMIT, BACKFILL_MAX_RUNS, BackfillReport
 from cronjobs.core.materialise import backfill as run_backfill
-from cronjobs.core.spec import build_spec
+from cronjobs.core.update import define_given
 from cronjobs.cron import check_timezone
 from cronjobs.instants import parse_instant
 
@@ -52,23 +49,33 @@ from cronjobs.instants import parse_instant
 
 @click.command(cls=Command)
 @click.argument("name")
-@click.argument("schedule")
+@click.argument("schedule", required=False)
 @definition_options
+@click.option("--reset", multiple=True, metavar="OPTION",
+              help="A job that exists: return OPTION to its default, e.g. --reset "
+                   "alert-command (repeatable or comma-separated).")
+@click.option("--replace-target", is_flag=True,
+              help="A job that exists: let --command replace its handler, or --handler its "
+                   "command (without it, a change of kind is refused).")
 @crowded_option
 @json_option
 @pass_app
-def define(app: App, name: str, schedule: str, options: dict[str, Any],
-           crowded_threshold: str, as_json: bool) -> None:
-    """Create or update job NAME to run on cron SCHEDULE (idempotent).
+def define(app: App, name: str, schedule: str | None, options: dict[str, Any],
+           reset: tuple[str, ...], replace_target: bool, crowded_threshold: str,
+           as_json: bool) -> None:
+    """Create job NAME to run on cron SCHEDULE, or change job NAME: the options given (and
+    SCHEDULE, if given), keeping the rest. Prints what changed.
 
     SCHEDULE has 5 fields (minute hour day-of-month month day-of-week), or a macro
     (@hourly, @daily, @weekly, @monthly, @yearly); H spreads a field by the job's name,
     e.g. "H 3 * * *". Day of month also takes L (last day), L-3, 15W (nearest weekday) and
     LW; day of week fri#3 (third Friday) and 5L or friL (last Friday). The schedule is
-    said back in words. A define states the whole job: options left out take their
-    defaults. A changed schedule or zone continues from now. A job landing in a minute
-    that already holds more than --crowded-threshold runs of other jobs is defined with a
-    warning saying what H would give instead.
+    said back in words. A new job needs SCHEDULE; its options left out take their
+    defaults. A job that exists keeps every option not given: --reset OPTION returns one
+    to its default, and changing what it runs from a command to a handler (or back) needs
+    --replace-target. A changed schedule or zone continues from now. A job landing in a
+    minute that already holds more than --crowded-threshold runs of other jobs is defined
+    with a warning saying what H would give instead.
 
     \b
     Examples:
@@ -81,14 +88,23 @@ def define(app: App, name: str, schedule: str, options: dict[str, Any],
           --keep-failed 365d
       cronjobs define backup "0 2 * * *" --command "backup.sh" \
           --notify https://hooks.slack.com/services/T000/B000/XXXX --notify-on dead,recovery
+      cronjobs define backup --max-attempts 5          # change one option, keep the rest
+      cronjobs define backup --reset notify,notify-on  # back to their defaults
+      cronjobs define report --command "report.sh" --replace-target
     """
-    spec = build_spec(name=name, schedule=schedule, **options)
     threshold = parse_threshold(crowded_threshold)
-    known = app.handlers() if spec.handler is not None else None
     store = app.store()
-    result = run_define(store, spec, known_handlers=known, crowded_threshold=threshold)
-    app.confirm(define_json(result) | {"crowding": crowding_json(result.crowding)},
-                define_text(result, app.times(store.now())), as_json)
+    done = define_given(store, name, schedule, options, reset=reset,
+                        replace_target=replace_target, handlers=app.handlers,
+                        crowded_threshold=threshold)
+    result = done.result
+    changes = None if done.diff is None else changes_json(done.diff)
+    text = define_text(result, app.times(store.now()))
+    if done.diff is not None:
+        text = "\n".join([text, *changes_text(done.diff)])
+    app.confirm(define_json(result) | {"crowding": crowding_json(result.crowding),
+                                       "changes": changes},
+                text, as_json)
     if result.warning is not None:
         click.echo(f"warning: {result.warning}", err=True)
     if result.crowding is not None:
@@ -145,6 +161,9 @@ def describe(app: App, name: str, as_json: bool) -> None:
 def pause(app: App, name: str, until: str | None, note: str | None, as_json: bool) -> None:
     """Pause job NAME: its slots are recorded as paused instead of run.
 
+    A paused job paused again keeps its pause (its end and note) unless --until or --note
+    replaces them.
+
     \b
     Examples:
       cronjobs pause nightly_cleanup --note "disk full, see INC-42"
@@ -154,12 +173,16 @@ def pause(app: App, name: str, until: str | None, note: str | None, as_json: boo
     until_at = (parse_instant(until, option="--until", now=lambda: app.store().now(),
                               towards="future") if until is not None else None)
     store = app.store()
-    definition = run_pause(store, name, until=until_at, note=note)
+    definition, paused = run_pause(store, name, until=until_at, note=note)
     info = job_info(definition, store.now())
     times = app.times(store.now())
     extra = (f" until {times.when(info.paused_until)}; next run "
              f"{times.when(info.next_fire_at)}" if info.paused_until else "")
-    app.confirm(job_json(definition, info), f"paused {name}{extra}", as_json)
+    app.confirm(job_json(definition, info),
+                f"paused {name}{extra}" if paused
+                else f"{name} was already paused since {times.when(info.paused_at)}"
+                + (f" until {times.when(info.paused_until)}" if info.paused_until else "")
+                + ": nothing changed (--until or --note changes the pause)", as_json)
 
 
 @click.command(cls=Command)

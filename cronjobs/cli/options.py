@@ -18,8 +18,8 @@ import click
 from click.core import ParameterSource
 
 from cronjobs.cli.app import App, split_apps
-from cronjobs.core.health import Thresholds
 from cronjobs.core.spec import FIELDS, Field
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.config import resolve_database, scrub
 from cronjobs.durations import parse_bounded, parse_duration, shown
 
@@ -348,8 +348,8 @@ def definition_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """An option for each of a job's fields (``core.spec.FIELDS``, in order; SCHEDULE is an
     argument the command declares itself). The command receives the ones the user gave, on
     the command line or in their environment variables, as ``options`` (field name -> value
-    as typed); those left out are not in it, and take their defaults from the spec in
-    ``build_spec``."""
+    as typed); those left out are not in it: a new job takes their defaults
+    (``build_spec``), a job that exists keeps their values (``core.update``)."""
     @functools.wraps(command)
     def given_options(*args: Any, **kwargs: Any) -> Any:
         ctx = click.get_current_context()

@@ -35,7 +35,9 @@ EXIT_CODES: dict[int, str] = {
                   "recorded, not tick failures, and a tick stopped by SIGTERM/SIGINT exits 0 "
                   "after putting its runs back",
     EXIT_USAGE: "bad input, configuration or a refused request: invalid schedule, zone, name, "
-                "payload, id, date or duration, unknown job or run, no database configured, "
+                "payload, id, date or duration, unknown job or run, a removed job acted on "
+                "(`pause`, `trigger`, `next`, ... say when it was removed) or a retry of one "
+                "of its runs, no database configured, "
                 "schema missing or out of date, a retry of a run that is still queued or "
                 "running, an `ack` of a run that is not dead, a trigger the overlap policy "
                 "refuses, a bad jobs file or decorator argument, an `apply` conflict, a "

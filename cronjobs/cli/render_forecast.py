@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from cronjobs.cli.render import instant, table
+from cronjobs.cli.render.common import instant, table
 from cronjobs.core.crowding import Crowding
 from cronjobs.core.forecast import Forecast, Peak
 from cronjobs.durations import elapsed, format_duration

@@ -29,7 +29,8 @@ def log_json(chunk: Chunk) -> str:
     if chunk.kind != "end":
         return json.dumps({chunk.kind: chunk.text}, ensure_ascii=False)
     return json.dumps({"end": {
-        "run_id": chunk.run_id, "job": chunk.job, "status": chunk.status,
+        "run_id": chunk.run_id, "job": chunk.job,
+        "job_removed_at": iso(chunk.job_removed_at), "status": chunk.status,
         "attempt": chunk.attempt, "max_attempts": chunk.max_attempts, "error": chunk.error,
         "exit_code": chunk.exit_code,
         "eligible_at": iso(chunk.eligible_at)}}, ensure_ascii=False)
@@ -39,8 +40,8 @@ def outcome_line(chunk: Chunk, times: Times | None = None) -> str:
     times = times or Times.of(utc=False)
     used = (f"attempt {chunk.attempt} of {chunk.max_attempts}" if chunk.attempt
             else f"0 of {chunk.max_attempts} attempts used")
-    head = (f"cronjobs: run {chunk.run_id} of {chunk.job} {status_phrase(chunk.status or '')} "
-            f"({used})")
+    job = chunk.job if chunk.job_removed_at is None else f"{chunk.job} (removed)"
+    head = f"cronjobs: run {chunk.run_id} of {job} {status_phrase(chunk.status or '')} ({used})"
     if chunk.status == "running":
         return head
     if chunk.error:

@@ -19,7 +19,7 @@ from cronjobs.cli.app import (
 )
 from cronjobs.cli.confirming import dry_run_option, go_ahead, yes_option
 from cronjobs.cli.options import Command
-from cronjobs.cli.render import (
+from cronjobs.cli.render.runs import (
     ack_json,
     ack_text,
     run_json,
@@ -27,8 +27,8 @@ from cronjobs.cli.render import (
     runs_list_text,
     show_json,
     show_text,
-    waiting_lines,
 )
+from cronjobs.cli.render.ticks import waiting_lines
 from cronjobs.cli.render_live import log_chunk, log_json
 from cronjobs.cli.render_preview import ack_all_preview
 from cronjobs.cli.watching import watch as watching

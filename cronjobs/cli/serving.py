@@ -8,7 +8,7 @@ import click
 
 from cronjobs.cli.app import App, pass_app
 from cronjobs.cli.options import PER_JOB, Command, per_job_option, threshold_options
-from cronjobs.core.health import Thresholds
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.connect import startup_options_taken
 from cronjobs.durations import parse_bounded
 from cronjobs.errors import UsageError

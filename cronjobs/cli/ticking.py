@@ -1,13 +1,12 @@
-"""The commands that run every minute: `tick`, and `worker`, which starts ticks where there
-is no cron. Both build one :class:`~cronjobs.tick.TickOptions` from the options they share
-(:func:`run_options`) and hand it down as it is: to the tick, or to every tick the worker
-starts."""
+"""The command that runs every minute, `tick`, and the options of how ticks run, which
+`worker` (cronjobs.cli.working: it starts ticks where there is no cron) shares. Both build
+one :class:`~cronjobs.tick.TickOptions` from them (:func:`run_options`) and hand it down as
+it is: to the tick, or to every tick the worker starts."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -23,7 +22,7 @@ from cronjobs.cli.app import (
     time_help,
 )
 from cronjobs.cli.options import Command
-from cronjobs.cli.render import (
+from cronjobs.cli.render.ticks import (
     decisions_text,
     lost_tick_lines,
     tick_json,
@@ -38,7 +37,6 @@ from cronjobs.instants import parse_instant
 from cronjobs.tick import TickOptions
 from cronjobs.tick import tick as run_tick
 from cronjobs.validation import check_notify_url
-from cronjobs.worker import serve
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -81,9 +79,8 @@ _RUN_OPTIONS = (
                       "are killed (keep it below Kubernetes' terminationGracePeriodSeconds)."),
     click.option("--alert-command", metavar="SHELL", envvar="CRONJOBS_ALERT_COMMAND",
                  help="Alert command for jobs that have none of their own."),
-    click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION",
-                 help="Prune a little finished history older than this on every tick, e.g. "
-                      "30d."),
+    # gone: the one retention policy is `cronjobs retention` (tick_options says so)
+    click.option("--retention", metavar="DURATION", envvar="CRONJOBS_RETENTION", hidden=True),
     click.option("--handlers-only", is_flag=True, envvar="CRONJOBS_HANDLERS_ONLY",
                  help="Refuse shell-command jobs: only registered Python handlers run. "
                       "Whoever can write job_definitions can otherwise run commands as this "
@@ -109,6 +106,12 @@ _RUN_OPTIONS = (
 )
 
 
+# What a tick given --retention (or CRONJOBS_RETENTION) says: one retention policy now.
+RETENTION_GONE = ("--retention (CRONJOBS_RETENTION) is gone: every tick applies the one "
+                  "retention policy, dropping whole days; set it with `cronjobs retention "
+                  "--succeeded 30d --failed 90d` and remove --retention")
+
+
 def run_options(func: F) -> F:
     """Add the options of how ticks run (see :func:`tick_options`)."""
     for option in reversed(_RUN_OPTIONS):
@@ -124,6 +127,8 @@ def tick_options(app: App, *, concurrency: int | None, max_runtime: str, grace: 
                  allow_future: bool = False, dry_run: bool = False,
                  max_runs: int | None = None) -> TickOptions:
     """The one options object of a tick, from the command line."""
+    if retention is not None:
+        raise UsageError(RETENTION_GONE)
     if dashboard_url:
         check_notify_url(dashboard_url, what="--dashboard-url")
     second, day = dt.timedelta(seconds=1), dt.timedelta(days=1)
@@ -137,8 +142,6 @@ def tick_options(app: App, *, concurrency: int | None, max_runtime: str, grace: 
                             maximum=dt.timedelta(hours=1)).total_seconds(),
         apps=app.apps,
         alert_command=alert_command or None,
-        retention=parse_bounded(retention, option="--retention", minimum=dt.timedelta(hours=1),
-                                maximum=dt.timedelta(days=3650)) if retention is not None else None,
         handlers_only=handlers_only,
         allowed_commands=allowed_commands,
         in_process=in_process,
@@ -195,7 +198,7 @@ def tick(app: App, /, now: str | None, allow_future: bool, dry_run: bool, max_ru
     Examples:
       cronjobs tick --dry-run                 # what is due now; writes nothing
       cronjobs tick -v --app myapp.jobs       # a crontab line: * * * * * cronjobs tick …
-      cronjobs tick --concurrency 8 --retention 30d --json   # 8 at once, not auto
+      cronjobs tick --concurrency 8 --json    # 8 at once, not auto
       cronjobs tick --dashboard-url https://cron.example.com   # links in notifications
     """
     if options_stdin:
@@ -217,34 +220,3 @@ def tick(app: App, /, now: str | None, allow_future: bool, dry_run: bool, max_ru
         click.echo(tick_summary(report, times), err=True)
     for line in [*waiting_lines(report.waiting), *lost_tick_lines(report.lost_ticks, times)]:
         click.echo(line, err=True)
-
-
-@click.command(cls=Command)
-@run_options
-@click.option("--max-ticks", type=click.IntRange(1), hidden=True)
-@pass_app
-def worker(app: App, /, max_ticks: int | None, **run: Any) -> None:
-    """Run forever, ticking at the start of every minute — for platforms without cron.
-
-    It starts `cronjobs tick` as a child process each minute of the database's clock (and at
-    once when `cronjobs trigger` is used), exactly as cron would: same guarantees, ticks may
-    overlap. Each tick runs with this command's options. SIGTERM/SIGINT stop it gracefully
-    (running ticks get SIGTERM and --grace). Prefer cron or a Kubernetes CronJob where you
-    have them.
-
-    \b
-    Examples:
-      cronjobs worker --app myapp.jobs --concurrency 8
-      CRONJOBS_DATABASE_URL=postgresql://cron@db/app cronjobs worker --handlers-only
-    """
-    options = tick_options(app, **run)
-    env = dict(os.environ)
-    if app.target.conninfo is not None:  # never in argv, where `ps` would show a password
-        env["CRONJOBS_DATABASE_URL"] = app.target.conninfo
-    if app.apps:
-        env["CRONJOBS_APP"] = ",".join(app.apps)
-    store = app.store()
-    with stop_on_signals() as stopped:
-        report = serve(store, options, env, should_stop=stopped, max_ticks=max_ticks)
-    click.echo(f"worker stopped after {report.ticks} tick(s), {report.failed_ticks} failed",
-               err=True)

@@ -21,6 +21,7 @@ from typing import Any
 from cronjobs.core.crowding import OFF, Crowding, check_apply
 from cronjobs.core.declarations import SECRET_FIELDS, declared_fields, fields_of, masked
 from cronjobs.core.definitions import define, get
+from cronjobs.core.spec import FIELDS, RESETTABLE, build_spec
 from cronjobs.db.store import Store
 from cronjobs.errors import Refused
 from cronjobs.models import Definition, DefinitionSpec
@@ -35,6 +36,8 @@ class FieldChange:
     field: str
     old: Any
     new: Any
+    default: bool = False  # the new value is the field's default (a jobs file's key left
+    # out, or `define --reset`)
 
 
 @dataclass(frozen=True)
@@ -150,18 +153,12 @@ def _diff(specs: Iterable[DefinitionSpec], current: dict[str, Definition], sourc
     conflicts: list[str] = []
     unchanged = 0
     for spec in specs:
-        new = fields_of(spec)
-        shown = masked(new)
+        shown = masked(fields_of(spec))
         existing = current.get(spec.name)
         if existing is None:
             added.append(JobDiff(spec.name, "add", shown))
             continue
-        old = fields_of(existing)
-        # compared in full (a changed token is a change), shown masked
-        changes = tuple(FieldChange(key, masked(old)[key], shown[key]) for key in new
-                        if old[key] != new[key])
-        if existing.invalid_reason is not None:
-            changes += (FieldChange("invalid", existing.invalid_reason, None),)
+        changes = job_changes(existing, spec)
         if existing.source != source:
             if not adopt:
                 conflicts.append(spec.name)
@@ -173,6 +170,23 @@ def _diff(specs: Iterable[DefinitionSpec], current: dict[str, Definition], sourc
         else:
             unchanged += 1
     return tuple(added), tuple(changed), conflicts, unchanged
+
+
+def job_changes(existing: Definition, spec: DefinitionSpec) -> tuple[FieldChange, ...]:
+    """What defining ``spec`` changes of the job that exists: each field whose value
+    differs, compared in full (a changed token is a change) and shown masked, marked when
+    it returns to its default (not the schedule, command or handler: they have none); and
+    a stored definition found invalid, made valid."""
+    old, new = fields_of(existing), fields_of(spec)
+    shown_old, shown_new = masked(old), masked(new)
+    defaults = fields_of(build_spec(name=spec.name, schedule=spec.schedule))
+    changes = tuple(FieldChange(field.name, shown_old[field.name], shown_new[field.name],
+                                default=field in RESETTABLE
+                                and new[field.name] == defaults[field.name])
+                    for field in FIELDS if old[field.name] != new[field.name])
+    if existing.invalid_reason is not None:
+        changes += (FieldChange("invalid", existing.invalid_reason, None),)
+    return changes
 
 
 def _crowding(store: Store, specs: Sequence[DefinitionSpec], current: dict[str, Definition],

@@ -20,6 +20,8 @@ from cronjobs.cron.describe import describe_schedule
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
 from cronjobs.models import Definition, DefinitionSpec, Kind, NewSkip, Run, SkipReason
+from cronjobs.reports import JobRun
+from cronjobs.timefmt import in_zone
 from cronjobs.validation import (
     MAX_COMMAND_CHARS,
     MAX_NOTE_CHARS,
@@ -150,12 +152,18 @@ def define(
         else:
             definition, created = stored
             outcome = "created" if created else "updated"
-    crowding = None
-    if definition.paused_at is None or definition.paused_until is not None:
-        crowding = check_define(store, spec, crowded_threshold, after=definition.paused_until)
     return DefineResult(definition, outcome, _slots(sched, start, preview),
                         _handler_warning(spec, known_handlers),
-                        description=describe_schedule(sched), crowding=crowding)
+                        description=describe_schedule(sched),
+                        crowding=crowding(store, definition, crowded_threshold))
+
+
+def crowding(store: Store, definition: Definition, threshold: int | None) -> Crowding | None:
+    """The crowded-minute warning of a job just defined (see ``define``); none while it is
+    paused without an end."""
+    if definition.paused_at is not None and definition.paused_until is None:
+        return None
+    return check_define(store, definition, threshold, after=definition.paused_until)
 
 
 def _start(store: Store, name: str, existing: Definition | None,
@@ -235,8 +243,9 @@ def schedule_words(definition: Definition) -> str | None:
 
 
 def describe(store: Store, name: str, *, count: int = 5, runs: int = 10) -> Description:
-    """A job's row, facts, next ``count`` fire times and latest ``runs`` runs."""
-    definition = get(store, name)
+    """A job's row, facts, next ``count`` fire times and latest ``runs`` runs: of the job
+    defined as ``name``, else of the latest removed one (shown as removed: no fire times)."""
+    definition = shown(store, name)
     now = store.now()
     recent = store.runs.recent_runs(definition.id, runs)
     last = recent[0] if recent else None
@@ -249,7 +258,8 @@ def describe(store: Store, name: str, *, count: int = 5, runs: int = 10) -> Desc
         slots = tuple(Slot(utc, sched.local(utc))
                       for utc in facts.next_fire_times(definition, now, count))
     return Description(definition, info, slots,
-                       tuple(facts.load_runs(store, ((r, definition.name) for r in recent))))
+                       tuple(facts.load_runs(store,
+                                             (JobRun.of(r, definition) for r in recent))))
 
 
 def _run_time(run: Run) -> dt.datetime:
@@ -259,13 +269,37 @@ def _run_time(run: Run) -> dt.datetime:
 
 def get(store: Store, name: str, *, for_update: bool = False) -> Definition:
     """The job called ``name`` (locked for the rest of the transaction with ``for_update``),
-    or JobNotFound."""
+    or JobNotFound (saying so when the name is a removed job's: nothing acts on it)."""
     check_name(name)
     definition = store.definitions.definition_by_name(name, for_update=for_update)
     if definition is None:
-        raise JobNotFound(f"no job named {name!r}", advice=" (see `cronjobs list`)",
-                          python=f"no job named {name!r} (see Client.jobs())")
+        raise _not_found(name, store.definitions.definition_history(name))
     return definition
+
+
+def shown(store: Store, name: str) -> Definition:
+    """Job ``name`` as the views show it (describe, the dashboard's page of a job): the job
+    defined now, else the latest removed job of that name; JobNotFound when there never was
+    one."""
+    check_name(name)
+    history = store.definitions.definition_history(name)
+    current = [d for d in history if d.removed_at is None]
+    if not history:
+        raise _not_found(name, history)
+    return current[0] if current else history[0]
+
+
+def _not_found(name: str, history: list[Definition]) -> JobNotFound:
+    """No job is defined as ``name``; ``history``: the removed ones that carried it."""
+    removed = [d.removed_at for d in history if d.removed_at is not None]
+    if removed:
+        when = in_zone(max(removed), dt.UTC)
+        return JobNotFound(f"job {name!r} was removed at {when}",
+                           advice=f" (its runs stay: `cronjobs runs {name}`)",
+                           python=f"job {name!r} was removed at {when} (its runs stay: "
+                           f"Client.runs({name!r}))")
+    return JobNotFound(f"no job named {name!r}", advice=" (see `cronjobs list`)",
+                       python=f"no job named {name!r} (see Client.jobs())")
 
 
 def pause(
@@ -273,16 +307,27 @@ def pause(
 ) -> Definition:
     """Pause a job: its slots are recorded as paused, not run, until it is resumed
     (or until ``until``)."""
+    return pause_if_active(store, name, until=until, note=note)[0]
+
+
+def pause_if_active(store: Store, name: str, *, until: dt.datetime | None = None,
+                    note: str | None = None) -> tuple[Definition, bool]:
+    """:func:`pause`, and whether anything changed: pausing a paused job again without
+    ``until`` or ``note`` changes nothing (it keeps its pause's end and note); with them,
+    they replace the pause's."""
     check_name(name)
     if note is not None:
         check_text(note, what="--note", limit=MAX_NOTE_CHARS, python_what="note")
     with store.transaction():
         definition = get(store, name, for_update=True)
+        if definition.paused_at is not None and until is None and note is None:
+            return definition, False
         now = store.now()
         if until is not None and until <= now:
             raise UsageError(f"invalid --until {until.isoformat()}: it is already past",
                              python=f"invalid until={until.isoformat()}: it is already past")
-        return store.definitions.pause_definition(definition.id, now=now, until=until, note=note)
+        return (store.definitions.pause_definition(definition.id, now=now, until=until,
+                                                   note=note), True)
 
 
 def resume(store: Store, name: str) -> Definition:

@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from cronjobs import cron as schedules
 from cronjobs.core import facts
 from cronjobs.core.facts import RunInfo
 from cronjobs.core.groups import usage_of
-from cronjobs.core.health import Thresholds, waiting_for_handlers
+from cronjobs.core.health import waiting_for_handlers
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, ScheduleError, UsageError
 from cronjobs.models import Definition, Run, RunStatus, WaitingRuns
-from cronjobs.reports import GroupUsage, Skip
+from cronjobs.reports import GroupUsage, JobRun, Skip
 from cronjobs.timefmt import in_zone
 from cronjobs.validation import check_name
 
@@ -96,22 +97,23 @@ def explain(store: Store, name: str, *, start: dt.datetime | None = None,
     check_name(name)
     history = store.definitions.definition_history(name)
     if not history:
-        raise JobNotFound(f"no job named {name}", advice=" (see `cronjobs list`)")
+        raise JobNotFound(f"no job named {name!r}", advice=" (see `cronjobs list`)",
+                          python=f"no job named {name!r} (see Client.jobs())")
     definition = history[0]
     now = store.now()
     end = end if end is not None else now
     start = start if start is not None else end - dt.timedelta(days=1)
     if start > end:
         raise UsageError("invalid range: --from is after --to")
-    runs: list[Run] = []
+    runs: list[JobRun] = []
     skips: list[Skip] = []
     for d in history:
-        runs += store.materialise.runs_between(d.id, start, end)
+        runs += (JobRun.of(r, d) for r in store.materialise.runs_between(d.id, start, end))
         skips += store.materialise.skips_between(d.id, start, end)
     matched_runs: set[int] = set()
     matched_skips: set[int] = set()
     run_of, skip_of = _run_finder(runs), _skip_finder(skips)
-    infos = {info.id: info for info in facts.load_runs(store, ((r, name) for r in runs))}
+    infos = {info.id: info for info in facts.load_runs(store, runs)}
 
     def ran(slot: dt.datetime, run: Run) -> Explained:
         info = infos[run.id]
@@ -212,7 +214,8 @@ def _waiting(store: Store, definition: Definition, now: dt.datetime
         found = waiting_for_handlers(store, now, Thresholds().max_tick_age, definition.id)
         waiting = found[0] if found else None
     one_offs = tuple(facts.load_runs(
-        store, ((r, definition.name) for r in store.materialise.one_off_runs_of(definition.id))))
+        store, (JobRun.of(r, definition)
+                for r in store.materialise.one_off_runs_of(definition.id))))
     group = None
     if definition.group_name is not None:
         group = usage_of(store, definition.group_name, now)
@@ -239,7 +242,7 @@ def _slots(definition: Definition, start: dt.datetime, end: dt.datetime
 
 # Lookups by slot, so that a day of a minutely job is 1,440 steps, not 1,440 squared.
 
-def _run_finder(runs: list[Run]) -> Callable[[dt.datetime], Run | None]:
+def _run_finder(runs: Sequence[Run]) -> Callable[[dt.datetime], Run | None]:
     """The slot's first run of the slot key (schedule or backfill), else its first run."""
     keyed: dict[dt.datetime, Run] = {}
     any_run: dict[dt.datetime, Run] = {}

@@ -10,7 +10,11 @@ A run's facts:
   (``max_attempts``) per interruption, so both are counted without the interruptions.
 - **acknowledgement**: applies to the death it acknowledged. A run that died, was retried
   (which acknowledges) and died again is unacknowledged: ``acknowledged`` is false and
-  ``acknowledged_at``/``acknowledged_by`` are None, whatever the row still holds.
+  ``acknowledged_at``/``acknowledged_by`` are None, whatever the row still holds. A dead run
+  of a removed job needs no acknowledgement (``needs_acknowledgement`` is false): removing
+  the job settled it, as `status --check` counts it.
+- **its job's removal**: ``job_removed_at``, when the job it belongs to was removed (None
+  while that job is defined); every view marks such a run.
 - **lateness**: how long after its slot a scheduled run's first attempt started (None for a
   run not started, or not started by its schedule); ``late`` past :data:`LATE`.
 - **result**: what its handler returned (JSON), None for none.
@@ -44,7 +48,7 @@ from cronjobs.models import (
     Trigger,
 )
 from cronjobs.models import job_state as models_job_state
-from cronjobs.reports import Attempt
+from cronjobs.reports import Attempt, JobRun
 from cronjobs.timefmt import in_zone
 from cronjobs.validation import mask_url
 
@@ -77,6 +81,7 @@ class RunInfo:
 
     id: int
     job: str
+    job_removed_at: dt.datetime | None  # its job was removed then (None: it is defined)
     state: str  # scheduled, queued, running, failed (waiting to retry), succeeded, dead, cancelled
     trigger: str  # who asked for it: schedule, manual (trigger), retry, backfill, enqueue
     scheduled_for: dt.datetime  # its slot (for a manual run: when it was asked for)
@@ -122,6 +127,7 @@ class JobInfo:
     target: str  # what it runs, in words ("command: ..." or "handler: ...")
     payload: dict[str, Any]
     state: str  # active, paused, invalid, removed
+    removed_at: dt.datetime | None
     paused: bool
     paused_at: dt.datetime | None
     paused_until: dt.datetime | None
@@ -175,15 +181,17 @@ def attempt_info(a: Attempt) -> AttemptInfo:
         exit_code=a.exit_code, error=a.error, output_tail=a.output_tail)
 
 
-def run_info(run: Run, job: str, attempts: Sequence[Attempt]) -> RunInfo:
-    """The facts of ``run`` of job ``job``, whose attempts are ``attempts``."""
+def run_info(run: Run, job: str, attempts: Sequence[Attempt], *,
+             job_removed_at: dt.datetime | None = None) -> RunInfo:
+    """The facts of ``run`` of job ``job`` (removed at ``job_removed_at``, None while it is
+    defined), whose attempts are ``attempts``."""
     stopped = interrupted(attempts)
     first = min((a.started_at for a in attempts), default=run.started_at)
     late_by = lateness(run, first)
     acked = acknowledged(run)
     return RunInfo(
-        id=run.id, job=job, state=run.status, trigger=run.trigger,
-        scheduled_for=run.scheduled_for, payload=run.payload,
+        id=run.id, job=job, job_removed_at=job_removed_at, state=run.status,
+        trigger=run.trigger, scheduled_for=run.scheduled_for, payload=run.payload,
         attempts_used=run.attempt - stopped,
         attempts_allowed=run.max_attempts - stopped,
         interrupted_attempts=stopped,
@@ -195,7 +203,7 @@ def run_info(run: Run, job: str, attempts: Sequence[Attempt]) -> RunInfo:
         acknowledged=acked,
         acknowledged_at=run.acknowledged_at if acked else None,
         acknowledged_by=run.acknowledged_by if acked else None,
-        needs_acknowledgement=run.unacknowledged,
+        needs_acknowledgement=run.unacknowledged and job_removed_at is None,
         cancel_requested_at=run.cancel_requested_at,
         held_by=run.lease_owner if run.status == RunStatus.RUNNING else None,
         lease_expires_at=run.lease_expires_at if run.status == RunStatus.RUNNING else None,
@@ -203,20 +211,21 @@ def run_info(run: Run, job: str, attempts: Sequence[Attempt]) -> RunInfo:
         attempts=tuple(attempt_info(a) for a in attempts), priority=run.priority, key=run.key)
 
 
-def load_runs(store: Store, runs: Iterable[tuple[Run, str]]) -> list[RunInfo]:
-    """The facts of several runs (each with its job's name), their attempts read in one
-    query."""
-    pairs = list(runs)
+def load_runs(store: Store, runs: Iterable[JobRun]) -> list[RunInfo]:
+    """The facts of several runs (each with its job), their attempts read in one query."""
+    listed = list(runs)
     found: dict[int, list[Attempt]] = {}
-    if pairs:
-        for attempt in store.runs.attempts_of([run for run, _ in pairs]):
+    if listed:
+        for attempt in store.runs.attempts_of(listed):
             found.setdefault(attempt.run_id, []).append(attempt)
-    return [run_info(run, job, found.get(run.id, ())) for run, job in pairs]
+    return [run_info(run, run.job, found.get(run.id, ()), job_removed_at=run.job_removed_at)
+            for run in listed]
 
 
-def load_run(store: Store, run: Run, job: str) -> RunInfo:
+def load_run(store: Store, run: JobRun) -> RunInfo:
     """The facts of one run."""
-    return run_info(run, job, store.runs.attempts_of_run(run.id))
+    return run_info(run, run.job, store.runs.attempts_of_run(run.id),
+                    job_removed_at=run.job_removed_at)
 
 
 def run_words(r: RunInfo, now: dt.datetime) -> str:
@@ -313,7 +322,8 @@ def job_info(definition: Definition, now: dt.datetime, *, description: str | Non
     return JobInfo(
         name=d.name, schedule=d.schedule, timezone=d.timezone,
         kind=d.kind, handler=d.handler, command=d.command, target=d.target,
-        payload=d.payload, state=job_state(d, why), paused=d.paused_at is not None,
+        payload=d.payload, state=job_state(d, why), removed_at=d.removed_at,
+        paused=d.paused_at is not None,
         paused_at=d.paused_at, paused_until=d.paused_until, pause_note=d.pause_note,
         description=description if why is None else None,
         problem=why, next_fire_at=upcoming[0] if upcoming else None,

@@ -10,6 +10,7 @@ from typing import Any
 from cronjobs import cron as schedules
 from cronjobs.core import facts
 from cronjobs.core.groups import waiting_for_groups
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.store import Store
 from cronjobs.durations import age, precise
 from cronjobs.errors import ScheduleError
@@ -49,20 +50,6 @@ DEFAULT_ROWS_GRACE = dt.timedelta(days=1)
 # listed: Status.more_problems, and /healthz's "more_problems". `cronjobs status` lists
 # every one.
 JOB_PROBLEMS_SHOWN = 20
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    max_tick_age: dt.timedelta = dt.timedelta(minutes=5)
-    max_backlog_age: dt.timedelta = dt.timedelta(minutes=5)
-    # dead row versions in a hot table (job_runs_queue, job_attempts_queue)
-    max_dead_tuples: int = 100_000
-    # the age of the oldest transaction holding back vacuum
-    max_xmin_age: dt.timedelta = dt.timedelta(hours=1)
-    # how long after its last retirement instant the oldest history partition may remain
-    max_retention_lag: dt.timedelta = dt.timedelta(days=2)
-    # the p99 start lateness of the last hour's runs (None: not judged)
-    max_lateness: dt.timedelta | None = None
 
 
 @dataclass(frozen=True)

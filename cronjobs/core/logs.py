@@ -41,6 +41,7 @@ class Chunk:
     error: str | None = None
     exit_code: int | None = None
     eligible_at: dt.datetime | None = None
+    job_removed_at: dt.datetime | None = None  # with "end": when its job was removed
 
 
 def logs(store: Store, run_id: int, *, follow: bool = False, poll: float = 1.0,
@@ -86,13 +87,13 @@ def _end(store: Store, row: LiveOutput) -> Chunk:
     """The run's outcome, its attempts counted as every view counts them (an interruption
     uses none: :mod:`cronjobs.core.facts`)."""
     found = store.runs.run_by_id(row.id)
-    used, allowed = row.attempt, row.max_attempts
+    used, allowed, removed_at = row.attempt, row.max_attempts, None
     if found is not None:
-        info = facts.load_run(store, *found)
-        used, allowed = info.attempts_used, info.attempts_allowed
+        info = facts.load_run(store, found)
+        used, allowed, removed_at = info.attempts_used, info.attempts_allowed, info.job_removed_at
     return Chunk("end", "", status=row.status, job=row.job, run_id=row.id, attempt=used,
                  max_attempts=allowed, error=row.error, exit_code=row.exit_code,
-                 eligible_at=row.eligible_at)
+                 eligible_at=row.eligible_at, job_removed_at=removed_at)
 
 
 def _read(store: Store, run_id: int) -> LiveOutput:

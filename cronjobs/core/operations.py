@@ -15,7 +15,8 @@ from cronjobs.core.materialise import exclusive
 from cronjobs.db.store import Store
 from cronjobs.errors import JobNotFound, Refused, RunNotFound, UsageError
 from cronjobs.models import RUN_PENDING, Overlap, Run, RunStatus, Trigger, status_phrase
-from cronjobs.reports import Attempt, Delivery
+from cronjobs.reports import Attempt, Delivery, JobRun
+from cronjobs.timefmt import in_zone
 from cronjobs.validation import check_name, check_payload
 
 MAX_RUN_ID = 2**63 - 1
@@ -55,11 +56,11 @@ def _no_run(run_id: int) -> RunNotFound:
                        python=f"no run with id {run_id} (see Client.runs())")
 
 
-def _locked_run(store: Store, run_id: int) -> tuple[Run, str]:
+def _locked_run(store: Store, run_id: int) -> tuple[JobRun, str]:
     found = store.runs.run_by_id(check_run_id(run_id), for_update=True)
     if found is None:
         raise _no_run(run_id)
-    return found
+    return found, found.job
 
 
 def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
@@ -75,7 +76,14 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
         run, job = _locked_run(store, run_id)
         now = now if now is not None else store.now()
         status = RunStatus(run.status)
+        if run.job_removed_at is not None:
+            when = in_zone(run.job_removed_at, dt.UTC)
+            raise Refused(f"run {run.id} of {job!r} cannot run again: its job was removed at "
+                          f"{when}", advice=f" (`cronjobs define {job} ...` defines it again)",
+                          python=f"run {run.id} of {job!r} cannot run again: its job was "
+                          f"removed at {when} (Client.define() defines it again)")
         if status in RETRYABLE:
+            store.notifications.notify_runs(job)  # on commit, as for trigger
             return store.runs.requeue_run(run.id, attempts=attempts, by=by, now=now)
         if status == RunStatus.SUCCEEDED:
             if not force:
@@ -84,6 +92,7 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
                               python=f"run {run.id} of {job!r} succeeded; pass force=True to "
                               "run its slot again as a new run")
             definition = get(store, job)
+            store.notifications.notify_runs(job)
             return store.runs.insert_manual_run(
                 definition_id=run.definition_id, scheduled_for=run.scheduled_for,
                 trigger=Trigger.RETRY, payload=run.payload, max_attempts=attempts,
@@ -139,10 +148,11 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
                               "policy is 'queue': pass force=True to add another")
             if policy == Overlap.REPLACE and running > 0:
                 store.definitions.request_cancel_running([definition.id], now=now)
+        # (cronjobs_add_runs notifies channel cronjobs_runs at commit: a `cronjobs worker`
+        # claims it at once)
         run = store.runs.add_run(name, origin=Trigger.MANUAL, payload=payload, run_at=None,
                                  priority=priority,
                                  exclusive=exclusive(definition) and not force, now=now)
-        store.notifications.notify_trigger()  # a `cronjobs worker` ticks at once
         return run
 
 
@@ -188,6 +198,10 @@ def cancel(store: Store, run_id: int, *, now: dt.datetime | None = None) -> Run:
         status = RunStatus(run.status)
         if status in RUN_PENDING:
             cancelled = store.runs.cancel_waiting_run(run.id, now=now)
+            if cancelled is not None:  # to the history at once, the way every run goes
+                store.queue.move_ended([run.id], now=now)
+                moved = store.runs.run_by_id(run.id)
+                cancelled = moved if moved is not None else cancelled
         elif status == RunStatus.RUNNING:
             cancelled = store.runs.request_cancel_run(run.id, now=now)
         else:
@@ -211,12 +225,13 @@ def acknowledge(store: Store, run_id: int, *, by: str | None = None,
                           python=f"run {run.id} of {job!r} {status_phrase(run.status)}: only "
                           "a dead run can be acknowledged (see Client.runs(states=['dead']))")
         if not run.unacknowledged:
-            return Acknowledged(job, (facts.load_run(store, run, job),), already=True)
+            return Acknowledged(job, (facts.load_run(store, run),), already=True)
         done = store.runs.acknowledge_run(run.id, by=by,
                                      now=now if now is not None else store.now())
         if done is None:  # pragma: no cover - the row is locked
             raise Refused(f"run {run.id} changed while it was being acknowledged")
-        return Acknowledged(job, (facts.load_run(store, done, job),))
+        return Acknowledged(job, (facts.load_run(
+            store, JobRun.named(done, job, run.job_removed_at)),))
 
 
 def acknowledge_all(store: Store, name: str, *, by: str | None = None,
@@ -227,7 +242,8 @@ def acknowledge_all(store: Store, name: str, *, by: str | None = None,
         definition = get(store, name, for_update=True)
         at = now if now is not None else store.now()
         done = store.runs.acknowledge_dead_runs(definition.id, by=by, now=at)
-        return Acknowledged(name, tuple(facts.load_runs(store, ((r, name) for r in done))))
+        return Acknowledged(name, tuple(facts.load_runs(
+            store, (JobRun.of(r, definition) for r in done))))
 
 
 def list_runs(store: Store, *, name: str | None = None, statuses: Sequence[str] = (),
@@ -265,10 +281,10 @@ def run_info(store: Store, run_id: int) -> RunInfo:
 
 def show(store: Store, run_id: int) -> RunDetail:
     """One run with its facts, attempts and webhook notifications."""
-    found = store.runs.run_by_id(check_run_id(run_id))
-    if found is None:
+    run = store.runs.run_by_id(check_run_id(run_id))
+    if run is None:
         raise _no_run(run_id)
-    run, job = found
     attempts = tuple(store.runs.attempts_of_run(run.id))
-    return RunDetail(run, job, facts.run_info(run, job, attempts), attempts,
+    return RunDetail(run, run.job, facts.run_info(run, run.job, attempts,
+                                                  job_removed_at=run.job_removed_at), attempts,
                      tuple(store.notifications.deliveries_of_run(run.id)))

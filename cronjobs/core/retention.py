@@ -1,11 +1,17 @@
-"""Retention, on by default: every tick looks after the storage a little.
+"""Retention, on by default: every tick looks after the storage a little. This is the one
+retention policy (`cronjobs retention` sets it): runs retire by whole days, their
+partitions dropped; nothing deletes runs row by row but the default partition's few.
 
-- Finished runs left in the queue (an operator's cancel, a lost lease's last attempt, an
-  older cronjobs) move to the history.
+- Finished runs left in the queue (a removed job's waiting runs, a one-off run cancelled
+  when it came due, an older cronjobs) move to the history, the one way every run goes
+  there (finish_runs).
 - The history's day partitions are made ahead of need: for every retention in use, the days
   a run finishing in the next few days retires on.
 - A day whose time has come is dropped whole, after what must outlive it moved to the kept
-  runs: dead runs nobody acknowledged, each job's latest success and latest death.
+  runs: dead runs nobody acknowledged, each job's latest success and latest death. The
+  tick's own instant (``--now`` may set it) says which days have come, as it says
+  everything else; the database still never drops a day that is not over by its own
+  clock, and leaves it for a later tick.
 - Skipped slots, tick records and notification records are deleted in small batches.
 
 One tick at a time does it (an advisory lock; the others skip it), and its DDL waits a short
@@ -17,9 +23,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from cronjobs.core.prune import in_batches
 from cronjobs.db.store import Store
 from cronjobs.db.stores.retention import RetentionSettings
 from cronjobs.durations import parse_bounded
@@ -54,6 +60,22 @@ class Upkeep:
     notifications: int = 0
     keys: int = 0  # idempotency keys whose window ended
     busy: bool = False  # another tick had the upkeep, or a lock was held too long
+    left: int = 0  # days over by the tick's clock, not yet by the database's: left for later
+    error: str | None = None  # why a step failed (the tick still did its runs)
+
+
+def in_batches(step: Callable[[], int], *, batch: int, max_batches: int | None) -> int:
+    """Run ``step`` (one batch, its own short transaction: it returns how many rows it
+    did) until a batch does fewer than ``batch`` rows, at most ``max_batches`` times (None:
+    no bound). Returns the rows done in all."""
+    total = done = 0
+    while max_batches is None or done < max_batches:
+        rows = step()
+        total += rows
+        done += 1
+        if rows < batch:
+            break
+    return total
 
 
 def days_needed(retentions: list[dt.timedelta], now: dt.datetime,
@@ -94,7 +116,7 @@ def upkeep(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta = LOCK_
            batches: int = 1) -> Upkeep:
     """One tick's share of the upkeep (``batches`` bounds each batched step)."""
     report = Upkeep()
-    report.archived = in_batches(lambda: store.retention.archive_finished(now=now, limit=BATCH),
+    report.archived = in_batches(lambda: archive_finished(store, now=now, limit=BATCH),
                                  batch=BATCH, max_batches=batches)
     try:
         made = ensure_partitions(store, now=now, lock_timeout=lock_timeout)
@@ -122,9 +144,18 @@ def upkeep(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta = LOCK_
     return report
 
 
+def archive_finished(store: Store, *, now: dt.datetime, limit: int) -> int:
+    """Move up to ``limit`` runs that ended in the queue to the history (the one way:
+    QueueStore.move_ended); returns how many were found (the batch's size)."""
+    ids = store.retention.finished_in_queue(limit=limit)
+    store.queue.move_ended(ids, now=now)
+    return len(ids)
+
+
 def _retire(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta, batches: int,
             report: Upkeep) -> None:
-    """Drop the days whose time has come (retire_at before today's start, UTC)."""
+    """Drop the days whose time has come by the tick's clock (retire_at before today's
+    start, UTC); a day the database finds not over yet by its own is left for later."""
     today = now.astimezone(dt.UTC).date()
     before = dt.datetime.combine(today, dt.time(), dt.UTC)
     expired = sorted({day for days in store.retention.history_partitions().values()
@@ -137,8 +168,10 @@ def _retire(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta, batch
     report.kept += store.retention.keep_before_retiring(before=now)
     store.retention.record_retired(before=now)
     for day in expired:
-        store.retention.drop_history_day(day, lock_timeout=lock_timeout)
-        report.dropped += 1
+        if store.retention.drop_history_day(day, lock_timeout=lock_timeout):
+            report.dropped += 1
+        else:
+            report.left += 1
     report.retired_rows = in_batches(
         lambda: store.retention.retire_default_runs(before=before, batch=BATCH),
         batch=BATCH, max_batches=batches)

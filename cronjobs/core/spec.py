@@ -7,7 +7,9 @@ option is the same name with dashes: ``max_attempts``, ``--max-attempts``), the
 job_definitions columns it sets, what it holds, its default as typed, its bounds or choices,
 how it is read and how it is written back, and its help. Built from the table: ``define``'s
 options (``cli.options.definition_options``), the jobs file's keys and their types and the
-fields apply compares and export writes (``core.declarations``). Checked against it by
+fields apply compares and export writes (``core.declarations``), and a stored job read back
+as options (``Field.given``), which ``update_spec`` overlays with what ``define`` was given.
+Checked against it by
 tests: upsert_definition's column lists, job_definitions' columns, DefinitionSpec's
 attributes, and the keyword arguments of ``Client.define`` and ``@cronjobs.job``.
 
@@ -19,7 +21,8 @@ missing.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -102,6 +105,16 @@ class Field:
     def annotation(self) -> str:
         """The type the Python API's keyword takes (with ``| None``: left out)."""
         return f"{FORMS[self.form]} | None"
+
+    def given(self, value: Any) -> Any:
+        """A stored value (its first column's) back as the field's option takes it:
+        :func:`build_spec` reads it to the same value again."""
+        written = self.write(value)
+        if self.form == "table":
+            return json.dumps(written, ensure_ascii=False, separators=(",", ":"))
+        if self.form in ("urls", "events"):
+            return tuple(written)
+        return written
 
 
 # -- reading a field's value (the messages name the option; the jobs file's renames it) --------
@@ -297,6 +310,76 @@ def build_spec(*, name: str, schedule: str, **given: Any) -> DefinitionSpec:
         backoff_max=max(BACKOFF_CAP, backoff),
     )
     return DefinitionSpec(name=name, **columns)
+
+
+def stored_options(job: DefinitionSpec) -> dict[str, Any]:
+    """Every field of ``job`` as its option takes it: ``build_spec(name=job.name,
+    **stored_options(job))`` is ``job`` again."""
+    return {field.name: field.given(getattr(job, field.column)) for field in FIELDS}
+
+
+# The fields with a default to return to (`define --reset`, a jobs file's key left out):
+# not SCHEDULE, and not what the job runs (a new target is given: --command or --handler)
+RESETTABLE = tuple(field for field in FIELDS
+                   if not field.argument and field.name not in ("command", "handler"))
+
+
+def reset_fields(values: Iterable[str]) -> tuple[str, ...]:
+    """``define --reset OPTION`` (repeatable or comma-separated; ``max-attempts``,
+    ``--max-attempts`` or ``max_attempts``): the fields named, or a UsageError."""
+    names = [v.strip().lstrip("-").replace("-", "_") for value in values
+             for v in value.split(",") if v.strip()]
+    known = {field.name for field in RESETTABLE}
+    for name in names:
+        if name not in known:
+            shown = name.replace("_", "-") if len(name) <= 30 else name[:27] + "..."
+            raise UsageError(f"invalid --reset {shown!r}: use one of "
+                             f"{', '.join(f.option.lstrip('-') for f in RESETTABLE)}")
+    return tuple(dict.fromkeys(names))
+
+
+def update_spec(base: DefinitionSpec, *, schedule: str | None = None,
+                reset: Collection[str] = (), replace_target: bool = False,
+                **given: Any) -> DefinitionSpec:
+    """``base`` (a job that exists) with the fields ``given`` changed (by :data:`FIELDS`
+    name), those named in ``reset`` back to their defaults, and every other kept — what
+    ``cronjobs define`` does to a job that exists. A new ``schedule`` replaces the old one.
+
+    A change of what the job runs from one kind to the other (``command`` given to a
+    handler job, ``handler`` to a command job) is refused with a UsageError unless
+    ``replace_target``; a new command for a command job (or handler for a handler job) is
+    an ordinary change."""
+    unknown = sorted(set(given) - set(BY_NAME))
+    if unknown:
+        raise TypeError(f"update_spec() got an unexpected field {unknown[0]!r}")
+    given = {name: value for name, value in given.items() if value is not None}
+    both = [name for name in reset if name in given]
+    if both:
+        option = BY_NAME[both[0]].option
+        raise UsageError(f"--reset {option.lstrip('-')} and {option} cannot be used together")
+    kind = base.kind  # both given: build_spec says they exclude each other
+    if ("command" in given) != ("handler" in given):
+        kind = Kind.COMMAND if "command" in given else Kind.HANDLER
+    if kind != base.kind and not replace_target:
+        option, then = (("--command", "a shell command") if kind is Kind.COMMAND
+                        else ("--handler", "a Python handler"))
+        now = f"handler {base.handler!r}" if base.kind is Kind.HANDLER else "a shell command"
+        raise UsageError(f"job {base.name!r} runs {now}: {option} would make it run {then} "
+                         "instead; add --replace-target to change what it runs")
+    options = stored_options(base)
+    if kind != base.kind:
+        options.update(command=None, handler=None)
+    for field in FIELDS:  # a stored value that no longer holds (a zone gone from tzdata)
+        if field.name not in given and field.name not in reset and not field.argument:
+            try:
+                field.read(field, options[field.name])
+            except UsageError as exc:
+                raise UsageError(f"job {base.name!r}: its stored {field.option} is not valid "
+                                 f"({exc.message}); give {field.option} to repair it") from None
+    options.update({name: BY_NAME[name].default for name in reset})
+    options.update(given)
+    options["schedule"] = options["schedule"] if schedule is None else schedule
+    return build_spec(name=base.name, **options)
 
 
 def notify_urls(urls: tuple[str, ...]) -> tuple[str, ...]:

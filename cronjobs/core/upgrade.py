@@ -36,9 +36,15 @@ class Migrated:
 
 def migrate_and_upgrade(store: Store, *, batch: int = BATCH,
                         progress: Callable[[int], None] | None = None) -> Migrated:
-    """`cronjobs migrate`: the missing migrations, then the rows an upgrade from before
-    version 11 has still to move."""
+    """`cronjobs migrate`: the missing migrations, the history's day partitions a first
+    tick needs (its finishes then land in their days, never in the default partition to be
+    written again when the day is made), then the rows an upgrade from before version 11
+    has still to move."""
     migration = migrate(store)
+    try:  # (None: a tick has the upkeep's lock, and makes them itself)
+        ensure_partitions(store, now=store.now())
+    except LockBusy:  # finishes held the history a while: the ticks' upkeep makes them
+        log.info("the history's days are left to the ticks: busy", extra={"action": "migrate"})
     return Migrated(migration, finish_upgrade(store, batch=batch, progress=progress))
 
 

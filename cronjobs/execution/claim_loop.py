@@ -26,6 +26,7 @@ import dataclasses
 import datetime as dt
 import fnmatch
 import logging
+import threading
 import time
 
 from cronjobs.clock import Clock
@@ -75,7 +76,7 @@ class ClaimLoop:
     def __init__(self, db: Database, options: TickOptions, active: dict[int, Active],
                  report: ExecReport, runners: Runners, leases: LeaseKeeper,
                  observer: Observer, *, due_at: dt.datetime | None, clock: Clock,
-                 handlers: tuple[str, ...]) -> None:
+                 handlers: tuple[str, ...], nudged: threading.Event | None = None) -> None:
         self.db = db
         self.clock = clock
         self.handlers = handlers  # the handlers this tick has (only their runs are claimed)
@@ -88,6 +89,7 @@ class ClaimLoop:
         self.due_at = due_at  # the instant this tick materialised up to
         self.started = time.monotonic()  # when the executor started running (--max-runtime)
         self.claiming = True
+        self.nudged = nudged  # set when runs were queued: claim at once (see due())
         self._abandoned = False  # an in-process handler was given up on while running
         self._next_claim = 0.0  # monotonic time of the next claim
         self._retry = CLAIM_RETRY[0]
@@ -144,6 +146,12 @@ class ClaimLoop:
         exits as soon as its other runs end, ending the abandoned thread with it)."""
         self._abandoned = True
 
+    @property
+    def gave_up(self) -> bool:
+        """Whether an in-process handler was given up on while running (its thread may
+        still run)."""
+        return self._abandoned
+
     def capacity_left(self) -> int:
         if self.options.max_runs is None:
             return 1 << 30
@@ -170,8 +178,15 @@ class ClaimLoop:
         return free
 
     def due(self, now: float, free: int) -> bool:
-        """Whether to claim ``free`` slots now."""
-        if free > 0 and now >= self._next_claim:
+        """Whether to claim ``free`` slots now: at the end of the back-off, or at once when
+        runs were queued since the last claim (``nudged``, cleared before the claim sees
+        them: one queued after it sets it again)."""
+        if free <= 0:
+            return False
+        if self.nudged is not None and self.nudged.is_set():
+            self.nudged.clear()
+            self._next_claim, self._retry = now, CLAIM_RETRY[0]
+        if now >= self._next_claim:
             self._gathering = None
             return True
         return False

@@ -193,8 +193,8 @@ class Completer:
         setattr(self.report, counter, getattr(self.report, counter) + 1)
         if status == RunStatus.DEAD:
             self.report.failed += 1
-        self.report.finished.append(Finished(claim.id, claim.name, claim.attempt,
-                                             result.outcome, status, result.error))
+        self.report.ended(Finished(claim.id, claim.name, claim.attempt, result.outcome,
+                                   status, result.error))
         self.observer.finished(claim, result.outcome, status, result.error,
                                result.exit_code, result.output_tail)
         if log.isEnabledFor(logging.INFO):
@@ -210,8 +210,8 @@ class Completer:
     def lost(self, claim: Claimed, outcome: AttemptOutcome, error: str | None) -> None:
         """An attempt whose lease was lost: whoever holds the run now records it."""
         self.report.lost += 1
-        self.report.finished.append(Finished(claim.id, claim.name, claim.attempt, outcome,
-                                             None, error))
+        self.report.ended(Finished(claim.id, claim.name, claim.attempt, outcome, None,
+                                   error))
         self.observer.lost(claim, outcome, error)
 
 

@@ -46,14 +46,21 @@ class Executor:
     ``clock`` is the tick's: every claim, lease, backoff and outcome is on it (None: one
     started from the database's clock now). ``tick_id`` names the tick on its attempts;
     ``due_at`` is the instant it materialised up to; ``handlers`` the handlers its
-    ``--app`` modules register (only their runs are claimed)."""
+    ``--app`` modules register (only their runs are claimed).
+
+    ``runners``: run modes that outlive this executor (a worker's, whose template process
+    stays warm from one pass to the next; their ``wake`` is this executor's, and they are
+    left open); None: its own, closed when it ends. ``nudged``: set (by another thread)
+    when runs were queued: the next free slot claims at once instead of after its
+    back-off, and clears it."""
 
     def __init__(self, store: Store, options: TickOptions, *, clock: Clock | None = None,
                  tick_id: int | None = None, due_at: dt.datetime | None = None,
                  handlers: tuple[str, ...] = (), observer: Observer = NULL_OBSERVER,
                  outbox: Outbox = NULL_OUTBOX,
                  alerts: Alerting = NO_ALERTS, should_stop: Callable[[], bool] = lambda: False,
-                 policy: RetryPolicy = DEFAULT) -> None:
+                 policy: RetryPolicy = DEFAULT, runners: Runners | None = None,
+                 nudged: threading.Event | None = None) -> None:
         self.options = options
         self.should_stop = should_stop
         self.observer = observer
@@ -61,10 +68,12 @@ class Executor:
         self.alerts = alerts
         self.report = ExecReport()
         self.active: dict[int, Active] = {}
-        self.wake = threading.Event()  # set when a job ends
+        self._own_runners = runners is None
+        self.runners = runners if runners is not None else Runners(
+            options.apps, options.in_process, threading.Event())
+        self.wake = self.runners.wake  # set when a job ends
         db = Database(store, policy)
         clock = clock if clock is not None else Clock(store.now())
-        self.runners = Runners(options.apps, options.in_process, self.wake)
         self.leases = LeaseKeeper(db, clock, self.active, self.runners, should_stop)
         self.reclaimer = Reclaimer(db, clock, self.report, self.outbox, self.alerts)
         self.completer = Completer(db, clock, options, self.report, self.observer,
@@ -72,7 +81,7 @@ class Executor:
                                    handlers=handlers)
         self.claims = ClaimLoop(db, options, self.active, self.report, self.runners,
                                 self.leases, self.observer, due_at=due_at, clock=clock,
-                                handlers=handlers)
+                                handlers=handlers, nudged=nudged)
 
     def run(self) -> ExecReport:
         self.claims.started = time.monotonic()  # --max-runtime counts from here
@@ -84,7 +93,8 @@ class Executor:
         try:
             self._loop()
         finally:
-            self.runners.close()
+            if self._own_runners:
+                self.runners.close()
             self.alerts.wait()
         return self.report
 

@@ -26,7 +26,6 @@ class TickOptions:
     apps: tuple[str, ...] = ()  # the --app modules (only their handlers' runs are claimed)
     alert_command: str | None = None  # global: for jobs without their own
     run_ids: tuple[int, ...] | None = None  # only run these (`trigger --run`); materialise nothing
-    retention: dt.timedelta | None = None  # prune a little history older than this
     handlers_only: bool = False  # refuse shell-command jobs
     allowed_commands: tuple[str, ...] = ()  # if set, only commands matching a glob run
     in_process: bool = False  # run handlers in threads of the tick (runners/inprocess.py)
@@ -37,7 +36,6 @@ class TickOptions:
         """The options as one JSON document (what :meth:`from_json` reads back)."""
         data: dict[str, Any] = dataclasses.asdict(self)
         data["now"] = None if self.now is None else self.now.isoformat()
-        data["retention"] = None if self.retention is None else self.retention.total_seconds()
         data["notify_deadline"] = self.notify_deadline.total_seconds()
         return json.dumps(data)
 
@@ -51,8 +49,6 @@ class TickOptions:
                 for key, value in data.items()}
         if data.get("now") is not None:
             data["now"] = dt.datetime.fromisoformat(data["now"])
-        if data.get("retention") is not None:
-            data["retention"] = dt.timedelta(seconds=data["retention"])
         if data.get("notify_deadline") is not None:
             data["notify_deadline"] = dt.timedelta(seconds=data["notify_deadline"])
         return cls(**data)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ from cronjobs.validation import mask_url
 
 log = logging.getLogger(__name__)
 
+RECEIVERS_FOR = 60.0  # seconds a job's receivers are kept before they are read again
 HURRY = 2.0  # seconds a stopping tick waits for deliveries under way (SIGTERM's grace is short)
 NOTIFIED = (RunStatus.DEAD, RunStatus.FAILED, RunStatus.SUCCEEDED)  # what may be notified
 
@@ -142,7 +144,8 @@ class TickOutbox:
         self._token = uuid.uuid4()  # this tick's claim on the deliveries it tries
         self.dashboard_url = dashboard_url
         self._notifier = notifier
-        self._config: dict[int, NotifyConfig | None] = {}  # definition id -> receivers
+        # definition id -> (when read, its receivers); read again after RECEIVERS_FOR
+        self._config: dict[int, tuple[float, NotifyConfig | None]] = {}
 
     def redeliver(self, limit: int = REDELIVER) -> int:
         """Take the deliveries of the outbox that are due (none another tick holds) and
@@ -228,11 +231,14 @@ class TickOutbox:
             self._sender().send(list(written))
 
     def _receivers(self, store: Store, definition_id: int) -> NotifyConfig | None:
-        """A job's receivers (None: it has none), read once per tick."""
-        if definition_id not in self._config:
+        """A job's receivers (None: it has none), read once per tick, or once a
+        RECEIVERS_FOR in a longer one (a worker's pass)."""
+        now = time.monotonic()
+        cached = self._config.get(definition_id)
+        if cached is None or now - cached[0] > RECEIVERS_FOR:
             found = store.notifications.notify_config([definition_id])
-            self._config[definition_id] = found.get(definition_id)
-        return self._config[definition_id]
+            cached = self._config[definition_id] = (now, found.get(definition_id))
+        return cached[1]
 
     @staticmethod
     def _event(store: Store, ending: Ending, config: NotifyConfig,

@@ -54,7 +54,12 @@ class Reclaimer:
                 deliveries = (self.outbox.notifications(store, [Ending.of_reclaimed(row)
                                                                 for row in rows])
                               if rows else [])
-                return counted, self.outbox.record(store, deliveries)()
+                sent = self.outbox.record(store, deliveries)()
+                # a lost lease that was the run's last attempt: to the history at once,
+                # the way every run goes
+                store.queue.move_ended([row.id for row in rows
+                                        if row.status == RunStatus.DEAD], now=at)
+                return counted, sent
 
         reclaimed, sent = self.db.call(reclaim)
         for row, failure in reclaimed:

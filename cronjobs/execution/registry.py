@@ -70,7 +70,9 @@ def job(
     With a ``schedule``, the job is declared too, for ``cronjobs apply --app MODULE`` to
     create or update (jobs as code). The other keywords are ``define``'s options under the
     same names (``tz``, ``overlap``, ``timeout``...), with the same defaults and the same
-    validation; left out, an option takes its default::
+    validation. A declaration states the whole job, as a jobs file does: left out, an
+    option takes its default, on a job that exists too (apply's diff marks the change
+    ``(default)``)::
 
         @cronjobs.job("nightly_cleanup", schedule="0 3 * * *", tz="Europe/Berlin",
                       overlap="skip", timeout="1h",

@@ -45,6 +45,12 @@ class ExecReport:
     lost: int = 0
     concurrency: int = 0  # the most runs it would run at once (--concurrency, or sized)
     finished: list[Finished] = field(default_factory=list)
+    # False: the attempts ended are counted, not listed (a worker's pass may never end)
+    keep_finished: bool = True
+
+    def ended(self, finished: Finished) -> None:
+        if self.keep_finished:
+            self.finished.append(finished)
 
 
 @dataclass

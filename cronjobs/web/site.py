@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import psycopg_pool
 from starlette.requests import Request
 
-from cronjobs.core.health import Status, Thresholds, status
+from cronjobs.core.health import Status, status
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.connect import SESSION_OPTIONS, connection_kwargs, prepare_pooled
 from cronjobs.db.store import Store
 from cronjobs.durations import format_duration

@@ -81,8 +81,9 @@ with Client() as client:                       # CRONJOBS_DATABASE_URL, as the C
     client.remove("hooked")
     removed = client.remove("report")
     out["remove"] = [removed.job.state, removed.cancelled_runs]
+    out["removed_job"] = client.job("report").state
     try:
-        client.job("report")
+        client.job("never_defined")
     except JobNotFound as exc:
         out["missing"] = exc.message
     out["error_base"] = issubclass(JobNotFound, cronjobs.CronjobsError)
@@ -137,7 +138,9 @@ def test_the_client_from_a_plain_python_process(database_url: str, db: psycopg.C
                                     "masked (export with --show-secrets or write the real "
                                     "URL)")
     assert out["remove"] == ["removed", 1]
-    assert out["missing"] == "no job named 'report' (see Client.jobs())"
+    # a removed job is read as removed; a name never defined is not found
+    assert out["removed_job"] == "removed"
+    assert out["missing"] == "no job named 'never_defined' (see Client.jobs())"
     assert out["error_base"] is True
     # exactly what was asked, nothing more
     assert db.execute("SELECT name, removed_at IS NULL FROM job_definitions ORDER BY id"

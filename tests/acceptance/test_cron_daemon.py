@@ -114,11 +114,11 @@ def _example(path_head: str, database_url: str) -> tuple[dict[str, str], list[li
     environment["CRONJOBS_DATABASE_URL"] = database_url
     del environment["CRONJOBS_APP"]
     commands = [" ".join(fields[5].split()[:2]) for fields in lines]
-    assert commands == ["cronjobs tick", "cronjobs status", "cronjobs prune"], commands
-    tick, check, prune = lines
+    assert commands == ["cronjobs tick", "cronjobs status"], commands
+    tick, check = lines
     assert tick[:5] == EVERY_MINUTE, tick
     assert check[:5] == ["*/5", "*", "*", "*", "*"], check
-    return environment, [tick, tick, [*EVERY_MINUTE, check[5]], prune]
+    return environment, [tick, tick, [*EVERY_MINUTE, check[5]]]
 
 
 class _Syslog:

@@ -110,7 +110,7 @@ def test_crontab_example_lines_parse_and_call_existing_commands() -> None:
             if word.startswith("-"):
                 assert word in options, f"{word} is not an option of {words[1]}: {line}"
         entries += 1
-    assert entries == 3  # tick, status --check, prune (the metrics line is commented out)
+    assert entries == 2  # tick, status --check (the metrics line is commented out)
 
 
 def test_the_executable_freezes_the_collector_only_on_its_way_out() -> None:

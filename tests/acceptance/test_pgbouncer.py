@@ -164,7 +164,7 @@ def test_everything_through_pgbouncer_transaction_pooling(pooled_url: str,
         ["explain", "pooled"], ["backfill", "--yes", "pooled", "--from", "2026-01-01T00:00:00Z",
                                 "--to", "2026-01-01T00:02:00Z"],
         ["tick"], ["retry", "1", "--force"], ["tick", "--json"], ["cancel", "1"],
-        ["prune", "--older-than", "1d"], ["migrate"],
+        ["retention"], ["migrate"],
     ]
     for step in steps:
         result = _run(pooled_url, *step)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from typing import Any
 
 import psycopg
@@ -88,7 +89,9 @@ def test_bad_define(cli: Invoke, db: psycopg.Connection[Any], args: list[str],
         # digits other than ASCII's are not numbers here (found by the fuzz)
         (["define", "j", "@daily", "--timeout", "\u00b2"], "invalid --timeout"),
         (["define", "j", "@daily", "--backoff", "\u0661\u0662s"], "invalid --backoff"),
-        (["prune", "--older-than", "999999999w"], "must be between 1h and 36500d"),
+        # gone: one retention policy (`cronjobs retention`), applied by every tick
+        (["prune", "--older-than", "30d"], "`cronjobs prune` is gone"),
+        (["tick", "--retention", "30d"], "--retention (CRONJOBS_RETENTION) is gone"),
         (["--connect-timeout", "999999999w", "list"], "must be between 1s and 36500d"),
         (["explain", "existing", "--to", "2 hours"], "invalid --to '2 hours'"),
         (["tick", "--now", "2h"], "say which way with a sign: -2h (2h ago) or +2h"),
@@ -341,3 +344,78 @@ def test_a_run_id_that_is_not_one_says_where_run_ids_are(cli: Invoke, text: str)
     assert result.stderr == (f"error: invalid value for 'RUN_ID': '{text}' is not a run id: "
                              "use the number `cronjobs runs` shows in its ID column (try "
                              "'cronjobs show --help')\n")
+
+
+# -- a removed job's name, a paused job: what a person meets -----------------------------------
+
+def test_a_command_that_acts_on_a_removed_job_says_it_was_removed(
+        cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    """Not 'no job named': the job was there, and its runs still are (`runs` reads them)."""
+    assert cli("define", "gone", "0 0 1 1 *", "--command", "false", "--max-attempts",
+               "1").exit_code == 0
+    run_id = json.loads(cli("trigger", "gone", "--json").stdout)["id"]
+    assert cli("tick").exit_code == 0
+    assert cli("remove", "gone").exit_code == 0
+    removed_at = db.execute("SELECT removed_at FROM job_definitions WHERE name = 'gone'"
+                            ).fetchone()[0]  # type: ignore[index]
+    when = removed_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    removed = (f"error: job 'gone' was removed at {when} (its runs stay: `cronjobs runs "
+               "gone`)\n")
+    before = snapshot(db)
+    for args in (["pause", "gone"], ["resume", "gone"], ["remove", "gone"],
+                 ["trigger", "gone"], ["next", "gone"], ["export", "gone"],
+                 ["ack", "--all", "gone"],
+                 ["backfill", "gone", "--from", "2020-01-01", "--to", "2021-01-01"]):
+        result = cli(*args)
+        assert (result.exit_code, result.stdout, result.stderr) == (2, "", removed), args
+    # its runs do not run again: a retry would run a job nobody defines any more
+    retried = cli("retry", str(run_id))
+    assert (retried.exit_code, retried.stdout, retried.stderr) == (
+        2, "", f"error: run {run_id} of 'gone' cannot run again: its job was removed at "
+               f"{when} (`cronjobs define gone ...` defines it again)\n")
+    assert snapshot(db) == before
+    # a name that never was a job's says so
+    never = cli("pause", "never_was")
+    assert never.stderr == "error: no job named 'never_was' (see `cronjobs list`)\n"
+    unknown = cli("explain", "never_was")
+    assert (unknown.exit_code, unknown.stderr) == (
+        2, "error: no job named 'never_was' (see `cronjobs list`)\n")
+
+
+def test_a_name_defined_again_shows_the_new_job_and_keeps_the_old_runs_findable(
+        cli: Invoke, db: psycopg.Connection[Any]) -> None:
+    assert cli("define", "again", "0 0 1 1 *", "--command", "true").exit_code == 0
+    old = json.loads(cli("trigger", "again", "--json").stdout)["id"]
+    assert cli("tick").exit_code == 0
+    assert cli("remove", "again").exit_code == 0
+    assert cli("define", "again", "0 0 1 1 *", "--command", "true").exit_code == 0
+    new = json.loads(cli("trigger", "again", "--json").stdout)["id"]
+    described = json.loads(cli("describe", "again", "--json").stdout)
+    assert (described["job"]["state"], described["job"]["removed_at"]) == ("active", None)
+    assert [r["id"] for r in described["recent_runs"]] == [new]
+    listed = json.loads(cli("runs", "again", "--json").stdout)
+    assert [(r["id"], r["job_removed_at"] is None) for r in listed] == [(new, True),
+                                                                         (old, False)]
+    lines = cli("runs", "again").stdout.splitlines()
+    assert lines[1].split()[:2] == [str(new), "again"]
+    assert lines[2].split()[:3] == [str(old), "again", "(removed)"]
+    assert cli("show", str(old)).stdout.startswith(f"run {old} of again (removed): succeeded")
+    assert [j["name"] for j in json.loads(cli("list", "--json").stdout)] == ["again"]
+
+
+def test_pausing_a_paused_job_again_keeps_its_pause(cli: Invoke,
+                                                    db: psycopg.Connection[Any]) -> None:
+    """A second `pause` without --until or --note changes nothing: it used to drop the
+    pause's end and note without a word."""
+    assert cli("define", "nap", "0 0 1 1 *", "--command", "true").exit_code == 0
+    assert cli("pause", "nap", "--until", "2h", "--note", "disk full").exit_code == 0
+    before = snapshot(db)
+    again = cli("--utc", "pause", "nap")
+    assert again.exit_code == 0
+    assert re.fullmatch(r"nap was already paused since \d{4}-\d\d-\d\d \d\d:\d\d UTC \(.+\) "
+                        r"until \d{4}-\d\d-\d\d \d\d:\d\d UTC \(in 1 h\): nothing changed "
+                        r"\(--until or --note changes the pause\)\n", again.stdout), again.stdout
+    assert snapshot(db) == before
+    changed = cli("pause", "nap", "--note", "still full", "--json")
+    assert changed.exit_code == 0
+    assert json.loads(changed.stdout)["pause_note"] == "still full"

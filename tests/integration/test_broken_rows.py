@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from conftest import Invoke
+from conftest import Invoke, snapshot
 
 
 @pytest.mark.parametrize(
@@ -42,8 +42,19 @@ def test_broken_definition_is_reported(cli: Invoke, db: psycopg.Connection[Any],
     assert nxt.exit_code == 2
     assert "cannot be evaluated" in nxt.stderr
 
-    # Defining it again with a valid schedule repairs it.
-    repaired = json.loads(cli("define", "broken", "0 4 * * *", "--json").stdout)
+    # Defining it again with a valid schedule (and zone: a define keeps the options it is
+    # not given, and says so when a stored one is broken) repairs it.
+    repair = ["define", "broken", "0 4 * * *"]
+    if column == "timezone":
+        before = snapshot(db)
+        refused = cli(*repair)
+        assert (refused.exit_code, refused.stderr) == (
+            2, "error: job 'broken': its stored --tz is not valid (unknown time zone "
+               "'Not/AZone': use an IANA name such as 'Europe/Berlin' or 'UTC'); give --tz "
+               "to repair it\n"), refused.stderr
+        assert snapshot(db) == before
+        repair += ["--tz", "UTC"]
+    repaired = json.loads(cli(*repair, "--json").stdout)
     assert repaired["outcome"] == "updated"
     assert repaired["job"]["state"] == "active"
 

@@ -1,6 +1,6 @@
 """One clock: every decision follows the operation's instant, so a test pins time by passing
-a later instant instead of sleeping — retries' backoff, leases, a stale tick, prune ages —
-and a `--now` ahead of the database's clock is refused unless the future is allowed."""
+a later instant instead of sleeping — retries' backoff, leases, a stale tick, the days that
+retire — and a `--now` ahead of the database's clock is refused unless the future is allowed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import psycopg
 from conftest import Invoke, count, snapshot
 from cronjobs.core.health import status
 from cronjobs.core.metrics import metrics
-from cronjobs.core.prune import prune
+from cronjobs.core.retention import upkeep
 from cronjobs.db.store import Store
 from cronjobs.tick import TickOptions, tick
 
@@ -150,18 +150,33 @@ def test_a_stale_tick_is_seen_at_a_later_instant(cli: Invoke, store: Store,
         "no tick for 20m (threshold 5m): is the crontab or CronJob still running?"]
 
 
-def test_prune_older_than_counts_from_the_instant(cli: Invoke, store: Store,
-                                                  db: psycopg.Connection[Any]) -> None:
+def test_retirement_counts_from_the_instant(cli: Invoke, store: Store,
+                                           db: psycopg.Connection[Any]) -> None:
+    # (was prune's ages from the instant: prune is gone, and the one retention policy
+    # decides by the upkeep's instant which days are over)
     assert cli("define", "ok", "0 0 29 2 *", "--command", "true").exit_code == 0
     assert cli("backfill", "--yes", "ok", "--from", "2016-01-01T00:00:00Z",
                "--to", "2024-12-31T00:00:00Z").exit_code == 0  # 2016, 2020, 2024
-    now = store.now()
     assert tick(store, TickOptions(worker="test")).execute.succeeded == 3
+    # a removed job's runs: none of them kept as its latest
+    assert cli("remove", "ok").exit_code == 0
+    # as if they had finished a month ago, their day (plus 14 days) over 15 days ago
     month = dt.timedelta(days=30)
-    assert prune(store, older_than=month, now=now + dt.timedelta(days=29)).runs == 0
-    # the latest success is always kept
-    assert prune(store, older_than=month, now=now + dt.timedelta(days=31)).runs == 2
-    assert count(db, "job_runs") == 1
+    for table in ("job_runs", "job_attempts"):
+        db.execute(f"UPDATE {table} SET finished_at = finished_at - %s, "  # noqa: S608
+                   "retire_at = retire_at - %s", (month, month))
+    retire_day = (db.execute("SELECT max(retire_at) FROM job_runs").fetchone() or (None,))[0]
+    assert retire_day is not None
+    day = retire_day.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    # an upkeep whose instant is on that day: not over yet, nothing retires
+    report = upkeep(store, now=day + dt.timedelta(hours=23))
+    assert (report.dropped, report.retired_rows, report.kept) == (0, 0, 0)
+    assert count(db, "job_runs") == 3
+    # the next day: over (their days were never made: the default partition has them,
+    # retired row by row)
+    report = upkeep(store, now=day + dt.timedelta(days=1, minutes=1))
+    assert (report.dropped, report.retired_rows, report.kept) == (0, 3, 0)
+    assert count(db, "job_runs") == 0 and count(db, "job_attempts") == 0
 
 
 def test_lateness_is_never_negative(cli: Invoke, store: Store,

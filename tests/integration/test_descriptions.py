@@ -25,7 +25,9 @@ def test_define_shows_the_schedule_in_words(cli: Invoke) -> None:
     data = json.loads(_ok(cli, "define", "close", "0 3 L * *", "--tz", "Europe/Berlin",
                           "--command", "true", "--json"))
     assert data["description"] == BERLIN_LAST_DAY
-    assert list(data) == ["outcome", "job", "description", "next", "warning", "crowding"]
+    assert list(data) == ["outcome", "job", "description", "next", "warning", "crowding",
+                          "changes"]
+    assert data["changes"] is None  # a new job: nothing changed
     assert data["crowding"] is None  # alone in its minute
     text = _ok(cli, "define", "close", "0 3 L * *", "--tz", "Europe/Berlin", "--command",
                "true")

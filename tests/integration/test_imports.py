@@ -59,12 +59,30 @@ def test_the_tick_does_not_load_descriptions() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def test_the_tick_imports_no_other_family() -> None:
+def _loaded_by_the_tick_command() -> set[str]:
+    """The cronjobs modules a fresh interpreter holds once it has the `tick` command."""
     code = ("import sys\nfrom cronjobs.cli import main_group\nimport click\n"
             "main_group.get_command(click.Context(main_group), 'tick')\n"
-            "print(sorted(m for m in sys.modules if m.startswith('cronjobs.cli.')))")
+            "print(sorted(m for m in sys.modules if m.startswith('cronjobs')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
+    return set(ast.literal_eval(done.stdout))
+
+
+def test_the_tick_imports_no_other_family() -> None:
     families = {f"cronjobs.cli.{module}" for module, _ in COMMANDS.values()}
-    loaded = set(ast.literal_eval(done.stdout))
-    assert loaded & families == {"cronjobs.cli.ticking"}
+    assert _loaded_by_the_tick_command() & families == {"cronjobs.cli.ticking"}
+
+
+def test_the_tick_imports_only_what_a_tick_needs() -> None:
+    """An empty tick is measured against a process that only connects (docs/benchmarks.md):
+    what other commands read and render stays off its path — the worker, the dashboard,
+    status and explain, and the renders of everything but a tick's report."""
+    loaded = _loaded_by_the_tick_command()
+    unwanted = {"cronjobs.worker", "cronjobs.web", "cronjobs.client",
+                "cronjobs.core.health", "cronjobs.core.facts", "cronjobs.core.explain",
+                "cronjobs.core.groups", "cronjobs.cli.render.jobs", "cronjobs.cli.render.runs",
+                "cronjobs.cli.render.status", "cronjobs.cli.render.explain",
+                "cronjobs.cli.render.groups"}
+    assert "cronjobs.cli.render.ticks" in loaded
+    assert {m for m in loaded if m in unwanted or m.startswith("cronjobs.web.")} == set()

@@ -55,13 +55,17 @@ def test_define_sets_shows_and_clears_a_jobs_own_retention(
     listed = json.loads(cli("list", "--json").stdout)
     assert [(j["name"], j["keep_succeeded_seconds"], j["keep_failed_seconds"])
             for j in listed] == [("audit", 30 * 86400, 84 * 86400)]
-    # back to the global retention: explicitly, or by leaving the option out
+    # back to the global retention: explicitly, or with --reset (an option left out of a
+    # define of a job that exists keeps its value)
     cleared = cli("define", "audit", "@daily", "--command", "true", "--keep-succeeded",
                   "default", "--keep-failed", "84d", "--json")
     assert json.loads(cleared.stdout)["outcome"] == "updated"
     assert json.loads(cleared.stdout)["job"]["keep_succeeded_seconds"] is None
     assert _keeps(db, "audit") == (None, 84 * DAY)
-    assert cli("define", "audit", "@daily", "--command", "true").exit_code == 0
+    kept = cli("define", "audit", "@daily", "--command", "true", "--json")
+    assert json.loads(kept.stdout)["outcome"] == "unchanged"
+    assert _keeps(db, "audit") == (None, 84 * DAY)
+    assert cli("define", "audit", "--reset", "keep-failed").exit_code == 0
     assert _keeps(db, "audit") == (None, None)
     text = cli("describe", "audit").stdout
     assert ("  keep succeeded     default (see `cronjobs retention`)\n"
@@ -137,7 +141,7 @@ def test_apply_sets_diffs_and_clears_keep(cli: Invoke, db: psycopg.Connection[An
         "source 'audit':\n"
         "~ ledger\n"
         "    keep_succeeded: '30d' -> '42d'\n"
-        "    keep_failed: '180d' -> 'default'\n"
+        "    keep_failed: '180d' -> 'default' (default)\n"
         "~ plain\n"
         "    keep_failed: 'default' -> '2d'\n"
         "= 0 unchanged\n"
@@ -147,7 +151,8 @@ def test_apply_sets_diffs_and_clears_keep(cli: Invoke, db: psycopg.Connection[An
     assert applied.exit_code == 0, applied.stderr
     changes = {d["job"]: d["changes"] for d in json.loads(applied.stdout)["changed"]}
     assert changes == {"ledger": {"keep_succeeded": {"old": "30d", "new": "42d"},
-                                  "keep_failed": {"old": "180d", "new": "default"}},
+                                  "keep_failed": {"old": "180d", "new": "default",
+                                                  "default": True}},
                        "plain": {"keep_failed": {"old": "default", "new": "2d"}}}
     assert _keeps(db, "ledger") == (42 * DAY, None)
     assert _keeps(db, "plain") == (None, 2 * DAY)
@@ -210,7 +215,7 @@ def test_the_decorator_sets_and_clears_keep(cli: Invoke, db: psycopg.Connection[
                            "--source", "code", "--json", env=clean_env(), cwd=tmp_path)
     assert cleared.returncode == 0, cleared.stderr
     assert json.loads(cleared.stdout)["changed"][0]["changes"] == {
-        "keep_failed": {"old": "365d", "new": "default"}}
+        "keep_failed": {"old": "365d", "new": "default", "default": True}}
     assert _keeps(db, "kept") == (3 * DAY, None)
 
 

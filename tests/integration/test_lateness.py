@@ -14,8 +14,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from conftest import Invoke
-from cronjobs.core.health import Thresholds, status
+from cronjobs.core.health import status
 from cronjobs.core.metrics import metrics
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.store import Store
 from cronjobs.web.app import create_app
 from cronjobs.web.site import Settings

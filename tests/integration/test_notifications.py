@@ -289,7 +289,9 @@ def test_notify_options_round_trip(cli: Invoke) -> None:
     assert json.loads(cli(*base, "--notify", "https://a.example.com/x", "--notify-on",
                           "failure", "--notify-on", "dead", "--json").stdout)["outcome"] == (
         "unchanged")
-    job = json.loads(cli(*base, "--json").stdout)  # a define states the whole job
+    # an option left out of a define of a job that exists keeps its value; --reset clears
+    assert json.loads(cli(*base, "--json").stdout)["outcome"] == "unchanged"
+    job = json.loads(cli(*base, "--reset", "notify,notify-on", "--json").stdout)
     assert job["outcome"] == "updated"
     assert job["job"]["notify"] == [] and job["job"]["notify_on"] == ["dead", "recovery"]
     too_many = [arg for i in range(11) for arg in ("--notify", f"https://h{i}.example.com/")]

@@ -1,4 +1,4 @@
-"""Operating it: retry, trigger, cancel, runs, show, status, prune, metrics, alerts —
+"""Operating it: retry, trigger, cancel, runs, show, status, retention, metrics, alerts —
 against a real database with history from real ticks."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 
 from conftest import Invoke, count, snapshot
+from cronjobs.core.retention import upkeep
 from cronjobs.db.store import Store
 from cronjobs.tick import TickOptions, tick
 
@@ -194,37 +195,29 @@ def test_status_reports_overdue_invalid_dead(cli: Invoke, db: psycopg.Connection
     assert any("job 'hourly' is invalid" in p for p in data["problems"])
 
 
-def test_prune_keeps_latest_success_and_failure(cli: Invoke,
-                                                db: psycopg.Connection[Any]) -> None:
+def test_retention_keeps_latest_success_and_failure(cli: Invoke,
+                                                    db: psycopg.Connection[Any]) -> None:
+    # (was `prune --older-than 30d`, gone: the one retention policy, applied by the upkeep,
+    # keeps the same runs)
     _job(cli, "ok", "true")
     _job(cli, "bad", "exit 1", "--max-attempts", "1")
     for name in ("ok", "ok", "ok", "bad", "bad"):
         _one_run(cli, name)
         _tick(db)
-    db.execute("UPDATE job_runs SET finished_at = finished_at - interval '40 days'")
-    dry = json.loads(cli("prune", "--older-than", "30d", "--dry-run", "--json").stdout)
-    assert dry["runs"] == 3
+    assert cli("ack", "--all", "bad", "--yes").exit_code == 0
+    # as if they had finished 100 days ago (past the 90 days dead runs are kept)
+    for table in ("job_runs", "job_attempts"):
+        db.execute(f"UPDATE {table} SET finished_at = finished_at - interval '100 days', "  # noqa: S608
+                   "retire_at = retire_at - interval '100 days'")
+    db.execute("UPDATE job_definitions SET last_succeeded_at = last_succeeded_at - interval "
+               "'100 days', last_failed_at = last_failed_at - interval '100 days'")
     assert count(db, "job_runs") == 5
-    done = json.loads(cli("prune", "--older-than", "30d", "--json").stdout)
-    assert done["runs"] == 3
+    store = Store(db)
+    upkeep(store, now=store.now())
     left = db.execute("SELECT d.name, r.status FROM job_runs r JOIN job_definitions d "
                       "ON d.id = r.definition_id ORDER BY 1").fetchall()
     assert left == [("bad", "dead"), ("ok", "succeeded")]
     assert count(db, "job_attempts") == 2
-    assert cli("prune", "--older-than", "0s").exit_code == 2
-
-
-def test_tick_retention_prunes_a_little(cli: Invoke, db: psycopg.Connection[Any]) -> None:
-    _job(cli, "ok", "true")
-    for _ in range(3):
-        _one_run(cli, "ok")
-        _tick(db)
-    db.execute("UPDATE job_runs SET finished_at = finished_at - interval '40 days'")
-    import datetime as dt
-
-    report = _tick(db, retention=dt.timedelta(days=30))
-    assert report.pruned == 2
-    assert count(db, "job_runs") == 1
 
 
 def test_metrics(cli: Invoke, db: psycopg.Connection[Any]) -> None:

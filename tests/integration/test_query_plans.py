@@ -169,8 +169,6 @@ HOT_QUERIES = {
     "reclaim_expired": {"job_runs_queue_running_idx"},
     "active_runs": {"job_runs_queue_definition_idx"},
     "heartbeat": {"job_runs_queue_pkey"},
-    "prune_runs": {"job_runs_history_default_finished_at_idx",
-                   "job_runs_history_default_definition_id_id_idx"},
     # (the dead runs of the day by job_runs_history_dead_idx, whose copy on a partition
     # PostgreSQL names after its column: the name by finish is taken, hence the 1)
     "health": {"job_runs_queue_running_idx", "job_runs_history_default_finished_at_idx1",

@@ -10,7 +10,6 @@ import sys
 from typing import Any
 
 import psycopg
-import pytest
 
 from conftest import Invoke, count
 from cronjobs.core.retention import ensure_partitions, upkeep
@@ -80,17 +79,29 @@ def test_a_dead_run_is_kept_for_the_failure_retention_and_a_retry_brings_it_back
                       ).fetchall() == [("history", 1, "failed"), ("history", 2, "succeeded")]
 
 
-def test_a_run_finished_outside_a_tick_moves_at_the_next_upkeep(
+def test_a_cancelled_run_moves_at_once_and_a_removed_jobs_runs_at_the_next_upkeep(
         cli: Invoke, db: psycopg.Connection[Any], store: Store) -> None:
+    # (an operator's cancel moved the run at the next upkeep before: now at once, the way
+    # every run goes; the runs a removal cancels still wait for the upkeep)
     _define(cli, "waits")
     assert cli("trigger", "waits", "--in", "1h").exit_code == 0
     (run_id,) = db.execute("SELECT id FROM job_runs").fetchone() or ()
-    assert cli("cancel", str(run_id)).exit_code == 0
-    assert _where(db) == [(run_id, "job_runs_queue")]
+    cancelled = cli("cancel", str(run_id), "--json")
+    assert cancelled.exit_code == 0, cancelled.stderr
+    (stage, status, finished, retire), = db.execute(
+        "SELECT stage, status, finished_at, retire_at FROM job_runs").fetchall()
+    assert (stage, status, retire) == ("history", "cancelled", finished + 14 * DAY)
+    _define(cli, "goes")
+    assert cli("trigger", "goes", "--in", "1h").exit_code == 0
+    (gone_id,) = db.execute("SELECT id FROM job_runs_queue").fetchone() or ()
+    assert cli("remove", "goes", "--yes").exit_code == 0
+    assert db.execute("SELECT id, stage FROM job_runs ORDER BY id").fetchall() == [
+        (run_id, "history"), (gone_id, "queue")]
     report = upkeep(store, now=store.now())
     assert report.archived == 1
     (stage, status, finished, retire), = db.execute(
-        "SELECT stage, status, finished_at, retire_at FROM job_runs").fetchall()
+        "SELECT stage, status, finished_at, retire_at FROM job_runs WHERE id = %s",
+        (gone_id,)).fetchall()
     assert (stage, status, retire) == ("history", "cancelled", finished + 14 * DAY)
 
 
@@ -193,9 +204,14 @@ def test_a_day_made_late_takes_in_the_runs_the_default_partition_caught(
 
 
 def test_only_a_past_day_can_be_dropped(db: psycopg.Connection[Any], store: Store) -> None:
+    # (a day not over by the database's clock was an error: it is left, and said so)
     today = store.now().astimezone(dt.UTC).date()
-    with pytest.raises(psycopg.errors.RaiseException, match="has not retired yet"):
-        db.execute("SELECT cronjobs_drop_history_day(%s)", (today,))
+    for day in (today - DAY, today):
+        db.execute("SELECT cronjobs_add_history_day(%s)", (day,))
+    assert db.execute("SELECT cronjobs_drop_history_day(%s)", (today,)).fetchone() == (False,)
+    assert db.execute("SELECT cronjobs_drop_history_day(%s)", (today - DAY,)).fetchone() == (
+        True,)
+    assert store.retention.history_partitions()["job_runs_history"] == [today]
 
 
 def test_backfill_refuses_slots_whose_runs_retention_may_have_dropped(

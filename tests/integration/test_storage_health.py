@@ -22,7 +22,8 @@ from psycopg import IsolationLevel
 from starlette.testclient import TestClient
 
 from conftest import Invoke, wait_for
-from cronjobs.core.health import Thresholds, status
+from cronjobs.core.health import status
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.store import Store
 from cronjobs.tick import TickOptions, tick
 from cronjobs.web.app import create_app

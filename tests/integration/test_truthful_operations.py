@@ -294,12 +294,17 @@ def test_backfilled_runs_do_not_block_the_schedule(cli: Invoke,
     assert "0 running and 1 waiting run(s)" in triggered.stderr
     db.execute("DELETE FROM job_runs WHERE trigger = 'schedule'")
     assert cli("trigger", "minutely").exit_code == 0
-    # the running backfilled run ends; the next claim takes the job's own run first
+    # the running backfilled run ends; the next claim takes the job's own runs first: the
+    # slot that came due meanwhile (a manual run asked for after a slot does not hold that
+    # slot back), then the manual run, and only then the backfilled ones
     db.execute("UPDATE job_runs SET status = 'succeeded', lease_token = NULL, "
                "lease_expires_at = NULL, finished_at = now() WHERE status = 'running'")
     _tick(db, max_runs=1)
     assert _runs(db) == [("backfill", "succeeded")] + [("backfill", "queued")] * 4 + [
-        ("manual", "succeeded")]
+        ("manual", "queued"), ("schedule", "succeeded")]
+    _tick(db, max_runs=1)
+    assert _runs(db) == [("backfill", "succeeded")] + [("backfill", "queued")] * 4 + [
+        ("manual", "succeeded"), ("schedule", "succeeded")]
 
 
 def test_replace_does_not_stop_backfilled_runs(cli: Invoke, db: psycopg.Connection[Any]) -> None:

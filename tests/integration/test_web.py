@@ -22,7 +22,7 @@ from starlette.testclient import TestClient
 
 import cronjobs
 from conftest import Invoke, count, snapshot
-from cronjobs.core.health import Thresholds
+from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.store import Store
 from cronjobs.tick import TickOptions, tick
 from cronjobs.web.app import create_app

@@ -183,8 +183,8 @@ def test_every_command_that_prints_data_has_json() -> None:
     ("args", "line"),
     [
         (["define", "--foo"], "error: no such option '--foo' (try 'cronjobs define --help')"),
-        (["define", "job"],
-         "error: missing argument 'SCHEDULE' (try 'cronjobs define --help')"),
+        (["define"],  # SCHEDULE is optional: a job that exists keeps its schedule
+         "error: missing argument 'NAME' (try 'cronjobs define --help')"),
         (["define", "job", "@daily", "--overlap", "maybe"],
          "error: invalid value for '--overlap': 'maybe' is not one of 'skip', 'queue', "
          "'allow', 'replace' (try 'cronjobs define --help')"),

@@ -15,6 +15,7 @@ from cronjobs.cli import app, reference
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 MAX_README_LINES = 250
+MAX_BENCHMARKS_LINES = 300
 
 
 def _block(marker: str) -> str:
@@ -53,6 +54,18 @@ def test_every_page_is_in_the_folder_of_its_kind() -> None:
     """Diátaxis: how-to/, reference/ and explanation/; only these sit at the top."""
     top = {p.name for p in (ROOT / "docs").glob("*.md")}
     assert top == {"index.md", "tutorial.md", "benchmarks.md", "development.md"}
+
+
+def test_the_benchmarks_page_shows_todays_figures_each_with_its_command() -> None:
+    """docs/benchmarks.md is a reference of the current figures, not a log of how they were
+    reached: it stays short, and every section says how to measure its figures again."""
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert len(text.splitlines()) <= MAX_BENCHMARKS_LINES
+    sections = re.split(r"^## ", text, flags=re.MULTILINE)[1:]
+    assert len(sections) >= 8
+    for section in sections:
+        blocks = re.findall(r"^```\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)
+        assert any("bench/" in block for block in blocks), section.splitlines()[0]
 
 
 def _options(command: click.Command, ctx: click.Context) -> list[click.Option]:

@@ -25,12 +25,16 @@ from cronjobs.core.spec import (
     FIELDS,
     FORMS,
     KEY_COLUMN,
+    RESETTABLE,
     STATE_COLUMNS,
     build_spec,
+    reset_fields,
     spec_columns,
+    stored_options,
+    update_spec,
 )
 from cronjobs.db import sql
-from cronjobs.errors import InvalidDefinition
+from cronjobs.errors import InvalidDefinition, UsageError
 from cronjobs.execution.registry import job
 from cronjobs.models import Definition, DefinitionSpec
 
@@ -177,6 +181,65 @@ def test_fields_written_back_declare_the_same_job() -> None:
     written = {key: value for key, value in fields.items() if value is not None}
     assert to_spec(Declaration("j", written, "here")) == spec
     assert spec.backoff_max == dt.timedelta(hours=2)
+
+
+def _every_field_set() -> DefinitionSpec:
+    return build_spec(
+        name="j", schedule="H 3 * * *", tz="Europe/Berlin", command="echo hi",
+        payload='{"a": [1, "\u00e9"], "b": {"c": null}}', catchup="all", catchup_limit=7,
+        starting_deadline="5m", overlap="queue", max_attempts=4, backoff="2h",
+        timeout="none", lease="90s", alert_command="alert.sh", alert_on_failure=True,
+        pause_after_failures=3, group="reports", notify=("https://hooks.example.com/x",),
+        notify_on=("failure",), keep_succeeded="30d", keep_failed="12w")
+
+
+@pytest.mark.parametrize("spec", [
+    _every_field_set(),
+    build_spec(name="j", schedule="@daily"),
+    build_spec(name="j", schedule="@daily", handler="other", timeout="7d"),
+], ids=["every field", "defaults", "handler"])
+def test_a_stored_definition_read_back_as_options_is_the_same(spec: DefinitionSpec) -> None:
+    """What `define` on a job that exists starts from: its stored values as options."""
+    options = stored_options(spec)
+    assert list(options) == [field.name for field in FIELDS]
+    assert build_spec(name=spec.name, **options) == spec
+    assert update_spec(spec) == spec
+
+
+def test_update_spec_changes_what_is_given_and_keeps_the_rest() -> None:
+    base = _every_field_set()
+    changed = update_spec(base, schedule="@hourly", max_attempts=9, timeout="5m")
+    assert (changed.schedule, changed.max_attempts, changed.timeout) == (
+        "@hourly", 9, dt.timedelta(minutes=5))
+    assert dataclasses.replace(changed, schedule=base.schedule, max_attempts=4,
+                               timeout=None) == base
+    reset = update_spec(base, reset=[field.name for field in RESETTABLE])
+    assert reset == build_spec(name="j", schedule=base.schedule, command="echo hi")
+    assert update_spec(base, command="echo bye").command == "echo bye"
+
+
+def test_update_spec_refuses_a_change_of_kind_unless_asked() -> None:
+    command = _every_field_set()
+    handler = build_spec(name="j", schedule="@daily")
+    with pytest.raises(UsageError, match="--handler would make it run a Python handler"):
+        update_spec(command, handler="other")
+    with pytest.raises(UsageError, match="runs handler 'j': --command would make it run"):
+        update_spec(handler, command="true")
+    with pytest.raises(UsageError, match="cannot be used together"):
+        update_spec(handler, command="true", handler="x", replace_target=True)
+    replaced = update_spec(command, handler="other", replace_target=True)
+    assert (replaced.command, replaced.handler, replaced.max_attempts) == (None, "other", 4)
+    assert update_spec(handler, command="true", replace_target=True).command == "true"
+
+
+def test_reset_names_fields_with_a_default() -> None:
+    assert reset_fields(["max-attempts,--notify-on", "keep_failed", "max-attempts"]) == (
+        "max_attempts", "notify_on", "keep_failed")
+    for name in ("schedule", "command", "handler", "nope"):
+        with pytest.raises(UsageError, match=f"invalid --reset '{name}'"):
+            reset_fields([name])
+    assert {field.name for field in FIELDS} - {f.name for f in RESETTABLE} == {
+        "schedule", "command", "handler"}
 
 
 def _keywords(function: Any) -> dict[str, tuple[Any, Any]]:

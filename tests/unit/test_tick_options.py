@@ -14,7 +14,7 @@ EVERY_FIELD = TickOptions(
     now=dt.datetime(2024, 5, 1, 3, 0, tzinfo=dt.UTC), allow_future=True, dry_run=True,
     worker="host:42", concurrency=8, max_runs=100, max_runtime=30.0, grace=5.0,
     apps=("myapp.jobs", "other"), alert_command="notify-send dead", run_ids=(1, 2),
-    retention=dt.timedelta(days=30), handlers_only=True, allowed_commands=("backup *",),
+    handlers_only=True, allowed_commands=("backup *",),
     in_process=True, dashboard_url="https://cron.example.com",
     notify_deadline=dt.timedelta(hours=6))
 

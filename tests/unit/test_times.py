@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from cronjobs.cli.render import runs_list_text
+from cronjobs.cli.render.runs import runs_list_text
 from cronjobs.core.facts import run_info
 from cronjobs.models import Run
 from cronjobs.timefmt import Times, in_zone, in_zone_named, iso, relative

@@ -1,4 +1,5 @@
-"""Helpers every output shares: JSON text, instants in JSON, aligned tables."""
+"""Helpers every output shares: JSON text, instants in JSON, aligned tables, ranges of
+slots."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from cronjobs.timefmt import iso
+from cronjobs.timefmt import Times, iso
 
 
 def to_json(value: Any) -> str:
@@ -28,3 +29,11 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
              for row in cells]
     return "\n".join(lines)
+
+
+def slot_range(first: dt.datetime, last: dt.datetime, count: int | None, times: Times) -> str:
+    """A slot, or a stretch of slots and how many (a tick's decisions, explain)."""
+    if first == last:
+        return times.at(first)
+    many = f"{count:,} slots" if count is not None else "many slots"
+    return f"{times.span(first, last)}  ({many})"

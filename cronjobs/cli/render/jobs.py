@@ -61,6 +61,7 @@ def definition_json(d: Definition) -> dict[str, Any]:
         "paused_until": instant(d.paused_until),
         "pause_note": d.pause_note,
         "invalid_reason": d.invalid_reason,
+        "removed_at": instant(d.removed_at),
         "next_due_at": instant(d.next_due_at),
         "created_at": instant(d.created_at),
         "updated_at": instant(d.updated_at),
@@ -146,6 +147,8 @@ def _keep_text(keep: dt.timedelta | None) -> str:
 
 
 def _state_text(d: Definition, times: Times) -> str:
+    if d.state == JobState.REMOVED:
+        return f"removed {times.when(d.removed_at)}; its runs stay readable"
     if d.state == JobState.INVALID:
         return f"invalid: {d.invalid_reason}"
     if d.state == JobState.PAUSED:
@@ -215,7 +218,10 @@ def describe_json(desc: Description) -> dict[str, Any]:
 
 def describe_text(desc: Description, times: Times) -> str:
     parts = [settings_text(desc.definition, desc.description, times), ""]
-    if desc.problem is not None:
+    if desc.info.removed_at is not None:
+        parts.append(f"next fire times: none, the job was removed (`cronjobs define "
+                     f"{desc.info.name} ...` defines it again)")
+    elif desc.problem is not None:
         parts.append(f"cannot be evaluated: {desc.problem}")
     elif not desc.next_slots and desc.info.paused:
         parts.append(f"next fire times: none while paused (`cronjobs resume "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronjobs.cli.render.common import instant, table
@@ -27,6 +27,7 @@ def run_json(r: RunInfo) -> dict[str, Any]:
     return {
         "id": r.id,
         "job": r.job,
+        "job_removed_at": instant(r.job_removed_at),
         "scheduled_for": instant(r.scheduled_for),
         "trigger": r.trigger,
         "priority": r.priority,
@@ -100,9 +101,14 @@ def runs_list_text(found: Sequence[RunInfo], times: Times) -> str:
     return table(
         ["ID", "JOB", f"SLOT ({times.label})", "TRIGGER", "STATUS", "ATTEMPTS", "FINISHED",
          "ERROR"],
-        [(r.id, r.job, at(r.scheduled_for), r.trigger, r.state, attempts_text(r),
+        [(r.id, job_of(r), at(r.scheduled_for), r.trigger, r.state, attempts_text(r),
           at(r.finished_at), (r.error or "")[:60])
          for r in found])
+
+
+def job_of(r: RunInfo) -> str:
+    """The name of a run's job, marked when that job was removed."""
+    return r.job if r.job_removed_at is None else f"{r.job} (removed)"
 
 
 def attempt_json(a: AttemptInfo) -> dict[str, Any]:
@@ -149,7 +155,8 @@ def show_text(detail: RunDetail, times: Times) -> str:
     at = times.when
     r = detail.info
     lines = [
-        f"run {r.id} of {r.job}: {r.state}",
+        f"run {r.id} of {job_of(r)}: {r.state}",
+        *([f"  job         removed {at(r.job_removed_at)}"] if r.job_removed_at else []),
         f"  slot        {at(r.scheduled_for)}  ({r.trigger})",
         f"  attempts    {attempts_used_text(r)}"
         + (f"; retried by an operator {_times_word(r.retry_count)}" if r.retry_count else ""),
@@ -167,9 +174,7 @@ def show_text(detail: RunDetail, times: Times) -> str:
     if r.error:
         lines.append(f"  error       {r.error}")
     if r.state == "dead":
-        lines.append(f"  ack         acknowledged {at(r.acknowledged_at)} by "
-                     f"{r.acknowledged_by or 'unknown'}" if r.acknowledged
-                     else f"  ack         not acknowledged: `cronjobs ack {r.id}` once handled")
+        lines.append(f"  ack         {_ack_text(r, at)}")
     if r.result is not None:
         lines.append(f"  result      {json.dumps(r.result)}")
     for a in r.attempts:
@@ -185,6 +190,15 @@ def show_text(detail: RunDetail, times: Times) -> str:
             lines += [f"    {line}" for line in a.output_tail.rstrip("\n").splitlines()[-20:]]
     lines += deliveries_text(detail.deliveries, times)
     return "\n".join(lines)
+
+
+def _ack_text(r: RunInfo, at: Callable[[dt.datetime | None], str]) -> str:
+    """Where a dead run's acknowledgement stands."""
+    if r.acknowledged:
+        return f"acknowledged {at(r.acknowledged_at)} by {r.acknowledged_by or 'unknown'}"
+    if not r.needs_acknowledgement:
+        return "not needed: its job was removed"
+    return f"not acknowledged: `cronjobs ack {r.id}` once handled"
 
 
 def attempts_used_text(r: RunInfo) -> str:

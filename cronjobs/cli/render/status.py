@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from cronjobs.cli.render.common import instant, seconds, table
-from cronjobs.cli.render.ticks import group_json, group_wait_text, waiting_json
+from cronjobs.cli.render.groups import group_json, group_wait_text
+from cronjobs.cli.render.ticks import waiting_json
 from cronjobs.core.health import (
     DEFAULT_ROWS_CAP,
     Status,
@@ -73,7 +74,8 @@ def status_json(st: Status) -> dict[str, Any]:
                        if n.last_lost_tick_at is not None else None},
         "ticks_per_minute": round(n.ticks_last_hour / 60, 2),
         "backlog": {"runs": n.backlog, "oldest_eligible_at": instant(n.backlog_oldest)},
-        "running": [{"run_id": r.id, "job": r.job, "attempt": r.attempt,
+        "running": [{"run_id": r.id, "job": r.job,
+                     "job_removed_at": instant(r.job_removed_at), "attempt": r.attempt,
                      "worker": r.lease_owner, "started_at": instant(r.started_at),
                      "heartbeat_at": instant(r.heartbeat_at),
                      "lease_expires_at": instant(r.lease_expires_at)}
@@ -175,7 +177,8 @@ def status_text(st: Status, times: Times) -> str:
         lines += storage_lines(st.storage, at)
     if st.running:
         lines += ["", table(["RUN", "JOB", "ATTEMPT", "WORKER", "STARTED", "LEASE UNTIL"],
-                            [(r.id, r.job, r.attempt, r.lease_owner,
+                            [(r.id, r.job if r.job_removed_at is None
+                              else f"{r.job} (removed)", r.attempt, r.lease_owner,
                               at(r.started_at), at(r.lease_expires_at))
                              for r in st.running])]
     if st.waiting:

@@ -1,12 +1,13 @@
 -- Notifications, wake-ups and live output (cronjobs/db/stores/notifications.py).
 
--- name: listen_trigger
--- `cronjobs worker` wakes up at once when a run is triggered.
-LISTEN cronjobs_trigger;
+-- name: listen_runs
+-- `cronjobs worker` claims at once when a run is queued (the payload: the job's name).
+LISTEN cronjobs_runs;
 
--- name: notify_trigger
--- Delivered when the triggering transaction commits.
-NOTIFY cronjobs_trigger;
+-- name: notify_runs
+-- A run of this job was queued: delivered to every listening worker when the queueing
+-- transaction commits (never if it rolls back).
+SELECT pg_notify('cronjobs_runs', %(job)s::text);
 
 -- name: notify_config
 -- The webhook receivers of these jobs (only those that have any).

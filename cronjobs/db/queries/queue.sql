@@ -258,15 +258,23 @@ WHERE r.id = ANY(%(ids)s::bigint[]) AND r.id = v.id AND r.lease_token = v.token
 RETURNING r.id, r.cancel_requested_at IS NOT NULL AS cancel_requested;
 
 -- name: finish_runs
+-- The one way a run moves to the history (every path that ends a run ends here: a tick's
+-- finish, and the runs that ended in the queue: an operator's cancel, a lost lease's last
+-- attempt, a removed job's waiting runs; see QueueStore.move_ended).
 -- Record the outcomes of several attempts in one statement, each fenced by its lease
 -- token: a run missing from the result had lost its lease, and nothing was recorded for
--- it. A run that waits for a retry stays in the queue; a run that ended (succeeded, dead,
--- cancelled) moves to the history with its attempts, in this same statement: deleted from
--- the queue, inserted into job_runs (the parent routes it to its retirement day's
--- partition). A success also ends its job's run of consecutive failures, and the job's
--- last_succeeded_at (or last_failed_at, for a death) moves on; the few definitions that
--- change are locked in id order, so that concurrent finishes cannot deadlock, and a job's
--- last success is written at most once a minute (a busy job's row is not a hot spot).
+-- it. An outcome of an id alone (no token, no status) is a run that already ended in the
+-- queue, moved as it is (fenced by its final status and its lack of a lease). A run that
+-- waits for a retry stays in the queue; a run that ended (succeeded, dead, cancelled)
+-- moves to the history with its attempts, in this same statement: deleted from the queue,
+-- inserted into job_runs (the parent routes it to its retirement day's partition: its end
+-- plus cronjobs_keep). (Deleted and inserted, never an UPDATE of the partition key, which
+-- would make a heartbeat or a cancel racing the move fail with a serialization error
+-- instead of finding the run gone.) A success also ends its job's run of consecutive
+-- failures, and the job's last_succeeded_at (or last_failed_at, for a death) moves on to
+-- the latest end; the few definitions that change are locked in id order, so that
+-- concurrent finishes cannot deadlock, and a job's last success is written at most once a
+-- minute (a busy job's row is not a hot spot).
 -- The outcomes come as one JSON array of objects (one parameter: a fraction of the cost of
 -- an array per column to send).
 WITH v AS (
@@ -302,12 +310,26 @@ WITH v AS (
 ), ended AS (
     DELETE FROM job_runs_queue AS r
     USING v
-    WHERE r.id = ANY(ARRAY(SELECT id FROM v WHERE NOT cronjobs_run_waits(v.status)))
-      AND r.id = v.id AND r.lease_token = v.token
-    RETURNING r.*, v.token AS held_token, v.status AS final_status, v.outcome AS final_outcome,
-              v.exit_code AS final_exit_code, v.error AS final_error,
-              v.output_tail AS final_output_tail, v.result AS final_result,
-              v.extra_attempts
+    WHERE r.id = ANY(ARRAY(SELECT id FROM v
+                           WHERE v.status IS NULL OR NOT cronjobs_run_waits(v.status)))
+      AND r.id = v.id
+      AND (r.lease_token = v.token
+           -- (a run that ended in the queue, moved as it is)
+           OR (v.token IS NULL AND v.status IS NULL AND r.lease_token IS NULL
+               AND r.status IN ('succeeded', 'dead', 'cancelled')))
+    RETURNING r.*, v.token AS held_token,
+              -- (the outcome given, or the run's own for one moved as it is)
+              coalesce(v.status, r.status) AS final_status,
+              v.outcome AS final_outcome,
+              CASE WHEN v.token IS NULL THEN r.exit_code ELSE v.exit_code END
+                  AS final_exit_code,
+              CASE WHEN v.token IS NULL THEN r.error ELSE v.error END AS final_error,
+              CASE WHEN v.token IS NULL THEN r.output_tail ELSE v.output_tail END
+                  AS final_output_tail,
+              CASE WHEN v.token IS NULL THEN r.result ELSE v.result END AS final_result,
+              CASE WHEN v.token IS NULL THEN coalesce(r.finished_at, %(now)s)
+                   ELSE %(now)s END AS final_at,
+              coalesce(v.extra_attempts, 0) AS extra_attempts
 ), moved AS (
     INSERT INTO job_runs (id, definition_id, scheduled_for, trigger, status, payload, attempt,
                           max_attempts, exclusive, eligible_at, lease_owner, lease_token,
@@ -318,11 +340,11 @@ WITH v AS (
                           priority, key)
     SELECT e.id, e.definition_id, e.scheduled_for, e.trigger, e.final_status, e.payload,
            e.attempt, e.max_attempts + e.extra_attempts, e.exclusive, e.eligible_at, NULL,
-           NULL, NULL, e.heartbeat_at, e.cancel_requested_at, e.started_at, %(now)s,
+           NULL, NULL, e.heartbeat_at, e.cancel_requested_at, e.started_at, e.final_at,
            e.final_exit_code, e.final_error, e.final_output_tail, e.output_bytes,
            e.final_result, e.retry_count, e.retried_at, e.retry_of, e.acknowledged_at,
            e.acknowledged_by, e.tick_id, e.created_at, %(now)s, 'history',
-           %(now)s + cronjobs_keep(e.final_status, d.keep_succeeded, d.keep_failed),
+           e.final_at + cronjobs_keep(e.final_status, d.keep_succeeded, d.keep_failed),
            e.priority, e.key
     FROM ended AS e JOIN job_definitions AS d ON d.id = e.definition_id
     RETURNING id, retire_at
@@ -356,33 +378,37 @@ WITH v AS (
            a.outcome, a.exit_code, a.error, a.output_tail, 'history', a.run_retire_at
     FROM ended_attempts AS a JOIN ended AS e ON e.id = a.run_id
     -- (not the ending attempt's own row, where an older cronjobs wrote one at its claim)
-    WHERE NOT (a.attempt = e.attempt AND a.lease_token = e.held_token)
+    WHERE e.held_token IS NULL OR NOT (a.attempt = e.attempt AND a.lease_token = e.held_token)
     UNION ALL
     SELECT nextval('job_attempts_id_seq'), e.id, e.attempt, e.lease_owner, e.held_token,
            e.started_at, %(now)s, e.final_outcome, e.final_exit_code, e.final_error,
            e.final_output_tail, 'history', m.retire_at
     FROM ended AS e JOIN moved AS m ON m.id = e.id
+    -- (a run moved as it is has no attempt ending now: its rows are all written)
+    WHERE e.held_token IS NOT NULL
 ), run AS (
-    SELECT id, definition_id, status FROM waits
+    SELECT id, definition_id, status, NULL::timestamptz AS at FROM waits
     UNION ALL
-    SELECT id, definition_id, final_status FROM ended
+    SELECT id, definition_id, final_status, final_at FROM ended
 ), per_job AS (
-    SELECT definition_id, bool_or(status = 'succeeded') AS succeeded,
-           bool_or(status = 'dead') AS died
+    SELECT definition_id, max(at) FILTER (WHERE status = 'succeeded') AS succeeded,
+           max(at) FILTER (WHERE status = 'dead') AS died
     FROM run GROUP BY definition_id
 ), changed AS (
     SELECT d.id, p.succeeded, p.died FROM job_definitions AS d JOIN per_job AS p
         ON p.definition_id = d.id
-    WHERE (p.succeeded AND (d.consecutive_failures <> 0 OR d.last_succeeded_at IS NULL
-                            OR d.last_succeeded_at < %(now)s - interval '1 minute'))
-       OR p.died
+    WHERE (p.succeeded IS NOT NULL
+           AND (d.consecutive_failures <> 0 OR d.last_succeeded_at IS NULL
+                OR d.last_succeeded_at < p.succeeded - interval '1 minute'))
+       OR p.died IS NOT NULL
     ORDER BY d.id
     FOR UPDATE OF d
 ), touched AS (
     UPDATE job_definitions AS d
-    SET consecutive_failures = CASE WHEN c.succeeded THEN 0 ELSE d.consecutive_failures END,
-        last_succeeded_at = CASE WHEN c.succeeded THEN %(now)s ELSE d.last_succeeded_at END,
-        last_failed_at = CASE WHEN c.died THEN %(now)s ELSE d.last_failed_at END
+    SET consecutive_failures = CASE WHEN c.succeeded IS NOT NULL THEN 0
+                                    ELSE d.consecutive_failures END,
+        last_succeeded_at = greatest(d.last_succeeded_at, c.succeeded),
+        last_failed_at = greatest(d.last_failed_at, c.died)
     FROM changed AS c WHERE d.id = c.id
 )
 SELECT id FROM run;

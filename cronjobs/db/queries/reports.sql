@@ -92,7 +92,7 @@ FROM late;
 
 -- name: running_runs
 SELECT r.id, d.name AS job, r.attempt, r.lease_owner, r.started_at, r.heartbeat_at,
-       r.lease_expires_at, r.cancel_requested_at
+       r.lease_expires_at, r.cancel_requested_at, d.removed_at AS job_removed_at
 FROM job_runs_queue AS r JOIN job_definitions AS d ON d.id = r.definition_id
 WHERE r.status = 'running'
 ORDER BY r.started_at;

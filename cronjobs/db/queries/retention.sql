@@ -1,63 +1,5 @@
--- Retention: the history's partitions made and dropped, what outlives them kept, and
--- pruning in batches (cronjobs/db/stores/retention.py).
-
--- name: prune_runs
--- One batch of finished runs older than the cutoff, in job_runs_finished_idx order from
--- just after the previous batch's last deleted run (after_at, after_id). Never a job's
--- latest run of each final status (a later one of the same status exists: one probe of
--- job_runs_latest_idx), nor one of its `keep_last` newest finished runs (that many newer
--- ones exist: at most keep_last entries of job_runs_history_idx). No batch ranks the
--- history: each looks at the rows it deletes and at the few it keeps on the way. Attempts
--- go with their run.
-WITH doomed AS (
-    SELECT r.id FROM job_runs AS r
-    WHERE r.finished_at < %(cutoff)s AND r.finished_at >= %(after_at)s
-      AND (r.finished_at, r.id) > (%(after_at)s, %(after_id)s)
-      AND r.status IN ('succeeded', 'dead', 'cancelled')
-      AND EXISTS (
-          SELECT 1 FROM job_runs AS o
-          WHERE o.definition_id = r.definition_id AND o.status = r.status
-            AND o.finished_at >= r.finished_at
-            AND (o.finished_at > r.finished_at OR o.id > r.id))
-      AND (SELECT count(*) FROM (
-               SELECT 1 FROM job_runs AS o
-               WHERE o.definition_id = r.definition_id AND o.id > r.id
-                 AND o.status IN ('succeeded', 'dead', 'cancelled')
-               LIMIT %(keep_last)s) AS newer) >= %(keep_last)s
-    ORDER BY r.finished_at, r.id
-    LIMIT %(batch)s
-    FOR UPDATE OF r SKIP LOCKED
-)
--- (the doomed runs by id: an array looked up in the index, never a join that could read
--- the table, as PostgreSQL 18 would plan it)
-, gone AS (
-    DELETE FROM job_runs WHERE id = ANY(ARRAY(SELECT id FROM doomed)) AND stage <> 'queue'
-    RETURNING id, finished_at
-), attempts AS (
-    DELETE FROM job_attempts
-    WHERE run_id = ANY(ARRAY(SELECT id FROM gone)) AND stage <> 'queue'
-), notices AS (
-    DELETE FROM job_notifications WHERE run_id = ANY(ARRAY(SELECT id FROM gone))
-)
-SELECT id, finished_at FROM gone;
-
--- name: count_prunable_runs
--- What prune_runs would delete, all batches at once (`prune --dry-run`): one statement, so
--- ranking every finished run once is the cheapest way (15 times faster over 50,000 runs
--- than probing the indexes for each, as a batch does).
-WITH keep AS (
-    SELECT id FROM (
-        SELECT id, row_number() OVER (PARTITION BY definition_id ORDER BY id DESC) AS n,
-               row_number() OVER (PARTITION BY definition_id, status
-                                  ORDER BY finished_at DESC NULLS LAST, id DESC) AS by_kind
-        FROM job_runs
-        WHERE status IN ('succeeded', 'dead', 'cancelled')
-    ) AS ranked
-    WHERE n <= %(keep_last)s OR by_kind = 1
-)
-SELECT count(*) AS n FROM job_runs
-WHERE status IN ('succeeded', 'dead', 'cancelled') AND finished_at < %(cutoff)s
-  AND id NOT IN (SELECT id FROM keep);
+-- Retention: the history's partitions made and dropped, what outlives them kept, and the
+-- other records deleted in batches (cronjobs/db/stores/retention.py).
 
 -- name: prune_skips
 DELETE FROM job_skips WHERE id IN (
@@ -122,46 +64,19 @@ ORDER BY c.relname;
 SELECT cronjobs_add_history_day(%(day)s);
 
 -- name: drop_history_day
-SELECT cronjobs_drop_history_day(%(day)s);
+-- Whether the day's partitions were dropped (false: not over yet by the database's clock,
+-- left for a later tick; schema.sql: cronjobs_drop_history_day).
+SELECT cronjobs_drop_history_day(%(day)s) AS dropped;
 
--- name: archive_finished
--- Finished runs still in the queue (finished by an operator's command, by a lost lease, or
--- by an older cronjobs) move to the history with their attempts (an UPDATE of the
--- partition key moves the rows), and their jobs' last success or death moves on. A
--- finish made by a tick never needs this: finish_runs moves its runs itself.
-WITH done AS (
-    SELECT id FROM job_runs_queue
-    WHERE status IN ('succeeded', 'dead', 'cancelled')
-    ORDER BY id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-), runs AS (
-    UPDATE job_runs AS r
-    SET stage = 'history',
-        finished_at = coalesce(r.finished_at, %(now)s),
-        retire_at = coalesce(r.finished_at, %(now)s)
-                    + cronjobs_keep(r.status, d.keep_succeeded, d.keep_failed)
-    FROM job_definitions AS d
-    WHERE r.stage = 'queue' AND r.id IN (SELECT id FROM done) AND d.id = r.definition_id
-    RETURNING r.id, r.definition_id, r.status, r.finished_at, r.retire_at
-), attempts AS (
-    UPDATE job_attempts AS a
-    SET stage = 'history', retire_at = runs.retire_at
-    FROM runs
-    WHERE a.stage = 'queue' AND a.run_id = runs.id
-), per_job AS (
-    SELECT definition_id,
-           max(finished_at) FILTER (WHERE status = 'succeeded') AS succeeded,
-           max(finished_at) FILTER (WHERE status = 'dead') AS died
-    FROM runs GROUP BY definition_id
-), touched AS (
-    UPDATE job_definitions AS d
-    SET last_succeeded_at = greatest(d.last_succeeded_at, p.succeeded),
-        last_failed_at = greatest(d.last_failed_at, p.died)
-    FROM per_job AS p
-    WHERE d.id = p.definition_id AND (p.succeeded IS NOT NULL OR p.died IS NOT NULL)
-)
-SELECT count(*) AS n FROM runs;
+-- name: finished_in_queue
+-- Runs that ended in the queue and are still there (a removed job's waiting runs, a one-off
+-- run cancelled when it came due, or a run an older cronjobs finished), the oldest first:
+-- upkeep moves them to the history the one way every run goes (finish_runs, moving them as
+-- they are). (A cancel by an operator and a lost lease's last attempt move at once.)
+SELECT id FROM job_runs_queue
+WHERE status IN ('succeeded', 'dead', 'cancelled')
+ORDER BY id
+LIMIT %(limit)s;
 
 -- name: keep_before_retiring
 -- Before the history retiring before %(before)s is dropped, what must outlive it moves to

@@ -33,11 +33,13 @@ CROSS JOIN LATERAL (
 WHERE d.name = %(name)s;
 
 -- name: run_by_id
-SELECT r.*, d.name AS job FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+SELECT r.*, d.name AS job, d.removed_at AS job_removed_at
+FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
 WHERE r.id = %(id)s;
 
 -- name: run_by_id_for_update
-SELECT r.*, d.name AS job FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
+SELECT r.*, d.name AS job, d.removed_at AS job_removed_at
+FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
 WHERE r.id = %(id)s
 FOR UPDATE OF r;
 
@@ -148,7 +150,7 @@ RETURNING *;
 
 -- name: list_runs
 -- (given a key: the runs that have it, from job_runs_key_idx)
-SELECT r.*, d.name AS job
+SELECT r.*, d.name AS job, d.removed_at AS job_removed_at
 FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
 WHERE (%(name)s::text IS NULL OR d.name = %(name)s::text)
   AND (%(key)s::text IS NULL OR r.key = %(key)s::text)

@@ -40,18 +40,20 @@ class NotificationStore(Queries):
     """Notifications: the worker's wake-up channel, webhook targets and deliveries, live output of
     running runs."""
 
-    def listen_for_triggers(self) -> None:
-        self._send("listen_trigger")
+    def listen_for_runs(self) -> None:
+        """Hear of every run queued from now on (this session, until it ends)."""
+        self._send("listen_runs")
 
-    def notify_trigger(self) -> None:
-        self._send("notify_trigger")
+    def notify_runs(self, job: str) -> None:
+        """Tell the listening workers that a run of ``job`` is queued, when the caller's
+        transaction commits."""
+        self._send("notify_runs", {"job": job})
 
-    def wait_for_notification(self, timeout: float) -> bool:
-        """Whether a notification arrived within ``timeout`` seconds."""
+    def wait_for_notifications(self, timeout: float) -> int:
+        """Wait up to ``timeout`` seconds for notifications; how many arrived (those
+        received meanwhile, and those that came with the first)."""
         with translated():
-            for _ in self.conn.notifies(timeout=timeout, stop_after=1):
-                return True
-        return False
+            return sum(1 for _ in self.conn.notifies(timeout=timeout, stop_after=1))
 
     def notify_config(self, definition_ids: Sequence[int]) -> dict[int, NotifyConfig]:
         """{definition id: its receivers} of those jobs that have any."""

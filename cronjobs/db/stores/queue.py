@@ -184,6 +184,16 @@ class QueueStore(Queries):
             return set()
         return set(self._values("finish_runs", _finish_params(outcomes, now)))
 
+    def move_ended(self, run_ids: Sequence[int], *, now: dt.datetime) -> set[int]:
+        """Move runs that ended in the queue (cancelled, or dead when a lost lease was their
+        last attempt) to the history with their attempts, as they are: the one way a run
+        moves there (finish_runs, given their ids alone). Returns the ids moved (a run
+        still waiting or running, or moved already, is left)."""
+        if not run_ids:
+            return set()
+        return set(self._values("finish_runs", {
+            "now": now, "outcomes": Jsonb([{"id": run_id} for run_id in run_ids])}))
+
     def record_job_failure(self, run_id: int, *, token: Any, error: str | None,
                            now: dt.datetime) -> JobFailure | None:
         """Count a failed attempt of the run this worker still holds (call it in the

@@ -1,5 +1,6 @@
 """Retention: the history's day partitions made ahead and dropped when they retire, what
-must outlive them kept, finished runs moved out of the queue, and pruning in batches."""
+must outlive them kept, and the rest of the history (skips, ticks, notifications) deleted in
+batches."""
 
 from __future__ import annotations
 
@@ -9,9 +10,6 @@ from dataclasses import dataclass
 from psycopg.rows import tuple_row
 
 from cronjobs.db.session import Queries
-from cronjobs.models import (
-    Pruned,
-)
 
 # the partitioned tables whose days are made and dropped together (a run and its attempts
 # retire on the same day)
@@ -35,8 +33,8 @@ def partition_day(name: str) -> dt.date:
 
 
 class RetentionStore(Queries):
-    """Retention: partitions made and dropped, kept runs, the queue's finished runs moved out,
-    pruning in batches."""
+    """Retention: partitions made and dropped, kept runs, the other records deleted in
+    batches."""
 
     # -- the day partitions ---------------------------------------------------------------
 
@@ -64,18 +62,19 @@ class RetentionStore(Queries):
         default partitions caught for that day."""
         self._send("add_history_day", {"day": day})
 
-    def drop_history_day(self, day: dt.date, *, lock_timeout: dt.timedelta) -> None:
+    def drop_history_day(self, day: dt.date, *, lock_timeout: dt.timedelta) -> bool:
         """Drop the day's partitions, in a short transaction of its own (it locks the
-        history's parents) waiting ``lock_timeout`` at most for its locks."""
+        history's parents) waiting ``lock_timeout`` at most for its locks. False when the
+        database left them: the day is not over by its own clock (a later tick drops it)."""
         with self.session.transaction():
             self.session.lock_timeout(lock_timeout)
-            self._send("drop_history_day", {"day": day})
+            return bool(self._values("drop_history_day", {"day": day})[0])
 
     # -- moving and keeping -----------------------------------------------------------------
 
-    def archive_finished(self, *, now: dt.datetime, limit: int) -> int:
-        """Move up to ``limit`` finished runs still in the queue to the history."""
-        return int(self._values("archive_finished", {"now": now, "limit": limit})[0])
+    def finished_in_queue(self, *, limit: int) -> list[int]:
+        """Up to ``limit`` runs that ended in the queue and are still there, oldest first."""
+        return [int(i) for i in self._values("finished_in_queue", {"limit": limit})]
 
     def keep_before_retiring(self, *, before: dt.datetime) -> int:
         return int(self._values("keep_before_retiring", {"before": before})[0])
@@ -104,23 +103,7 @@ class RetentionStore(Queries):
                                            "skips": skips, "ticks": ticks, "now": now},
                          RetentionSettings)
 
-    # -- pruning in batches -------------------------------------------------------------------
-
-    def prune_runs(self, *, cutoff: dt.datetime, keep_last: int, batch: int,
-                   after: tuple[dt.datetime, int] | None = None
-                   ) -> tuple[int, tuple[dt.datetime, int] | None]:
-        """One batch: (runs deleted, the position of the last one, to give as ``after`` to
-        the next batch; None when none was deleted)."""
-        after_at, after_id = after or (dt.datetime.min.replace(tzinfo=dt.UTC), 0)
-        rows = self._rows("prune_runs", {"cutoff": cutoff, "keep_last": keep_last,
-                                         "batch": batch, "after_at": after_at,
-                                         "after_id": after_id}, Pruned)
-        last = max(((row.finished_at, row.id) for row in rows), default=None)
-        return len(rows), last
-
-    def count_prunable_runs(self, *, cutoff: dt.datetime, keep_last: int) -> int:
-        return int(self._values("count_prunable_runs", {"cutoff": cutoff,
-                                                        "keep_last": keep_last})[0])
+    # -- deleting in batches ------------------------------------------------------------------
 
     def prune_skips(self, *, cutoff: dt.datetime, batch: int) -> int:
         return len(self._values("prune_skips", {"cutoff": cutoff, "batch": batch}))

@@ -22,10 +22,9 @@ from cronjobs.reports import (
 class RunStore(Queries):
     """Runs as an operator sees them: find, list, retry, acknowledge, trigger, cancel."""
 
-    def run_by_id(self, run_id: int, *, for_update: bool = False) -> tuple[Run, str] | None:
+    def run_by_id(self, run_id: int, *, for_update: bool = False) -> JobRun | None:
         query = "run_by_id_for_update" if for_update else "run_by_id"
-        row = self._row(query, {"id": run_id}, JobRun)
-        return (row, row.job) if row is not None else None
+        return self._row(query, {"id": run_id}, JobRun)
 
     def attempts_of_run(self, run_id: int) -> list[Attempt]:
         return self._rows("attempts_of_run", {"run_id": run_id}, Attempt)
@@ -55,11 +54,10 @@ class RunStore(Queries):
 
     def list_runs(self, *, name: str | None, statuses: Sequence[str] | None,
                   since: dt.datetime | None, limit: int, key: str | None = None
-                  ) -> list[tuple[Run, str]]:
-        rows = self._rows("list_runs", {"name": name, "statuses": list(statuses) if statuses
+                  ) -> list[JobRun]:
+        return self._rows("list_runs", {"name": name, "statuses": list(statuses) if statuses
                                         else None, "since": since, "limit": limit,
                                         "key": key}, JobRun)
-        return [(row, row.job) for row in rows]
 
     def requeue_run(self, run_id: int, *, attempts: int, now: dt.datetime,
                     by: str | None = None) -> Run:
