@@ -1016,4 +1016,4 @@ INSERT INTO cronjobs_migrations (version, name) VALUES (16, 'dead_runs_index');
 INSERT INTO cronjobs_migrations (version, name) VALUES (17, 'cursor_never_back');
 INSERT INTO cronjobs_migrations (version, name) VALUES (18, 'one_clock_for_retirement');
 INSERT INTO cronjobs_migrations (version, name) VALUES (19, 'unacknowledged_dead');
-INSERT INTO cronjobs_migrations (version, name) VALUES (21, 'enqueue');
+INSERT INTO cronjobs_migrations (version, name) VALUES (20, 'enqueue');
