@@ -125,6 +125,11 @@ class MaterialiseStore(Queries):
             "resumed": [a.resumed for a in advances],
         })
 
+    def anything_to_materialise(self, *, now: dt.datetime) -> bool:
+        """Whether materialising at ``now`` would find anything to decide (no lock
+        taken)."""
+        return bool(self._values("anything_to_materialise", {"now": now})[0])
+
     def definitions_due(self, *, now: dt.datetime) -> bool:
         """Whether a definition still has a slot due at ``now`` (after this tick's
         materialisation: one that another tick is materialising right now)."""
