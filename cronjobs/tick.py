@@ -105,7 +105,7 @@ def tick(store: Store, options: TickOptions, *,
                             handlers=handlers, observer=observer, outbox=outbox,
                             alerts=Alerts(options.alert_command), should_stop=should_stop)
         report.execute = executor.run()
-        report.waiting = store.reports.waiting_for_handlers(now=now, handlers=handlers)
+        report.waiting = store.ticks.waiting_for_handlers(now=now, handlers=handlers)
         if not should_stop():
             # retention, on by default: the storage's upkeep, by one tick a minute (a run
             # that finished before its day was made waits in the default partition)

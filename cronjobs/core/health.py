@@ -369,8 +369,8 @@ def waiting_for_handlers(store: Store, now: dt.datetime, recent: dt.timedelta,
                          definition_id: int | None = None) -> list[WaitingRuns]:
     """Due handler runs (of one definition, or all) that wait for a handler that no tick
     started in the last ``recent`` has loaded, per handler."""
-    return store.reports.waiting_for_handlers(now=now, handlers=None, since=now - recent,
-                                      definition_id=definition_id)
+    return store.ticks.waiting_for_handlers(now=now, handlers=None, since=now - recent,
+                                    definition_id=definition_id)
 
 
 def judge_jobs(store: Store, now: dt.datetime, *, cap: int | None,

@@ -264,6 +264,11 @@ def materialise(store: Store, now: dt.datetime, *, tick_id: int | None = None,
                 first = False
             release_one_offs(store, now, report, batch=batch)
         return report
+    if not store.materialise.anything_to_materialise(now=now):
+        # (an empty tick's case: what the loop below would find is nothing, read without
+        # locking; a row that comes due after this read is the next tick's, as it would be
+        # after the locking reads)
+        return report
     first, released = True, 0
     while True:
         with store.transaction():

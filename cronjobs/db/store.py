@@ -10,23 +10,26 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, LiteralString
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, LiteralString
 
 import psycopg
 
 from cronjobs.db.session import Session
 from cronjobs.db.stores.definitions import DefinitionStore
-from cronjobs.db.stores.forecast import ForecastStore
-from cronjobs.db.stores.groups import GroupStore
 from cronjobs.db.stores.materialise import MaterialiseStore
 from cronjobs.db.stores.notifications import NotificationStore
 from cronjobs.db.stores.queue import QueueStore
-from cronjobs.db.stores.reports import ReportStore
 from cronjobs.db.stores.retention import RetentionStore
-from cronjobs.db.stores.runs import RunStore
 from cronjobs.db.stores.schema import SchemaStore
-from cronjobs.db.stores.storage import StorageStore
 from cronjobs.db.stores.ticks import TickStore
+
+if TYPE_CHECKING:
+    from cronjobs.db.stores.forecast import ForecastStore
+    from cronjobs.db.stores.groups import GroupStore
+    from cronjobs.db.stores.reports import ReportStore
+    from cronjobs.db.stores.runs import RunStore
+    from cronjobs.db.stores.storage import StorageStore
 
 
 class Store:
@@ -43,13 +46,39 @@ class Store:
         self.ticks = TickStore(self.session)
         self.materialise = MaterialiseStore(self.session)
         self.queue = QueueStore(self.session)
-        self.runs = RunStore(self.session)
-        self.reports = ReportStore(self.session)
         self.retention = RetentionStore(self.session)
-        self.groups = GroupStore(self.session)
         self.notifications = NotificationStore(self.session)
-        self.storage = StorageStore(self.session)
-        self.forecast = ForecastStore(self.session)
+
+    # The stores only readers use (status, explain, the lists, forecasts, the dashboard)
+    # are built, and their modules imported, on first use: a tick never loads them, nor
+    # the report rows they read (cronjobs.reports, whose classes take a tick's start-up
+    # 10-20 ms to create; docs/benchmarks.md, the empty tick). The other stores import
+    # those rows only in their readers' methods, for the same reason.
+
+    @cached_property
+    def runs(self) -> RunStore:
+        from cronjobs.db.stores.runs import RunStore  # noqa: PLC0415 - see above
+        return RunStore(self.session)
+
+    @cached_property
+    def reports(self) -> ReportStore:
+        from cronjobs.db.stores.reports import ReportStore  # noqa: PLC0415 - see above
+        return ReportStore(self.session)
+
+    @cached_property
+    def groups(self) -> GroupStore:
+        from cronjobs.db.stores.groups import GroupStore  # noqa: PLC0415 - see above
+        return GroupStore(self.session)
+
+    @cached_property
+    def storage(self) -> StorageStore:
+        from cronjobs.db.stores.storage import StorageStore  # noqa: PLC0415 - see above
+        return StorageStore(self.session)
+
+    @cached_property
+    def forecast(self) -> ForecastStore:
+        from cronjobs.db.stores.forecast import ForecastStore  # noqa: PLC0415 - see above
+        return ForecastStore(self.session)
 
     @property
     def conn(self) -> psycopg.Connection[Any]:

@@ -46,6 +46,10 @@ class Reclaimer:
             # the takeover, the count of the lost attempts and their notifications in one
             # transaction
             at = self.clock.now()
+            if not store.queue.leases_expired(now=at):
+                # (one statement when nothing expired: a lease that expires after it is
+                # the next pass's, as it would be after the locking reclaim)
+                return [], []
             with store.transaction():
                 rows = sorted(store.queue.reclaim_expired(now=at),
                               key=lambda r: r.definition_id)

@@ -77,9 +77,13 @@ def test_the_tick_imports_no_other_family() -> None:
 def test_the_tick_imports_only_what_a_tick_needs() -> None:
     """An empty tick is measured against a process that only connects (docs/benchmarks.md):
     what other commands read and render stays off its path — the worker, the dashboard,
-    status and explain, and the renders of everything but a tick's report."""
+    status and explain, the renders of everything but a tick's report, and the readers'
+    stores and rows (cronjobs.reports)."""
     loaded = _loaded_by_the_tick_command()
-    unwanted = {"cronjobs.worker", "cronjobs.web", "cronjobs.client",
+    unwanted = {"cronjobs.worker", "cronjobs.web", "cronjobs.client", "cronjobs.reports",
+                "cronjobs.db.stores.reports", "cronjobs.db.stores.runs",
+                "cronjobs.db.stores.groups", "cronjobs.db.stores.storage",
+                "cronjobs.db.stores.forecast",
                 "cronjobs.core.health", "cronjobs.core.facts", "cronjobs.core.explain",
                 "cronjobs.core.groups", "cronjobs.cli.render.jobs", "cronjobs.cli.render.runs",
                 "cronjobs.cli.render.status", "cronjobs.cli.render.explain",

@@ -1,6 +1,12 @@
 -- The queue as the executor sees it: claim, heartbeat, finish, reclaim
 -- (cronjobs/db/stores/queue.py).
 
+-- name: leases_expired
+-- Whether reclaim_expired would find a run to take over at the instant (no lock taken):
+-- none, the usual case, and the reclaim's transaction is not opened at all.
+SELECT EXISTS (SELECT 1 FROM job_runs_queue
+               WHERE status = 'running' AND lease_expires_at < %(now)s) AS expired;
+
 -- name: reclaim_expired
 -- Runs whose lease expired (their worker died or froze): the attempt is recorded as lost
 -- and the run goes back to the queue at once, or becomes dead when attempts are used up.

@@ -1,4 +1,5 @@
--- A tick's own record (cronjobs/db/stores/ticks.py).
+-- A tick's own record, and the runs waiting for a handler no tick loaded
+-- (cronjobs/db/stores/ticks.py).
 
 -- name: insert_tick
 -- The tick's instant is the one given, else the database clock's: no separate `now` query.
@@ -53,3 +54,26 @@ SET finished_at = %(now)s, status = %(status)s, materialised = %(materialised)s,
     succeeded = %(succeeded)s, failed = %(failed)s, error = %(error)s
 FROM no_wait
 WHERE id = %(id)s;
+
+-- name: waiting_for_handlers
+-- Due handler runs that wait for a handler nobody loaded, per handler: not among
+-- %(handlers)s (a tick's own), or when that is NULL, among the handlers of no tick started
+-- after %(since)s. A paused job's runs wait for its resumption instead (as claim_runs).
+-- The jobs are found first (a handler job nobody loaded), then only their waiting runs are
+-- read (job_runs_queue_definition_idx), never the whole queue: every tick asks this.
+SELECT d.handler, sum(w.runs)::bigint AS runs, min(w.oldest) AS oldest
+FROM job_definitions AS d
+CROSS JOIN LATERAL (
+    SELECT count(*) AS runs, min(r.eligible_at) AS oldest
+    FROM job_runs_queue AS r
+    WHERE r.definition_id = d.id AND cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
+      AND cronjobs_job_lets_run(r.trigger, d.paused_at, d.paused_until, %(now)s)
+) AS w
+WHERE d.kind = 'handler'
+  AND (%(definition_id)s::bigint IS NULL OR d.id = %(definition_id)s::bigint)
+  AND d.handler <> ALL(coalesce(%(handlers)s::text[], ARRAY(
+      SELECT DISTINCT h FROM job_ticks AS t CROSS JOIN LATERAL unnest(t.handlers) AS h
+      WHERE t.started_at > %(since)s)))
+  AND w.runs > 0
+GROUP BY d.handler
+ORDER BY d.handler;

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
@@ -16,10 +16,10 @@ from cronjobs.models import (
     SkipReason,
     UpsertedDefinition,
 )
-from cronjobs.reports import (
-    DefinitionSummary,
-    ListedDefinition,
-)
+
+if TYPE_CHECKING:
+    # (imported where its rows are read, off the tick's path: see Store)
+    from cronjobs.reports import DefinitionSummary
 
 
 class DefinitionStore(Queries):
@@ -48,6 +48,7 @@ class DefinitionStore(Queries):
         return value.astimezone(dt.UTC) if value is not None else None
 
     def list_definitions(self) -> list[DefinitionSummary]:
+        from cronjobs.reports import DefinitionSummary, ListedDefinition  # noqa: PLC0415 - see Store
         return [DefinitionSummary(row, row.last_run_status, row.last_run_at)
                 for row in self._rows("list_definitions", None, ListedDefinition)]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from psycopg.rows import args_row, tuple_row
 
@@ -17,9 +18,10 @@ from cronjobs.models import (
     NewSkip,
     Run,
 )
-from cronjobs.reports import (
-    Skip,
-)
+
+if TYPE_CHECKING:
+    # (imported where its rows are read, off the tick's path: see Store)
+    from cronjobs.reports import Skip
 
 
 class MaterialiseStore(Queries):
@@ -123,6 +125,11 @@ class MaterialiseStore(Queries):
             "resumed": [a.resumed for a in advances],
         })
 
+    def anything_to_materialise(self, *, now: dt.datetime) -> bool:
+        """Whether materialising at ``now`` would find anything to decide (no lock
+        taken)."""
+        return bool(self._values("anything_to_materialise", {"now": now})[0])
+
     def definitions_due(self, *, now: dt.datetime) -> bool:
         """Whether a definition still has a slot due at ``now`` (after this tick's
         materialisation: one that another tick is materialising right now)."""
@@ -135,6 +142,7 @@ class MaterialiseStore(Queries):
 
     def skips_between(self, definition_id: int, start: dt.datetime, end: dt.datetime
                       ) -> list[Skip]:
+        from cronjobs.reports import Skip  # noqa: PLC0415 - see Store
         params = {"definition_id": definition_id, "start": start, "end": end}
         return self._rows("skips_between", params, Skip)
 

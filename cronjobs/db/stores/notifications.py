@@ -7,7 +7,7 @@ import datetime as dt
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg.rows import class_row
 
@@ -18,10 +18,10 @@ from cronjobs.models import (
     NotifyConfig,
     Outgoing,
 )
-from cronjobs.reports import (
-    Delivery,
-    LiveOutput,
-)
+
+if TYPE_CHECKING:
+    # (imported where its rows are read, off the tick's path: see Store)
+    from cronjobs.reports import Delivery, LiveOutput
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,7 @@ class NotificationStore(Queries):
         return {row.id: row.status for row in rows}
 
     def deliveries_of_run(self, run_id: int) -> list[Delivery]:
+        from cronjobs.reports import Delivery  # noqa: PLC0415 - see Store
         return self._rows("deliveries_of_run", {"run_id": run_id}, Delivery)
 
     def write_live_output(self, outputs: Sequence[tuple[int, Any, str, int]]) -> set[int]:
@@ -121,6 +122,7 @@ class NotificationStore(Queries):
 
     def live_output(self, run_id: int) -> LiveOutput | None:
         """What `cronjobs logs` reads of a run: its status, attempt, output so far, error."""
+        from cronjobs.reports import LiveOutput  # noqa: PLC0415 - see Store
         rows = self._rows("live_output", {"id": run_id}, LiveOutput)
         return rows[0] if rows else None
 

@@ -157,6 +157,10 @@ class QueueStore(Queries):
         claim is neither one by id nor one from a cursor."""
         return self.session.prepares() and run_ids is None and after is None
 
+    def leases_expired(self, *, now: dt.datetime) -> bool:
+        """Whether a running run's lease expired before ``now`` (no lock taken)."""
+        return bool(self._values("leases_expired", {"now": now})[0])
+
     def reclaim_expired(self, *, now: dt.datetime, limit: int = 1000) -> list[Reclaimed]:
         """Runs whose lease expired before ``now`` go back to the queue (or die); their
         attempt is lost."""

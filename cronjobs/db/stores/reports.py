@@ -1,5 +1,4 @@
-"""Read-only reports: health, runs waiting for handlers, what is running, per-job figures, the
-dashboard's pages."""
+"""Read-only reports: health, what is running, per-job figures, the dashboard's pages."""
 
 from __future__ import annotations
 
@@ -8,9 +7,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from cronjobs.db.session import Queries
-from cronjobs.models import (
-    WaitingRuns,
-)
 from cronjobs.reports import (
     DashboardJob,
     Health,
@@ -24,22 +20,11 @@ from cronjobs.reports import (
 
 
 class ReportStore(Queries):
-    """Read-only reports: health, runs waiting for handlers, what is running, per-job figures, the
-    dashboard's pages."""
+    """Read-only reports: health, what is running, per-job figures, the dashboard's pages."""
 
     def health(self, now: dt.datetime, *, count_jobs: bool = True) -> Health:
         """The installation's numbers at ``now``; ``jobs`` is None without ``count_jobs``."""
         return self._one("health", {"now": now, "count_jobs": count_jobs}, Health)
-
-    def waiting_for_handlers(self, *, now: dt.datetime, handlers: Sequence[str] | None,
-                             since: dt.datetime | None = None,
-                             definition_id: int | None = None) -> list[WaitingRuns]:
-        """Due handler runs waiting for a handler that is missing, per handler (``handler``,
-        ``runs``, ``oldest``): missing from ``handlers``, or with None, registered by no tick
-        started after ``since``."""
-        return self._rows("waiting_for_handlers", {
-            "now": now, "handlers": list(handlers) if handlers is not None else None,
-            "since": since, "definition_id": definition_id}, WaitingRuns)
 
     def start_lateness(self, *, now: dt.datetime) -> StartLateness:
         """p50 and p99 start lateness of the runs started in the hour and in the day before

@@ -1,4 +1,5 @@
-"""The record of each tick: its start (closing lost ticks) and its end."""
+"""The record of each tick: its start (closing lost ticks) and its end, and the due runs
+waiting for a handler no tick loaded."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from cronjobs.db.session import Queries
 from cronjobs.models import (
     LostTick,
     TickStarted,
+    WaitingRuns,
 )
 
 
@@ -36,3 +38,12 @@ class TickStore(Queries):
         params |= {"id": tick_id, "status": status, "error": error, "now": now}
         self._send("finish_tick", params)
 
+    def waiting_for_handlers(self, *, now: dt.datetime, handlers: Sequence[str] | None,
+                             since: dt.datetime | None = None,
+                             definition_id: int | None = None) -> list[WaitingRuns]:
+        """Due handler runs waiting for a handler that is missing, per handler (``handler``,
+        ``runs``, ``oldest``): missing from ``handlers``, or with None, registered by no tick
+        started after ``since``."""
+        return self._rows("waiting_for_handlers", {
+            "now": now, "handlers": list(handlers) if handlers is not None else None,
+            "since": since, "definition_id": definition_id}, WaitingRuns)
