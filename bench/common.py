@@ -31,7 +31,7 @@ REPEATS = {"empty_tick": (15, 3), "idle_definitions": (7, 2), "materialise": (5,
            "engine": (3, 1), "claim_rows": (1, 1), "due_at_once": (3, 1),
            "engine_compare": (3, 1), "storage_scale": (3, 1), "storage_snapshot": (1, 1),
            "storage_retire": (1, 1), "storage_write": (3, 1), "storage_verdict": (2, 1),
-           "auto_sizing": (3, 1), "enqueue": (3, 1)}
+           "auto_sizing": (3, 1)}
 
 
 

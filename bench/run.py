@@ -5,7 +5,6 @@
     python bench/run.py --only empty_tick        # one benchmark (repeatable, or a,b)
     python bench/run.py --only issue14 --plot docs/engine-throughput.png  # the engine (engine.py)
     python bench/run.py --only engine_compare --baseline-ref dab99c0  # two versions (compare.py)
-    python bench/run.py --only enqueue           # enqueue's runs/s and WAL per run (enqueue.py)
     python bench/run.py --repeat 3 --json > results.json
     python bench/report.py results.json          # the tables of docs/benchmarks.md
 
@@ -38,7 +37,6 @@ from benchlib import Server, log
 from common import Context, Section
 from compare import bench_engine_compare
 from empty_tick import bench_empty_tick
-from enqueue import bench_enqueue
 from lateness import bench_lateness
 from materialise import bench_idle_definitions, bench_materialise
 from memory import bench_memory
@@ -61,7 +59,6 @@ BENCHMARKS: dict[str, Callable[[Context], Section]] = {
     **sizing.BENCHMARKS,
     "engine_compare": bench_engine_compare,
     "upgrade": bench_upgrade,
-    "enqueue": bench_enqueue,
     **storage.BENCHMARKS,
     "wakeup": bench_wakeup,
 }

@@ -3,15 +3,12 @@
 The public API: for the modules that register handlers, :func:`job` and
 :class:`JobContext`; for applications, :class:`Client` and the results it returns
 (:class:`JobInfo`, :class:`RunInfo`, :class:`AttemptInfo`, :class:`Defined`,
-:class:`Removed`), and :func:`enqueue` (:func:`enqueue_many`, :func:`enqueue_async`,
-:func:`enqueue_many_async`, returning :class:`Enqueued`), which write runs in the
-application's own transaction; and the errors of :mod:`cronjobs.errors`.
+:class:`Removed`); and the errors of :mod:`cronjobs.errors`.
 
 Every import of a cronjobs module runs this file first (the tick's, a handler's), so it
 imports only what a handler uses; ``Client`` and its results, which need the whole library
 (schedules in words, the jobs-file reader), are resolved when first asked for
-(``cronjobs.Client``, ``from cronjobs import Client``: a module ``__getattr__``, PEP 562);
-so are the enqueue functions.
+(``cronjobs.Client``, ``from cronjobs import Client``: a module ``__getattr__``, PEP 562).
 """
 
 from __future__ import annotations
@@ -38,13 +35,6 @@ from cronjobs.execution.registry import job
 
 if TYPE_CHECKING:
     from cronjobs.client import AttemptInfo, Client, Defined, JobInfo, Removed, RunInfo
-    from cronjobs.enqueuing import (
-        Enqueued,
-        enqueue,
-        enqueue_async,
-        enqueue_many,
-        enqueue_many_async,
-    )
 
 __version__ = "0.1.0"
 __all__ = [
@@ -57,7 +47,6 @@ __all__ = [
     "Defined",
     "EmbeddedServerError",
     "EmbeddedUnavailable",
-    "Enqueued",
     "InvalidDefinition",
     "JobContext",
     "JobInfo",
@@ -70,17 +59,11 @@ __all__ = [
     "SchemaNotReady",
     "UsageError",
     "__version__",
-    "enqueue",
-    "enqueue_async",
-    "enqueue_many",
-    "enqueue_many_async",
     "job",
 ]
 
 
 _CLIENT_NAMES = ("AttemptInfo", "Client", "Defined", "JobInfo", "Removed", "RunInfo")
-_ENQUEUE_NAMES = ("Enqueued", "enqueue", "enqueue_async", "enqueue_many",
-                  "enqueue_many_async")
 
 
 def __getattr__(name: str) -> Any:
@@ -88,8 +71,4 @@ def __getattr__(name: str) -> Any:
         from cronjobs import client  # noqa: PLC0415 - see the docstring
 
         return getattr(client, name)
-    if name in _ENQUEUE_NAMES:
-        from cronjobs import enqueuing  # noqa: PLC0415 - see the docstring
-
-        return getattr(enqueuing, name)
     raise AttributeError(f"module 'cronjobs' has no attribute {name!r}")

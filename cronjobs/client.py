@@ -152,8 +152,7 @@ class Client:
                group: str | None = None, notify: str | Sequence[str] | None = None,
                notify_on: str | Sequence[str] | None = None,
                keep_succeeded: str | None = None,
-               keep_failed: str | None = None, priority: int | None = None,
-               key_window: str | None = None,
+               keep_failed: str | None = None,
                crowded_threshold: int | None = None) -> Defined:
         """Create or update job ``name``, stating the whole job as a jobs file does: the
         options left out take their defaults, on a job that exists too (unlike ``cronjobs
@@ -255,15 +254,15 @@ class Client:
 
     def trigger(self, name: str, *, payload: dict[str, Any] | None = None,
                 force: bool = False, at: dt.datetime | None = None,
-                after: dt.timedelta | None = None, priority: int | None = None) -> RunInfo:
+                after: dt.timedelta | None = None) -> RunInfo:
         """A run of job ``name`` now, outside its schedule (the next tick runs it); the
         job's overlap policy applies unless ``force`` (:class:`cronjobs.Refused`
         otherwise). With ``at`` (an aware instant) or ``after`` (a delay): one run for that
         later time instead (state ``scheduled``, cancellable), which meets the overlap
-        policy when it becomes due. ``priority``: -100 to 100 (default: the job's)."""
+        policy when it becomes due."""
         with self._using() as store:
             run = operations.trigger(store, name, payload=payload, force=force, at=at,
-                                     after=after, priority=priority)
+                                     after=after)
             return operations.run_info(store, run.id)
 
     def retry(self, run_id: int, *, attempts: int = 1, force: bool = False) -> RunInfo:
@@ -295,15 +294,13 @@ class Client:
             return list(operations.acknowledge_all(store, name, by=by).runs)
 
     def runs(self, name: str | None = None, *, states: Sequence[str] = (),
-             since: dt.datetime | None = None, limit: int = 50,
-             key: str | None = None) -> list[RunInfo]:
+             since: dt.datetime | None = None, limit: int = 50) -> list[RunInfo]:
         """Runs, newest first: of job ``name`` (a removed job's too), or of every job;
         only those in ``states`` (e.g. ``["failed", "dead"]``) if given, created since
-        ``since`` if given, enqueued with idempotency key ``key`` if given, at most
-        ``limit`` (1 to 10,000)."""
+        ``since`` if given, at most ``limit`` (1 to 10,000)."""
         with self._using() as store:
             return operations.list_runs(store, name=name, statuses=states, since=since,
-                                        limit=limit, key=key)
+                                        limit=limit)
 
     def run(self, run_id: int) -> RunInfo:
         """Run ``run_id`` with its attempts (``cronjobs show``); :class:`cronjobs.RunNotFound`

@@ -31,15 +31,10 @@ class Overlap(StrEnum):
 
 
 class Trigger(StrEnum):
-    """Who asked for a run (job_runs.trigger): its schedule, an operator (`cronjobs
-    trigger`), a retry of a run that succeeded, a backfill, or an application
-    (cronjobs_enqueue)."""
-
     SCHEDULE = "schedule"
     MANUAL = "manual"
     RETRY = "retry"
     BACKFILL = "backfill"
-    ENQUEUE = "enqueue"
 
 
 class RunStatus(StrEnum):
@@ -174,8 +169,6 @@ class DefinitionSpec:
     # (None: the global retention, `cronjobs retention`)
     keep_succeeded: dt.timedelta | None
     keep_failed: dt.timedelta | None
-    priority: int  # its runs' (a run may have its own): higher first among the due runs
-    key_window: dt.timedelta  # how long a finished run's idempotency key still returns it
 
 
 @dataclass(frozen=True)
@@ -269,8 +262,6 @@ class Run:
     output_bytes: int | None  # bytes the current attempt printed so far (live)
     stage: str  # where the row lives: 'queue' (not finished), 'history' or 'kept'
     retire_at: dt.datetime | None  # when retention drops it (None while unfinished)
-    priority: int  # higher first among the due runs
-    key: str | None  # the idempotency key it was enqueued with
 
     @property
     def unacknowledged(self) -> bool:
@@ -347,7 +338,6 @@ class DueOneOff:
     id: int
     definition_id: int
     scheduled_for: dt.datetime
-    trigger: str  # 'manual' (trigger --at) or 'enqueue' (never held back by the policy)
     name: str
     overlap: str
 
@@ -418,11 +408,9 @@ def _member(enum: type[StrEnum], value: Any) -> Any:
 
 
 class ClaimKey(NamedTuple):
-    """A run's place in the claim's order (job_runs_queue_claim_idx): the highest priority
-    first (``rank`` is the priority negated), then backfilled runs after every other, then
-    by eligible_at and id. Ordered as tuples are."""
+    """A run's place in the claim's order (job_runs_queue_claim_idx): backfilled runs after
+    every other, then by eligible_at and id. Ordered as tuples are."""
 
-    rank: int
     late: bool
     eligible_at: dt.datetime
     id: int
@@ -438,9 +426,7 @@ class Claimed:
     trigger: Trigger
     attempt: int
     max_attempts: int
-    eligible_at: dt.datetime  # (with priority, trigger and id: its place in the claim's
-    # order)
-    priority: int
+    eligible_at: dt.datetime  # (with trigger and id: its place in the claim's order)
     lease_token: Any
     lease_owner: str
     started_at: dt.datetime
@@ -465,8 +451,7 @@ class Claimed:
     @property
     def key(self) -> ClaimKey:
         """Its place in the claim's order."""
-        return ClaimKey(-self.priority, self.trigger == Trigger.BACKFILL, self.eligible_at,
-                        self.id)
+        return ClaimKey(self.trigger == Trigger.BACKFILL, self.eligible_at, self.id)
 
 
 @dataclass(frozen=True)

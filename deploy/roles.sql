@@ -9,7 +9,7 @@
 -- every tick applies the retention) but cannot define or change what a job runs: the columns that say what to run
 -- are not writable by it, nor are group limits. cronjobs_admin can also define, apply,
 -- pause, resume, remove, retry, trigger and cancel, and set group limits. Neither can
--- change the schema. cronjobs_enqueue (at the end) can only enqueue runs and read them.
+-- change the schema.
 --
 -- Session limits for login users (settings on a group role are not inherited), useful
 -- behind PgBouncer, which does not pass cronjobs' own startup settings on:
@@ -62,28 +62,3 @@ GRANT cronjobs_tick TO cronjobs_admin;
 GRANT INSERT, UPDATE ON job_definitions TO cronjobs_admin;
 GRANT INSERT, UPDATE, DELETE ON job_groups TO cronjobs_admin;
 GRANT UPDATE ON cronjobs_retention TO cronjobs_admin;
-
--- cronjobs_enqueue: an application that may enqueue runs (cronjobs_enqueue,
--- cronjobs_enqueue_many) and read the runs enqueued (cronjobs_enqueued_runs), and nothing
--- else: no table is granted, the functions run as the owner of the tables.
---   CREATE ROLE shop_app LOGIN PASSWORD '…' IN ROLE cronjobs_enqueue;
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'cronjobs_enqueue') THEN
-        CREATE ROLE cronjobs_enqueue NOLOGIN;
-    END IF;
-END
-$$;
-GRANT USAGE ON SCHEMA public TO cronjobs_enqueue;
-GRANT EXECUTE ON FUNCTION
-    cronjobs_enqueue(text, jsonb, timestamptz, text, integer, text, timestamptz),
-    cronjobs_enqueue_many(jsonb, text, timestamptz),
-    cronjobs_enqueued_runs(bigint[])
-    TO cronjobs_enqueue;
--- The administrator's `cronjobs trigger` asks for its runs the same way (as itself), and
--- the tick (and so the administrator) records when keys expire and deletes expired ones.
-GRANT EXECUTE ON FUNCTION
-    cronjobs_add_runs(text[], jsonb[], timestamptz[], text[], integer[], text, text, boolean,
-                      timestamptz)
-    TO cronjobs_admin;
-GRANT SELECT, INSERT, UPDATE, DELETE ON job_run_keys TO cronjobs_tick;

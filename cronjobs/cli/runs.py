@@ -112,13 +112,10 @@ def retry(app: App, run_id: int, attempts: int, force: bool, as_json: bool) -> N
               help=time_help("Run it once then instead of now", "future"))
 @click.option("--in", "after", metavar="DURATION",
               help="Run it once after this delay instead of now (e.g. 30m, 2h).")
-@click.option("--priority", type=click.IntRange(-100, 100), metavar="N",
-              help="Its priority among the due runs, -100 to 100, higher first "
-                   "(default: the job's --priority).")
 @json_option
 @pass_app
 def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool,
-            at: str | None, after: str | None, priority: int | None, as_json: bool) -> None:
+            at: str | None, after: str | None, as_json: bool) -> None:
     """Run job NAME now, outside its schedule (like `kubectl create job --from=cronjob/…`).
 
     The job's overlap policy applies unless --force. The run is picked up by the next tick,
@@ -133,7 +130,6 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
       cronjobs trigger report --payload '{"days": 30}' --run
       cronjobs trigger report --at 2026-12-24T18:00:00+01:00
       cronjobs trigger nightly_cleanup --in 2h
-      cronjobs trigger report --priority 10
     """
     data = parse_payload(payload) if payload is not None else None
     at_instant = (parse_instant(at, option="--at", now=lambda: app.store().now(),
@@ -143,8 +139,7 @@ def trigger(app: App, name: str, payload: str | None, force: bool, run_now: bool
     if later and run_now:
         raise UsageError("--run cannot be used with --at or --in: --run runs it now")
     store = app.store()
-    run = run_trigger(store, name, payload=data, force=force, at=at_instant, after=delay,
-                      priority=priority)
+    run = run_trigger(store, name, payload=data, force=force, at=at_instant, after=delay)
     if later:
         app.confirm(run_json(run_info(store, run.id)), f"run {run.id} of {name} scheduled "
                     f"for {app.times(store.now()).when(run.eligible_at)}; the first tick "
@@ -248,13 +243,11 @@ def _operator() -> str | None:
 @click.option("--since", metavar="TIME",
               help=time_help("Only runs created since then"))
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
-@click.option("--key", metavar="KEY",
-              help="Only the runs enqueued with this idempotency key.")
 @watch_options
 @json_option
 @pass_app
 def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | None, limit: int,
-         key: str | None, watch: bool, interval: float, as_json: bool) -> None:
+         watch: bool, interval: float, as_json: bool) -> None:
     """List runs, newest first: of job NAME, or of all jobs. Times are shown in the local
     zone and relative to now ("3 min ago"); --json gives ISO-8601 instants in UTC.
 
@@ -263,15 +256,13 @@ def runs(app: App, name: str | None, statuses: tuple[str, ...], since: str | Non
       cronjobs runs nightly_cleanup --limit 10
       cronjobs runs --status failed --status dead --since 1d --json
       cronjobs runs --watch --limit 20          # redraws every 2s until Ctrl-C
-      cronjobs runs send_receipt --key order-1234
     """
     store = app.store()
     start = parse_instant(since, option="--since", now=store.now) if since is not None else None
 
     def frame() -> tuple[dt.datetime, Any, str]:
         now = store.now()
-        found = list_runs(store, name=name, statuses=statuses, since=start, limit=limit,
-                          key=key)
+        found = list_runs(store, name=name, statuses=statuses, since=start, limit=limit)
         return now, runs_list_json(found), runs_list_text(found, app.times(now))
 
     if watch:

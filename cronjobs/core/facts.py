@@ -83,7 +83,7 @@ class RunInfo:
     job: str
     job_removed_at: dt.datetime | None  # its job was removed then (None: it is defined)
     state: str  # scheduled, queued, running, failed (waiting to retry), succeeded, dead, cancelled
-    trigger: str  # who asked for it: schedule, manual (trigger), retry, backfill, enqueue
+    trigger: str  # schedule, manual, retry, backfill
     scheduled_for: dt.datetime  # its slot (for a manual run: when it was asked for)
     payload: dict[str, Any] | None  # its own payload (None: the job's)
     attempts_used: int
@@ -109,8 +109,6 @@ class RunInfo:
     retry_count: int  # times an operator retried it
     retried_at: dt.datetime | None
     attempts: tuple[AttemptInfo, ...]
-    priority: int  # higher first among the due runs
-    key: str | None  # the idempotency key it was enqueued with
 
 
 @dataclass(frozen=True)
@@ -208,7 +206,7 @@ def run_info(run: Run, job: str, attempts: Sequence[Attempt], *,
         held_by=run.lease_owner if run.status == RunStatus.RUNNING else None,
         lease_expires_at=run.lease_expires_at if run.status == RunStatus.RUNNING else None,
         retry_of=run.retry_of, retry_count=run.retry_count, retried_at=run.retried_at,
-        attempts=tuple(attempt_info(a) for a in attempts), priority=run.priority, key=run.key)
+        attempts=tuple(attempt_info(a) for a in attempts))
 
 
 def load_runs(store: Store, runs: Iterable[JobRun]) -> list[RunInfo]:

@@ -301,9 +301,7 @@ def release_one_offs(store: Store, now: dt.datetime, report: MaterialiseReport, 
         running, waiting = counts.setdefault(row.definition_id, [0, 0])
         policy = _OVERLAPS[row.overlap]
         error = None
-        if row.trigger == Trigger.ENQUEUE:
-            pass  # the application's unit of work: queued, run after the others if exclusive
-        elif policy == Overlap.SKIP and (running or waiting):
+        if policy == Overlap.SKIP and (running or waiting):
             error = (f"skipped at its time: the job had {running} running and {waiting} "
                      "waiting run(s) and its overlap policy is 'skip'")
         elif policy == Overlap.QUEUE and waiting:

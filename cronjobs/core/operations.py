@@ -105,27 +105,20 @@ def retry(store: Store, run_id: int, *, attempts: int = 1, force: bool = False,
 
 def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
             force: bool = False, now: dt.datetime | None = None,
-            at: dt.datetime | None = None, after: dt.timedelta | None = None,
-            priority: int | None = None) -> Run:
+            at: dt.datetime | None = None, after: dt.timedelta | None = None) -> Run:
     """A run of job ``name`` now, outside its schedule (picked up by the next tick). The
     job's overlap policy applies unless ``force``: with ``skip`` a busy job refuses, with
     ``queue`` one run may wait, with ``replace`` the running run is asked to stop.
 
     With ``at`` (an instant) or ``after`` (a duration from now): one run for that later
     time instead, which waits as ``scheduled`` (cancellable) and meets the overlap policy
-    when it becomes due (the tick then queues it or cancels it, saying why).
-
-    ``priority`` (-100 to 100; default: the job's) places it among the due runs. The run
-    is written by cronjobs_add_runs, as an application's enqueued run is (schema.sql),
-    which wakes a listening worker at commit."""
+    when it becomes due (the tick then queues it or cancels it, saying why)."""
     check_name(name)
     if payload is not None:
         check_payload(payload)
-    if priority is not None:
-        check_priority(priority)
     if at is not None or after is not None:
         return _trigger_later(store, name, payload=payload, force=force, now=now, at=at,
-                              after=after, priority=priority)
+                              after=after)
     with store.transaction():
         definition = get(store, name, for_update=True)
         now = now if now is not None else store.now()
@@ -148,25 +141,17 @@ def trigger(store: Store, name: str, *, payload: dict[str, Any] | None = None,
                               "policy is 'queue': pass force=True to add another")
             if policy == Overlap.REPLACE and running > 0:
                 store.definitions.request_cancel_running([definition.id], now=now)
-        # (cronjobs_add_runs notifies channel cronjobs_runs at commit: a `cronjobs worker`
-        # claims it at once)
-        run = store.runs.add_run(name, origin=Trigger.MANUAL, payload=payload, run_at=None,
-                                 priority=priority,
-                                 exclusive=exclusive(definition) and not force, now=now)
+        run = store.runs.insert_manual_run(
+            definition_id=definition.id, scheduled_for=now, trigger=Trigger.MANUAL,
+            payload=payload, max_attempts=definition.max_attempts,
+            exclusive=exclusive(definition) and not force, now=now)
+        store.notifications.notify_runs(name)  # a `cronjobs worker` claims it at once
         return run
-
-
-def check_priority(priority: int) -> int:
-    """A run's priority: -100 to 100 (as cronjobs_add_runs checks it)."""
-    if not -100 <= priority <= 100:
-        raise UsageError(f"invalid --priority {priority}: must be between -100 and 100",
-                         python=f"invalid priority={priority}: must be between -100 and 100")
-    return priority
 
 
 def _trigger_later(store: Store, name: str, *, payload: dict[str, Any] | None, force: bool,
                    now: dt.datetime | None, at: dt.datetime | None,
-                   after: dt.timedelta | None, priority: int | None) -> Run:
+                   after: dt.timedelta | None) -> Run:
     if at is not None and after is not None:
         raise UsageError("--at and --in cannot be used together: give the time or the delay",
                          python="at and after cannot be used together: give the time or "
@@ -185,8 +170,9 @@ def _trigger_later(store: Store, name: str, *, payload: dict[str, Any] | None, f
                              "without --at runs it now)",
                              python=f"invalid at={when.isoformat()}: it is already past "
                              "(trigger without at runs it now)")
-        return store.runs.add_run(name, origin=Trigger.MANUAL, payload=payload, run_at=when,
-                                  priority=priority, exclusive=exclusive(definition), now=now)
+        return store.materialise.insert_one_off_run(
+            definition_id=definition.id, at=when, payload=payload,
+            max_attempts=definition.max_attempts, exclusive=exclusive(definition), now=now)
 
 
 def cancel(store: Store, run_id: int, *, now: dt.datetime | None = None) -> Run:
@@ -247,10 +233,9 @@ def acknowledge_all(store: Store, name: str, *, by: str | None = None,
 
 
 def list_runs(store: Store, *, name: str | None = None, statuses: Sequence[str] = (),
-              since: dt.datetime | None = None, limit: int = 50,
-              key: str | None = None) -> list[RunInfo]:
+              since: dt.datetime | None = None, limit: int = 50) -> list[RunInfo]:
     """Runs with their facts, newest first; ``name`` may be a removed job's (its history
-    stays readable). ``key``: only the runs enqueued with that idempotency key."""
+    stays readable)."""
     if name is not None:
         check_name(name)
         if not store.definitions.definition_history(name):
@@ -267,11 +252,8 @@ def list_runs(store: Store, *, name: str | None = None, statuses: Sequence[str] 
                          f"{', '.join(RunStatus)}",
                          python=f"invalid state {unknown[0]!r}: must be one of "
                          f"{', '.join(RunStatus)}")
-    if key is not None and not 1 <= len(key) <= 200:
-        raise UsageError(f"invalid --key: {len(key)} characters (1 to 200)",
-                         python=f"invalid key: {len(key)} characters (1 to 200)")
     return facts.load_runs(store, store.runs.list_runs(
-        name=name, statuses=list(statuses) or None, since=since, limit=limit, key=key))
+        name=name, statuses=list(statuses) or None, since=since, limit=limit))
 
 
 def run_info(store: Store, run_id: int) -> RunInfo:

@@ -58,7 +58,6 @@ class Upkeep:
     skips: int = 0
     ticks: int = 0
     notifications: int = 0
-    keys: int = 0  # idempotency keys whose window ended
     busy: bool = False  # another tick had the upkeep, or a lock was held too long
     left: int = 0  # days over by the tick's clock, not yet by the database's: left for later
     error: str | None = None  # why a step failed (the tick still did its runs)
@@ -139,8 +138,6 @@ def upkeep(store: Store, *, now: dt.datetime, lock_timeout: dt.timedelta = LOCK_
     report.notifications = in_batches(
         lambda: store.retention.prune_notifications(cutoff=now - settings.failed, batch=BATCH),
         batch=BATCH, max_batches=batches)
-    report.keys = in_batches(lambda: store.retention.prune_run_keys(now=now, batch=BATCH),
-                             batch=BATCH, max_batches=batches)
     return report
 
 

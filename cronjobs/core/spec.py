@@ -259,16 +259,6 @@ FIELDS: tuple[Field, ...] = (
           metavar="DURATION", bounds=(KEEP_LEAST, KEEP_MOST), write=_kept,
           help="Keep its dead runs this long after they died (1d to 3650d), or default: "
                "the global retention."),
-    Field("priority", ("priority",), "integer", _integer, default=0, metavar="N",
-          bounds=(-100, 100),
-          help="Its runs' priority, -100 to 100: of the runs due, the higher priorities "
-               "start first (a run triggered or enqueued may have its own)."),
-    Field("key_window", ("key_window",), "duration", _duration, default="1d",
-          metavar="DURATION", bounds=(dt.timedelta(0), dt.timedelta(days=3650)),
-          write=format_duration,
-          help="How long after a run enqueued with a key finished the key still returns "
-               "that run instead of making a new one (0s to 3650d; and no longer than "
-               "the run is kept)."),
 )
 BY_NAME: dict[str, Field] = {field.name: field for field in FIELDS}
 KEY_COLUMN = "name"  # the job's name: the one column that is no field (NAME names the job)

@@ -17,7 +17,7 @@ from typing import Any, LiteralString, TypeVar
 import psycopg
 from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
-from psycopg.rows import RowFactory, class_row, dict_row, tuple_row
+from psycopg.rows import RowFactory, class_row, tuple_row
 
 from cronjobs.db import sql
 from cronjobs.db.config import scrub
@@ -27,10 +27,8 @@ from cronjobs.errors import (
     CursorMovedBack,
     DatabaseUnavailable,
     InvalidDefinition,
-    JobNotFound,
     LockBusy,
     SchemaNotReady,
-    UsageError,
 )
 
 log = logging.getLogger(__name__)
@@ -38,10 +36,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 # The SQLSTATE of cronjobs_cursor_never_back() (schema.sql): a job's cursor would move back.
 CURSOR_MOVED_BACK = "CJ001"
-# cronjobs_add_runs (schema.sql): no job of that name; bad input (invalid_parameter_value),
-# and the values the server could not read as their types (a JSON batch's)
-UNKNOWN_JOB = "CJ002"
-BAD_INPUT = frozenset({"22023", "22P02", "22007", "22008", "22003"})
 
 
 class Session:
@@ -270,86 +264,7 @@ def translated() -> Iterator[None]:
     except psycopg.Error as exc:
         if exc.sqlstate == CURSOR_MOVED_BACK:
             raise CursorMovedBack(f"refused by the database: {_first_line(exc)}") from exc
-        refused = _refused(exc.sqlstate, exc)
-        if refused is not None:
-            raise refused from exc
         raise CronjobsError(f"database error: {_first_line(exc)}") from exc
-
-
-def _refused(sqlstate: str | None, exc: BaseException) -> UsageError | None:
-    """The user's mistake a statement refused (cronjobs_add_runs'), if it was one."""
-    if sqlstate == UNKNOWN_JOB:
-        return JobNotFound(_first_line(exc), advice=" (see `cronjobs list`)")
-    if sqlstate in BAD_INPUT:
-        return UsageError(_first_line(exc))
-    return None
-
-
-# -- the application's connection ------------------------------------------------------------
-#
-# cronjobs.enqueue runs its statement on a connection the application holds, in the
-# application's transaction: a psycopg connection (sync or async), a SQLAlchemy Connection or
-# Session (sync or async: through SQLAlchemy, which begins its transaction as it always does),
-# or Django's connection. Each row comes back as a dict; cronjobs' own refusals are raised
-# as its errors (the caller's transaction is then failed, as after any error of its own), any
-# other error as the caller's driver raised it.
-
-def rows_on(name: str, params: Mapping[str, Any], conn: Any) -> list[dict[str, Any]]:
-    """The rows of named statement ``name`` run on the application's connection ``conn``."""
-    statement = sql.query(name)
-    with refused():
-        if isinstance(conn, psycopg.Connection):
-            with conn.cursor(row_factory=dict_row) as cur:
-                cur.execute(statement, params)
-                return cur.fetchall()
-        if callable(getattr(conn, "get_bind", None)):  # a SQLAlchemy Session
-            conn = conn.connection()
-        if callable(getattr(conn, "exec_driver_sql", None)):  # a SQLAlchemy Connection
-            return [dict(row._mapping) for row in conn.exec_driver_sql(statement, params)]
-        if callable(getattr(conn, "ensure_connection", None)):  # Django's connection
-            with conn.cursor() as cur:
-                cur.execute(statement, params)
-                names = [column.name for column in cur.description]
-                return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-    raise TypeError(f"cannot enqueue on a {type(conn).__name__}: give a psycopg connection, "
-                    "a SQLAlchemy Connection or Session, or Django's connection")
-
-
-async def rows_on_async(name: str, params: Mapping[str, Any], conn: Any
-                        ) -> list[dict[str, Any]]:
-    """:func:`rows_on` for an async connection: psycopg's AsyncConnection, SQLAlchemy's
-    AsyncConnection or AsyncSession."""
-    statement = sql.query(name)
-    with refused():
-        if isinstance(conn, psycopg.AsyncConnection):
-            async with conn.cursor(row_factory=dict_row) as cur:
-                await cur.execute(statement, params)
-                return await cur.fetchall()
-        if callable(getattr(conn, "get_bind", None)):  # a SQLAlchemy AsyncSession
-            conn = await conn.connection()
-        if callable(getattr(conn, "exec_driver_sql", None)):  # a SQLAlchemy AsyncConnection
-            result = await conn.exec_driver_sql(statement, params)
-            return [dict(row._mapping) for row in result]
-    raise TypeError(f"cannot enqueue on a {type(conn).__name__}: give a psycopg "
-                    "AsyncConnection, or a SQLAlchemy AsyncConnection or AsyncSession")
-
-
-@contextmanager
-def refused() -> Iterator[None]:
-    """cronjobs' refusals (an unknown job, bad input) as its errors, whichever driver or
-    library raised them (SQLAlchemy keeps the driver's error as ``orig``, Django as the
-    cause); any other error as it was."""
-    try:
-        yield
-    except Exception as exc:
-        inner: BaseException | None = exc
-        while inner is not None and not isinstance(inner, psycopg.Error):
-            inner = getattr(inner, "orig", None) or inner.__cause__
-        if inner is not None:
-            error = _refused(inner.sqlstate, inner)
-            if error is not None:
-                raise error from exc
-        raise
 
 
 def _first_line(exc: BaseException) -> str:

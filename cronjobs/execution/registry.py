@@ -59,8 +59,6 @@ def job(
     notify_on: str | Sequence[str] | None = None,
     keep_succeeded: str | None = None,
     keep_failed: str | None = None,
-    priority: int | None = None,
-    key_window: str | None = None,
 ) -> Callable[[F], F]:
     """Register the decorated function as the handler called ``name``::
 

@@ -19,7 +19,6 @@ import pytest
 from psycopg import sql as pgsql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-import cronjobs
 from conftest import ROOT, Invoke, clean_env, make_invoke
 
 
@@ -45,9 +44,9 @@ def login_role(db: psycopg.Connection[Any], database_url: str) -> Iterator[tuple
     dbname = conninfo_to_dict(database_url)["dbname"]
     db.execute(pgsql.SQL("REVOKE ALL ON DATABASE {} FROM {}").format(
         pgsql.Identifier(str(dbname)), pgsql.Identifier(name)))
-    db.execute(pgsql.SQL("DROP OWNED BY {}, cronjobs_tick, cronjobs_admin, cronjobs_enqueue"
-                         ).format(pgsql.Identifier(name)))
-    db.execute(pgsql.SQL("DROP ROLE {}, cronjobs_admin, cronjobs_tick, cronjobs_enqueue").format(
+    db.execute(pgsql.SQL("DROP OWNED BY {}, cronjobs_tick, cronjobs_admin").format(
+        pgsql.Identifier(name)))
+    db.execute(pgsql.SQL("DROP ROLE {}, cronjobs_admin, cronjobs_tick").format(
         pgsql.Identifier(name)))
 
 
@@ -206,41 +205,3 @@ def test_worker_ticks_on_trigger_and_stops_gracefully(cli: Invoke, database_url:
     assert "worker stopped after" in err
     assert db.execute("SELECT count(*) FROM job_runs WHERE status = 'succeeded'"
                       ).fetchone() == (1,)
-
-
-def test_the_enqueue_role_enqueues_and_reads_its_runs_and_nothing_else(
-        cli: Invoke, db: psycopg.Connection[Any], database_url: str,
-        login_role: tuple[str, str]) -> None:
-    name, _ = login_role
-    assert cli("define", "send_receipt", "0 0 1 1 *", "--command", "true").exit_code == 0
-    app = f"{name}_app"
-    db.execute(pgsql.SQL("CREATE ROLE {} LOGIN IN ROLE cronjobs_enqueue").format(
-        pgsql.Identifier(app)))
-    try:
-        url = make_conninfo(database_url, user=app)
-        with psycopg.connect(url) as conn:
-            run = cronjobs.enqueue(conn, "send_receipt", {"order": 1}, key="order-1")
-            assert cronjobs.enqueue(conn, "send_receipt", key="order-1").id == run.id
-            many = cronjobs.enqueue_many(conn, [{"job": "send_receipt"}] * 3)
-            conn.commit()
-            read = conn.execute("SELECT id, key FROM cronjobs_enqueued_runs(%s::bigint[])",
-                                ([run.id, many[0].id],)).fetchall()
-            assert read == [(run.id, "order-1"), (many[0].id, None)]
-        refused = [
-            "SELECT count(*) FROM job_runs",
-            "SELECT count(*) FROM job_run_keys",
-            "SELECT name FROM job_definitions",
-            "INSERT INTO job_runs_queue (definition_id, scheduled_for, trigger, max_attempts,"
-            " eligible_at) VALUES (1, now(), 'enqueue', 1, now())",
-            "UPDATE job_definitions SET command = 'id'",
-            "SELECT cronjobs_add_runs('{send_receipt}', NULL, NULL, NULL, NULL, 'keep',"
-            " 'manual', false, NULL)",
-            "SELECT cronjobs_drop_history_day('2000-01-01')",
-        ]
-        for statement in refused:
-            with psycopg.connect(url, autocommit=True) as conn, pytest.raises(
-                    psycopg.errors.InsufficientPrivilege):
-                conn.execute(statement.encode())
-        assert db.execute("SELECT count(*) FROM job_runs").fetchone() == (4,)
-    finally:
-        db.execute(pgsql.SQL("DROP ROLE {}").format(pgsql.Identifier(app)))

@@ -187,7 +187,7 @@ def test_a_claim_from_a_cursor_starts_after_it(store: Store,
     assert first == order[:3]
     key = max(c.key for c in store.queue.claim_runs(
         now=now, worker="w", limit=3, tick_id=None, handlers=["noop"],
-        after=ClaimKey(0, False, dt.datetime.min.replace(tzinfo=dt.UTC), 0)))
+        after=ClaimKey(False, dt.datetime.min.replace(tzinfo=dt.UTC), 0)))
     # (a key before every run: the same as from the front)
     assert key.id == order[5]
     # a run due before all of them: a claim from the cursor does not see it, one from the
@@ -198,7 +198,7 @@ def test_a_claim_from_a_cursor_starts_after_it(store: Store,
     assert claim(key) == order[6:9]
     assert claim(None) == [earliest[0], order[9], order[10]]
     # past the last non-backfilled run: the backfilled ones
-    assert claim(ClaimKey(0, False, now, 0)) == [order[11]]
+    assert claim(ClaimKey(False, now, 0)) == [order[11]]
 
 
 def _index_scans(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -215,7 +215,7 @@ def test_the_cursor_is_a_start_key_of_the_range_scan(
     db.execute("ANALYZE job_runs, job_definitions")
     now = store.now()
     params = {"now": now, "worker": "w", "limit": 10, "scan": claim_scan(10), "tick_id": None,
-              "handlers": ["noop"], "run_ids": None, "from_rank": 0, "from_late": False,
+              "handlers": ["noop"], "run_ids": None, "from_late": False,
               "from_at": now - dt.timedelta(minutes=30), "from_id": 1}
     with db.transaction(force_rollback=True):
         db.execute(sql.query("claim_plan"), {"generic": False})
@@ -225,11 +225,10 @@ def test_the_cursor_is_a_start_key_of_the_range_scan(
     doc = row[0] if isinstance(row[0], list) else json.loads(row[0])
     scans = list(_index_scans(doc[0]["Plan"]))
     assert len(scans) == 1, scans
-    assert ("ROW((- priority), (trigger = 'backfill'::text), eligible_at, id) > ROW("
-            in scans[0]["Index Cond"])
+    assert "ROW((trigger = 'backfill'::text), eligible_at, id) > ROW(" in scans[0]["Index Cond"]
     assert "ROW(" not in scans[0].get("Filter", "")
     # without a key, from the front: the condition is gone from the plan
-    params.update(from_rank=None, from_late=None, from_at=None, from_id=None)
+    params.update(from_late=None, from_at=None, from_id=None)
     with db.transaction(force_rollback=True):
         db.execute(sql.query("claim_plan"), {"generic": False})
         rows = db.execute(b"EXPLAIN " + sql.query(query).encode(), params).fetchall()
@@ -241,8 +240,8 @@ def _claims(store: Store, **options: Any) -> Any:
                     clock=Clock(store.now()), handlers=("noop",)).claims
 
 
-K1 = ClaimKey(0, False, dt.datetime(2030, 1, 1, tzinfo=dt.UTC), 10)
-K2 = ClaimKey(0, False, dt.datetime(2030, 1, 1, tzinfo=dt.UTC), 20)
+K1 = ClaimKey(False, dt.datetime(2030, 1, 1, tzinfo=dt.UTC), 10)
+K2 = ClaimKey(False, dt.datetime(2030, 1, 1, tzinfo=dt.UTC), 20)
 
 
 def test_where_a_drain_claims_from(store: Store) -> None:

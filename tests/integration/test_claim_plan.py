@@ -92,8 +92,7 @@ def test_the_claim_is_a_range_scan_bounded_by_the_batch(
     assert now is not None
     params = {"now": now[0], "worker": "w", "limit": limit, "scan": claim_scan(limit),
               "tick_id": None, "handlers": handlers, "run_ids": None,
-              "from_rank": None, "from_late": None, "from_at": None,
-              "from_id": None}  # (from the front)
+              "from_late": None, "from_at": None, "from_id": None}  # (from the front)
     assert set(re.findall(r"%\((\w+)\)s", query)) == set(params)
     with backlog.transaction(force_rollback=True):
         backlog.execute(sql.query("claim_plan"), {"generic": False})
@@ -389,69 +388,3 @@ def _assert_a_bounded_range_scan(nodes: list[dict[str, Any]], limit: int,
     # the sorts that remain order the few candidates (the window and the final pick)
     for sort in (n for n in nodes if n["Node Type"] == "Sort"):
         assert sort["Actual Rows"] <= claim_scan(limit), sort
-
-
-PRIORITIES = """
-ALTER TABLE job_runs_queue SET (autovacuum_enabled = false);
-INSERT INTO job_definitions (name, schedule, kind, command, overlap, cursor_at, next_due_at)
-SELECT 'job-' || g, '0 0 1 1 *', 'command', 'true', 'allow', now(), now() + interval '1 year'
-FROM generate_series(1, 20) AS g;
--- 10,000 due runs over 10 priorities, scheduled, triggered and enqueued, in no order
-INSERT INTO job_runs (definition_id, scheduled_for, trigger, max_attempts, exclusive,
-                      eligible_at, priority)
-SELECT 1 + g % 20, now() - g * interval '1 second',
-       (ARRAY['schedule', 'manual', 'enqueue'])[1 + g % 3], 1, false,
-       now() - (g * 7919 % 10000) * interval '1 second', (g * 31 % 10) * 10 - 40
-FROM generate_series(1, 10000) AS g;
--- and 200 retries of the highest priority waiting for their time: passed over by every claim
-INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, attempt, max_attempts,
-                      exclusive, eligible_at, priority)
-SELECT 1 + g % 20, now(), 'enqueue', 'failed', 1, 3, false, now() + interval '1 hour', 100
-FROM generate_series(1, 200) AS g;
-"""
-
-
-def test_a_drain_over_ten_priorities_reads_a_flat_range_per_run(
-        database_url: str) -> None:
-    # Every claim of a drain of 10,000 runs over 10 priorities reads the front of
-    # job_runs_queue_claim_idx: the highest priority first, then the oldest due; the index
-    # entries and pages a claim reads stay flat per run claimed, whatever is left.
-    limit = 50
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(PRIORITIES.encode())
-        query = b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql.query("claim_runs").encode()
-        claimed, previous = 0, (101, dt.datetime.min.replace(tzinfo=dt.UTC))
-        worst_entries, total_pages = 0.0, 0
-        while True:
-            with conn.transaction():
-                conn.execute(sql.query("claim_plan"), {"generic": False})
-                now = conn.execute("SELECT now()").fetchone()
-                assert now is not None
-                params = {"now": now[0], "worker": "w", "limit": limit,
-                          "scan": claim_scan(limit), "tick_id": None, "handlers": [],
-                          "run_ids": None, "from_rank": None, "from_late": None,
-                          "from_at": None, "from_id": None}
-                row = conn.execute(query, params).fetchone()
-                assert row is not None
-                got = conn.execute("SELECT priority, eligible_at FROM job_runs_queue "
-                                   "WHERE status = 'running' ORDER BY -priority, eligible_at"
-                                   ).fetchall()
-                conn.execute("DELETE FROM job_runs_queue WHERE status = 'running'")
-            if not got:
-                break
-            # higher priorities first, then the oldest due, across claims
-            assert (-got[0][0], got[0][1]) >= (-previous[0], previous[1])
-            previous = got[-1]
-            claimed += len(got)
-            doc = row[0] if isinstance(row[0], list) else json.loads(row[0])
-            (scan,) = [n for n in _nodes(doc[0]["Plan"])
-                       if n.get("Index Name") == "job_runs_queue_claim_idx"]
-            worst_entries = max(worst_entries, scan["Actual Rows"] / len(got))
-            pages = scan["Shared Hit Blocks"] + scan["Shared Read Blocks"]
-            total_pages += pages
-    assert claimed == 10_000
-    # (the index entries every claim returned, each claim; the pages of the index and the
-    # queue the drain touched, over the drain: a claim that sets the hint bits of pages
-    # first read may touch more once)
-    assert worst_entries <= 25, worst_entries
-    assert total_pages / claimed <= 25, total_pages / claimed

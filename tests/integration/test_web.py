@@ -20,7 +20,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.testclient import TestClient
 
-import cronjobs
 from conftest import Invoke, count, snapshot
 from cronjobs.core.thresholds import Thresholds
 from cronjobs.db.store import Store
@@ -165,18 +164,6 @@ def test_a_run_page_shows_every_attempt_with_its_output(
     assert "attempt 1\n" in page.text and "attempt 2\n" in page.text
     assert "exit code 4" in page.text
     assert re.search(r'Run \d+ <span class="badge s-dead">dead</span>', page.text)
-
-
-def test_a_run_page_shows_an_enqueued_runs_origin_key_and_priority(
-        web: TestClient, cli: Invoke, database_url: str) -> None:
-    _define(cli, "send", "true")
-    with psycopg.connect(database_url, autocommit=True) as app:
-        run = cronjobs.enqueue(app, "send", key="order-<1>", priority=9)
-    page = web.get(f"/runs/{run.id}")
-    assert page.status_code == 200
-    assert "<dt>Trigger</dt><dd>enqueue" in page.text
-    assert "<dt>Key</dt><dd><code>order-&lt;1&gt;</code></dd>" in page.text
-    assert "<dt>Priority</dt><dd>9</dd>" in page.text
 
 
 def test_run_page_escapes_output_and_errors(web: TestClient, cli: Invoke,

@@ -25,7 +25,7 @@ def _run(run_id: int, status: str, trigger: str = "schedule") -> Run:
                finished_at=slot, exit_code=None, error=None, output_tail=None, result=None,
                retry_count=0, retried_at=None, retry_of=None, tick_id=None, created_at=slot,
                updated_at=slot, acknowledged_at=None, acknowledged_by=None,
-               output_bytes=None, stage="history", retire_at=None, priority=0, key=None)
+               output_bytes=None, stage="history", retire_at=None)
 
 
 def _slot(i: int, outcome: str, reason: str | None = None, detail: str | None = None

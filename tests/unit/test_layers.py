@@ -22,8 +22,6 @@ MAY_IMPORT: dict[str, set[str]] = {
     "execution": {"db", "cron"},
     "tick": {"core", "execution", "db", "cron"},
     "client": {"tick", "core", "execution", "db", "cron"},
-    # cronjobs.enqueue: runs written on the application's connection, by one named statement
-    "enqueuing": {"db"},
     "cli": {"client", "tick", "core", "execution", "db", "cron", "web"},
     # the dashboard: beside the CLI at the top (only the CLI's `serve` imports it)
     "web": {"core", "db", "cron"},
@@ -94,13 +92,13 @@ def test_imports_go_one_way() -> None:
 
 
 def test_the_public_api_imports_only_what_a_handler_needs() -> None:
-    """At import: the Client and the enqueue functions are loaded on first use only (module
-    __getattr__, or for the type checker)."""
+    """At import: the Client is loaded on first use only (module __getattr__, or for the
+    type checker)."""
     imported = {target for target, _, top in _imports(PACKAGE / "__init__.py") if top}
     assert imported <= {"cronjobs.errors", "cronjobs.execution.registry",
                         "cronjobs.execution.context"} | BOTTOM, imported
     later = {target for target, _, top in _imports(PACKAGE / "__init__.py") if not top}
-    assert later == {"cronjobs.client", "cronjobs.enqueuing"}, later
+    assert later == {"cronjobs.client"}, later
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:

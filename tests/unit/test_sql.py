@@ -21,8 +21,7 @@ RUNNERS = {"session": PACKAGE / "db" / "session.py",
 def _used(path: Path) -> set[str]:
     """The names of the statements a module runs (through the session's helpers)."""
     source = path.read_text()
-    runs = (r"\b_?(?:rows|row|one|values|count|send|binary|later|rows_on|rows_on_async)"
-            r"\(\s*\"([a-z_0-9]+)\"")
+    runs = r"\b_?(?:rows|row|one|values|count|send|binary|later)\(\s*\"([a-z_0-9]+)\""
     used = set(re.findall(runs, source))
     for pair in re.findall(r"\"([a-z_0-9]+)\" if \w+ else \"([a-z_0-9]+)\"", source):
         used |= set(pair)

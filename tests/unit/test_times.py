@@ -107,8 +107,7 @@ def _run(finished: dt.datetime | None) -> Run:
                error=None, output_tail=None, result=None, retry_count=0, retried_at=None,
                retry_of=None, tick_id=None, created_at=NOW, updated_at=NOW,
                acknowledged_at=None, acknowledged_by=None, output_bytes=None,
-               stage="history" if finished else "queue", retire_at=None,
-               priority=0, key=None)
+               stage="history" if finished else "queue", retire_at=None)
 
 
 def test_a_runs_table_pinned_in_time_and_zone() -> None:

@@ -53,9 +53,6 @@ def definition_json(d: Definition) -> dict[str, Any]:
         # its own retention of finished runs; null: the global one (`cronjobs retention`)
         "keep_succeeded_seconds": seconds(d.keep_succeeded),
         "keep_failed_seconds": seconds(d.keep_failed),
-        # its runs' priority, and how long a finished run's idempotency key returns it
-        "priority": d.priority,
-        "key_window_seconds": seconds(d.key_window),
         "consecutive_failures": d.consecutive_failures,
         "paused_at": instant(d.paused_at),
         "paused_until": instant(d.paused_until),
@@ -129,8 +126,6 @@ def settings_text(d: Definition, description: str | None, times: Times) -> str:
         ("group", d.group_name or "-"),
         ("keep succeeded", _keep_text(d.keep_succeeded)),
         ("keep failed", _keep_text(d.keep_failed)),
-        ("priority", str(d.priority)),
-        ("key window", format_duration(d.key_window)),
         ("source", d.source or "made by hand (define)"),
         ("notify", ", ".join(mask_url(url) for url in d.notify_urls)
          + f" (on {', '.join(d.notify_on)})" if d.notify_urls else "-"),

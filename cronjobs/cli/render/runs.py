@@ -30,8 +30,6 @@ def run_json(r: RunInfo) -> dict[str, Any]:
         "job_removed_at": instant(r.job_removed_at),
         "scheduled_for": instant(r.scheduled_for),
         "trigger": r.trigger,
-        "priority": r.priority,
-        "key": r.key,
         "status": r.state,
         "attempts_used": r.attempts_used,
         "attempts_allowed": r.attempts_allowed,
@@ -161,10 +159,6 @@ def show_text(detail: RunDetail, times: Times) -> str:
         f"  attempts    {attempts_used_text(r)}"
         + (f"; retried by an operator {_times_word(r.retry_count)}" if r.retry_count else ""),
     ]
-    if r.key is not None:
-        lines.append(f"  key         {r.key}")
-    if r.priority:
-        lines.append(f"  priority    {r.priority}")
     if r.next_attempt_at is not None:
         lines.append(f"  next try    {at(r.next_attempt_at)}")
     if r.held_by is not None:

@@ -11,16 +11,14 @@ INSERT INTO job_definitions AS d (
     name, schedule, timezone, kind, handler, command, payload, catchup, catchup_limit,
     starting_deadline, overlap, max_attempts, backoff, backoff_max, timeout, lease,
     alert_command, alert_on_failure, pause_after_failures, notify_urls, notify_on,
-    keep_succeeded, keep_failed, cursor_at, next_due_at, schedule_since, source, group_name,
-    priority, key_window
+    keep_succeeded, keep_failed, cursor_at, next_due_at, schedule_since, source, group_name
 ) VALUES (
     %(name)s, %(schedule)s, %(timezone)s, %(kind)s, %(handler)s, %(command)s, %(payload)s,
     %(catchup)s, %(catchup_limit)s, %(starting_deadline)s, %(overlap)s, %(max_attempts)s,
     %(backoff)s, %(backoff_max)s, %(timeout)s, %(lease)s,
     %(alert_command)s, %(alert_on_failure)s, %(pause_after_failures)s,
     %(notify_urls)s, %(notify_on)s, %(keep_succeeded)s, %(keep_failed)s,
-    %(start)s, %(next_due_at)s, %(start)s, %(source)s, %(group_name)s,
-    %(priority)s, %(key_window)s
+    %(start)s, %(next_due_at)s, %(start)s, %(source)s, %(group_name)s
 )
 ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
     schedule = excluded.schedule,
@@ -46,8 +44,6 @@ ON CONFLICT (name) WHERE removed_at IS NULL DO UPDATE SET
     notify_on = excluded.notify_on,
     keep_succeeded = excluded.keep_succeeded,
     keep_failed = excluded.keep_failed,
-    priority = excluded.priority,
-    key_window = excluded.key_window,
     cursor_at = CASE
         WHEN (d.schedule, d.timezone) IS DISTINCT FROM (excluded.schedule, excluded.timezone)
             OR d.invalid_reason IS NOT NULL
@@ -65,15 +61,14 @@ WHERE (d.schedule, d.timezone, d.kind, d.handler, d.command, d.payload, d.catchu
        d.catchup_limit, d.starting_deadline, d.overlap, d.max_attempts, d.backoff,
        d.backoff_max, d.timeout, d.lease, d.alert_command, d.alert_on_failure,
        d.pause_after_failures, d.group_name, d.notify_urls, d.notify_on, d.keep_succeeded,
-       d.keep_failed, d.priority, d.key_window)
+       d.keep_failed)
     IS DISTINCT FROM
       (excluded.schedule, excluded.timezone, excluded.kind, excluded.handler, excluded.command,
        excluded.payload, excluded.catchup, excluded.catchup_limit, excluded.starting_deadline,
        excluded.overlap, excluded.max_attempts, excluded.backoff, excluded.backoff_max,
        excluded.timeout, excluded.lease, excluded.alert_command, excluded.alert_on_failure,
        excluded.pause_after_failures, excluded.group_name, excluded.notify_urls,
-       excluded.notify_on, excluded.keep_succeeded, excluded.keep_failed, excluded.priority,
-       excluded.key_window)
+       excluded.notify_on, excluded.keep_succeeded, excluded.keep_failed)
    OR d.invalid_reason IS NOT NULL
 RETURNING d.*, (xmax = 0) AS created;
 

@@ -156,11 +156,19 @@ SELECT * FROM job_skips
 WHERE definition_id = %(definition_id)s AND last_slot >= %(start)s AND first_slot <= %(end)s
 ORDER BY first_slot, id;
 
+-- name: insert_one_off_run
+-- `cronjobs trigger NAME --at TIME`: one manual run for a later time. It waits as
+-- 'scheduled' (claim_runs never sees it) until release_one_off_runs decides it.
+INSERT INTO job_runs (definition_id, scheduled_for, trigger, status, payload, max_attempts,
+                      exclusive, eligible_at, created_at, updated_at)
+VALUES (%(definition_id)s, %(at)s, 'manual', 'scheduled', %(payload)s, %(max_attempts)s,
+        %(exclusive)s, %(at)s, %(now)s, %(now)s)
+RETURNING *;
+
 -- name: due_one_off_runs
 -- One-off runs whose time has come, with what their job's overlap policy needs; locked so
--- that concurrent ticks decide each once. (A one-off run is one asked for a later time:
--- `cronjobs trigger --at`, or enqueued with a time: see cronjobs_add_runs.)
-SELECT r.id, r.definition_id, r.scheduled_for, r.trigger, d.name, d.overlap
+-- that concurrent ticks decide each once.
+SELECT r.id, r.definition_id, r.scheduled_for, d.name, d.overlap
 FROM job_runs_queue AS r JOIN job_definitions AS d ON d.id = r.definition_id
 WHERE r.status = 'scheduled' AND r.eligible_at <= %(now)s
 ORDER BY r.eligible_at, r.id

@@ -109,18 +109,17 @@ SELECT -- the bitmap scan of every waiting run, then a sort:
 -- (`cronjobs trigger --run`), those runs only, by the same rules (due, executable by this
 -- worker, not paused, exclusivity, group limits). An exclusive run (overlap skip or queue)
 -- is claimed only while no other exclusive run of its job is running, at most one per job
--- per claim; job_runs_queue_exclusive_running_key backs this up. The highest priority first;
--- within a priority, backfilled runs come after every other due run. The candidates are the first `scan` entries of job_runs_queue_claim_idx, in its
--- order (ORDER BY is its key, eligible_at <= now a filter of it, which passes over only
--- the retries waiting for their time: a run asked for later waits out of the index, as
--- 'scheduled'): a scan that stops after them however long the queue (claim_plan sees to it that nothing else is
+-- per claim; job_runs_queue_exclusive_running_key backs this up. Backfilled runs come after every
+-- other due run. The candidates are the first `scan` entries of job_runs_queue_claim_idx, in its
+-- order (ORDER BY is its key, eligible_at <= now a condition on it): a range scan that
+-- stops after them however long the queue (claim_plan sees to it that nothing else is
 -- chosen). Runs by id are found by the primary key instead, then put in the same order:
 -- that claim is planned for its ids, never with a generic plan (QueueStore._claim_later),
 -- in which the condition on %(run_ids)s is only a filter of the range scan.
 -- A run of a limited group is claimed only within the group's free slots (the parts marked
 -- [group limit]; lock_claimable_groups runs first, in the same transaction).
--- Given %(from_rank)s, %(from_late)s, %(from_at)s and %(from_id)s, a drain's cursor, it
--- reads only the entries after that key (the parts marked [cursor]).
+-- Given %(from_late)s, %(from_at)s and %(from_id)s, a drain's cursor, it reads only the
+-- entries after that key (the parts marked [cursor]).
 WITH group_room AS (
     -- [group limit] each limited group's free slots: its limit minus its runs holding a
     -- lease now
@@ -136,22 +135,20 @@ WITH group_room AS (
         GROUP BY bd.group_name
     ) AS busy ON busy.group_name = g.name
 ), candidates AS (
-    SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late,
-           -r.priority AS rank
+    SELECT r.id, r.definition_id, r.exclusive, r.eligible_at, r.trigger = 'backfill' AS late
     FROM job_runs_queue AS r
     -- (cronjobs_run_is_due, cronjobs_job_lets_run: what makes a run claimable, in schema.sql)
     WHERE cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
       AND (%(run_ids)s::bigint[] IS NULL OR r.id = ANY(%(run_ids)s::bigint[]))
       -- [cursor] from where the drain's last claim stopped: only the entries after the
-      -- key (rank, late, eligible_at, id) of the last run it claimed, a start key of the range
+      -- key (late, eligible_at, id) of the last run it claimed, a start key of the range
       -- scan (an Index Cond, not a filter) in the plan made for the given key (never a
       -- generic one: QueueStore._claim_later); NULL: from the front, the condition gone
       -- from the plan (a claim by id keeps its lookup by primary key). See ClaimLoop
       -- (cronjobs/execution/claim_loop.py) for when a drain uses it.
       AND (%(from_id)s::bigint IS NULL
-           OR ((-r.priority), (r.trigger = 'backfill'), r.eligible_at, r.id)
-              > (%(from_rank)s::integer, %(from_late)s::boolean, %(from_at)s::timestamptz,
-                 %(from_id)s::bigint))
+           OR ((r.trigger = 'backfill'), r.eligible_at, r.id)
+              > (%(from_late)s::boolean, %(from_at)s::timestamptz, %(from_id)s::bigint))
       -- one look at the run's job, a subquery evaluated per row of the index scan (not a
       -- join the planner could start from): only what this worker can execute (a command,
       -- or a handler it has loaded; the others wait, attempts untouched, for a worker that
@@ -170,18 +167,18 @@ WITH group_room AS (
       AND NOT (r.exclusive AND EXISTS (
           SELECT 1 FROM job_runs_queue AS o
           WHERE o.definition_id = r.definition_id AND o.status = 'running' AND o.exclusive))
-    ORDER BY -r.priority, r.trigger = 'backfill', r.eligible_at, r.id
+    ORDER BY r.trigger = 'backfill', r.eligible_at, r.id
     LIMIT %(scan)s
     FOR UPDATE OF r SKIP LOCKED
 ), picked AS (
-    SELECT id, definition_id, rank, late, eligible_at FROM (
-        SELECT id, definition_id, exclusive, rank, eligible_at, late,
+    SELECT id, definition_id, late, eligible_at FROM (
+        SELECT id, definition_id, exclusive, eligible_at, late,
                row_number() OVER (PARTITION BY definition_id, exclusive
-                                  ORDER BY rank, late, eligible_at, id) AS nth
+                                  ORDER BY late, eligible_at, id) AS rank
         FROM candidates
     ) AS ranked
-    WHERE NOT exclusive OR nth = 1
-    ORDER BY rank, late, eligible_at, id
+    WHERE NOT exclusive OR rank = 1
+    ORDER BY late, eligible_at, id
     LIMIT %(limit)s
 ), within_groups AS (
     -- [group limit] of the picked runs, at most each group's free slots
@@ -189,7 +186,7 @@ WITH group_room AS (
     SELECT id FROM (
         SELECT p.id, wr.room,
                row_number() OVER (PARTITION BY wr.name
-                                  ORDER BY p.rank, p.late, p.eligible_at, p.id) AS n
+                                  ORDER BY p.late, p.eligible_at, p.id) AS n
         FROM picked AS p
         LEFT JOIN group_room AS wr ON wr.name = (
             SELECT pd.group_name FROM job_definitions AS pd WHERE pd.id = p.definition_id)
@@ -209,8 +206,7 @@ WITH group_room AS (
     FROM job_definitions AS d
     WHERE r.id IN (SELECT id FROM within_groups) AND d.id = r.definition_id
     RETURNING r.id, r.definition_id, r.scheduled_for, r.trigger, r.attempt, r.max_attempts,
-              r.eligible_at, r.priority,  -- [cursor] (with trigger and id: the run's key
-              -- in the claim's order)
+              r.eligible_at,  -- [cursor] (with trigger and id: the run's key in the claim's order)
               r.lease_token, r.lease_owner, r.started_at, coalesce(r.payload, d.payload)
               AS payload, d.name, d.kind, d.command, d.handler, d.timeout, d.lease, d.backoff,
               d.backoff_max, cardinality(d.notify_urls) > 0 AS notifies
@@ -237,14 +233,13 @@ FROM (
     WHERE cronjobs_run_is_due(r.status, r.eligible_at, %(now)s)
       -- [cursor]
       AND (%(from_id)s::bigint IS NULL
-           OR ((-r.priority), (r.trigger = 'backfill'), r.eligible_at, r.id)
-              > (%(from_rank)s::integer, %(from_late)s::boolean, %(from_at)s::timestamptz,
-                 %(from_id)s::bigint))
+           OR ((r.trigger = 'backfill'), r.eligible_at, r.id)
+              > (%(from_late)s::boolean, %(from_at)s::timestamptz, %(from_id)s::bigint))
       AND (SELECT (kd.kind = 'command' OR kd.handler = ANY(%(handlers)s::text[]))
                   AND cronjobs_job_lets_run(r.trigger, kd.paused_at, kd.paused_until,
                                             %(now)s)
            FROM job_definitions AS kd WHERE kd.id = r.definition_id)
-    ORDER BY -r.priority, r.trigger = 'backfill', r.eligible_at, r.id
+    ORDER BY r.trigger = 'backfill', r.eligible_at, r.id
     LIMIT %(limit)s
 ) AS due;
 
@@ -342,16 +337,14 @@ WITH v AS (
                           lease_expires_at, heartbeat_at, cancel_requested_at, started_at,
                           finished_at, exit_code, error, output_tail, output_bytes, result,
                           retry_count, retried_at, retry_of, acknowledged_at,
-                          acknowledged_by, tick_id, created_at, updated_at, stage, retire_at,
-                          priority, key)
+                          acknowledged_by, tick_id, created_at, updated_at, stage, retire_at)
     SELECT e.id, e.definition_id, e.scheduled_for, e.trigger, e.final_status, e.payload,
            e.attempt, e.max_attempts + e.extra_attempts, e.exclusive, e.eligible_at, NULL,
            NULL, NULL, e.heartbeat_at, e.cancel_requested_at, e.started_at, e.final_at,
            e.final_exit_code, e.final_error, e.final_output_tail, e.output_bytes,
            e.final_result, e.retry_count, e.retried_at, e.retry_of, e.acknowledged_at,
            e.acknowledged_by, e.tick_id, e.created_at, %(now)s, 'history',
-           e.final_at + cronjobs_keep(e.final_status, d.keep_succeeded, d.keep_failed),
-           e.priority, e.key
+           e.final_at + cronjobs_keep(e.final_status, d.keep_succeeded, d.keep_failed)
     FROM ended AS e JOIN job_definitions AS d ON d.id = e.definition_id
     RETURNING id, retire_at
 ), retried_attempt AS (

@@ -6,20 +6,6 @@ DELETE FROM job_skips WHERE id IN (
     SELECT id FROM job_skips WHERE decided_at < %(cutoff)s ORDER BY decided_at LIMIT %(batch)s)
 RETURNING id;
 
--- name: prune_run_keys
--- Idempotency keys whose window ended (job_run_keys.expires_at, written when their run
--- finished): the oldest first, from job_run_keys_expires_idx. A key whose run went back
--- to the queue since (`cronjobs retry`) is kept: it holds its run again. Locked rows are
--- left to the next upkeep (an enqueue deciding them now).
-DELETE FROM job_run_keys AS k
-WHERE (k.definition_id, k.key) IN (
-    SELECT e.definition_id, e.key FROM job_run_keys AS e
-    WHERE e.expires_at <= %(now)s
-    ORDER BY e.expires_at LIMIT %(batch)s
-    FOR UPDATE SKIP LOCKED)
-  AND NOT EXISTS (SELECT 1 FROM job_runs_queue AS r WHERE r.id = k.run_id)
-RETURNING k.run_id;
-
 -- name: prune_ticks
 DELETE FROM job_ticks WHERE id IN (
     SELECT id FROM job_ticks WHERE started_at < %(cutoff)s AND status <> 'running'

@@ -128,14 +128,6 @@ VALUES (%(definition_id)s, %(scheduled_for)s, %(trigger)s, %(payload)s, %(max_at
         %(exclusive)s, %(now)s, %(retry_of)s)
 RETURNING *;
 
--- name: add_runs
--- `cronjobs trigger`: runs asked for by an operator, by the same function as the
--- application's (cronjobs_add_runs in schema.sql: the same rows, keys and wake-up).
-SELECT * FROM cronjobs_add_runs(%(jobs)s::text[], %(payloads)s::jsonb[],
-                                %(run_ats)s::timestamptz[], %(keys)s::text[],
-                                %(priorities)s::integer[], 'keep', %(origin)s::text,
-                                %(exclusive)s::boolean, %(now)s::timestamptz);
-
 -- name: cancel_waiting_run
 UPDATE job_runs
 SET status = 'cancelled', finished_at = %(now)s, error = 'cancelled by an operator',
@@ -149,11 +141,9 @@ WHERE id = %(id)s AND status = 'running'
 RETURNING *;
 
 -- name: list_runs
--- (given a key: the runs that have it, from job_runs_key_idx)
 SELECT r.*, d.name AS job, d.removed_at AS job_removed_at
 FROM job_runs AS r JOIN job_definitions AS d ON d.id = r.definition_id
 WHERE (%(name)s::text IS NULL OR d.name = %(name)s::text)
-  AND (%(key)s::text IS NULL OR r.key = %(key)s::text)
   AND (%(statuses)s::text[] IS NULL OR r.status = ANY(%(statuses)s::text[]))
   AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s::timestamptz)
 ORDER BY r.id DESC

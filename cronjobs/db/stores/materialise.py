@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from psycopg.rows import args_row, tuple_row
+from psycopg.types.json import Jsonb
 
 from cronjobs.db.session import Queries
 from cronjobs.models import (
@@ -145,6 +146,14 @@ class MaterialiseStore(Queries):
         from cronjobs.reports import Skip  # noqa: PLC0415 - see Store
         params = {"definition_id": definition_id, "start": start, "end": end}
         return self._rows("skips_between", params, Skip)
+
+    def insert_one_off_run(self, *, definition_id: int, at: dt.datetime,
+                           payload: dict[str, Any] | None, max_attempts: int, exclusive: bool,
+                           now: dt.datetime) -> Run:
+        return self._one("insert_one_off_run", {
+            "definition_id": definition_id, "at": at, "max_attempts": max_attempts,
+            "payload": Jsonb(payload) if payload is not None else None,
+            "exclusive": exclusive, "now": now}, Run)
 
     def due_one_off_runs(self, *, now: dt.datetime, limit: int) -> list[DueOneOff]:
         return self._rows("due_one_off_runs", {"now": now, "limit": limit}, DueOneOff)

@@ -227,8 +227,7 @@ def claim_scan(limit: int) -> int:
 def _after(key: ClaimKey | None) -> dict[str, Any]:
     """The parameters of a claim's start (claim_runs, claimable_backlog): after ``key``,
     or all NULL (from the front)."""
-    return {"from_rank": None if key is None else key.rank,
-            "from_late": None if key is None else key.late,
+    return {"from_late": None if key is None else key.late,
             "from_at": None if key is None else key.eligible_at,
             "from_id": None if key is None else key.id}
 

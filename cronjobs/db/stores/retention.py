@@ -108,9 +108,6 @@ class RetentionStore(Queries):
     def prune_skips(self, *, cutoff: dt.datetime, batch: int) -> int:
         return len(self._values("prune_skips", {"cutoff": cutoff, "batch": batch}))
 
-    def prune_run_keys(self, *, now: dt.datetime, batch: int) -> int:
-        return len(self._values("prune_run_keys", {"now": now, "batch": batch}))
-
     def prune_ticks(self, *, cutoff: dt.datetime, batch: int) -> int:
         return len(self._values("prune_ticks", {"cutoff": cutoff, "batch": batch}))
 

@@ -53,11 +53,9 @@ class RunStore(Queries):
         return values[0] if values else None
 
     def list_runs(self, *, name: str | None, statuses: Sequence[str] | None,
-                  since: dt.datetime | None, limit: int, key: str | None = None
-                  ) -> list[JobRun]:
+                  since: dt.datetime | None, limit: int) -> list[JobRun]:
         return self._rows("list_runs", {"name": name, "statuses": list(statuses) if statuses
-                                        else None, "since": since, "limit": limit,
-                                        "key": key}, JobRun)
+                                        else None, "since": since, "limit": limit}, JobRun)
 
     def requeue_run(self, run_id: int, *, attempts: int, now: dt.datetime,
                     by: str | None = None) -> Run:
@@ -85,16 +83,6 @@ class RunStore(Queries):
             "trigger": trigger.value, "payload": Jsonb(payload) if payload is not None else None,
             "max_attempts": max_attempts, "exclusive": exclusive, "retry_of": retry_of,
         }, Run)
-
-    def add_run(self, name: str, *, origin: Trigger, payload: dict[str, Any] | None,
-                run_at: dt.datetime | None, priority: int | None, exclusive: bool,
-                now: dt.datetime) -> Run:
-        """One run of job ``name`` by cronjobs_add_runs (schema.sql): now, or waiting as
-        'scheduled' for ``run_at``."""
-        return self._one("add_runs", {
-            "jobs": [name], "payloads": [Jsonb(payload) if payload is not None else None],
-            "run_ats": [run_at], "keys": None, "priorities": [priority],
-            "origin": origin.value, "exclusive": exclusive, "now": now}, Run)
 
     def cancel_waiting_run(self, run_id: int, *, now: dt.datetime) -> Run | None:
         return self._row("cancel_waiting_run", {"id": run_id, "now": now}, Run)
