@@ -379,3 +379,93 @@ def test_acknowledging_a_jobs_dead_runs_reads_the_unacknowledged_index(
     doc = row[0] if isinstance(row[0], list) else json.loads(row[0])
     indexes = {n["Index Name"] for n in _nodes(doc[0]["Plan"]) if "Index Name" in n}
     assert "job_runs_history_default_definition_id_idx" in indexes, indexes
+
+
+def _generic_plan(conn: psycopg.Connection[Any], name: str, params: dict[str, Any],
+                  types: dict[str, str], *, analyze: bool = False) -> list[dict[str, Any]]:
+    """The nodes of the generic plan of the named query (`cronjobs serve` prepares its
+    statements and runs the verdict's generic plans): PREPARE with ``types`` per
+    placeholder, EXPLAIN EXECUTE under force_generic_plan (``analyze``: run, with the rows
+    each node returned)."""
+    order: list[str] = []
+    for placeholder in re.findall(r"%\((\w+)\)s", sql.query(name)):
+        if placeholder not in order:
+            order.append(placeholder)
+    text = re.sub(r"%\((\w+)\)s", lambda m: f"${order.index(m.group(1)) + 1}",
+                  sql.query(name)).replace("%%", "%")
+    with conn.transaction(force_rollback=True):
+        conn.execute(b"SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute(f"PREPARE generic_plan ({', '.join(types[n] for n in order)}) AS "
+                     f"{text}".encode())
+        try:
+            row = psycopg.ClientCursor(conn).execute(
+                f"EXPLAIN ({'ANALYZE, ' if analyze else ''}FORMAT JSON) EXECUTE generic_plan "
+                f"({', '.join(['%s'] * len(order))})".encode(),
+                [params[n] for n in order]).fetchone()
+        finally:
+            conn.execute(b"DEALLOCATE generic_plan")
+    assert row is not None
+    doc = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    return list(_nodes(doc[0]["Plan"]))
+
+
+@pytest.mark.parametrize("plan", ["custom", "generic"])
+def test_the_backlogs_oldest_run_is_the_first_entry_of_the_claim_index(
+        seeded: tuple[psycopg.Connection[Any], tuple[set[str], set[str]],
+                      dict[str, tuple[set[str], set[str]]]], plan: str) -> None:
+    # A min() over the due runs read every one of them (100,000 in a queue nobody claims:
+    # 0.1 s of every verdict); the first due entry of each half of the claim's index
+    # (backfills apart) is the oldest: an ordered index scan stopped after one row.
+    conn = seeded[0]
+    now = conn.execute("SELECT now()").fetchone()
+    assert now is not None
+    params = _params("health", now[0])
+    nodes = (_plan_nodes(conn, "health") if plan == "custom" else _generic_plan(
+        conn, "health", params, {"now": "timestamptz", "count_jobs": "boolean"}))
+    first = [n for n in nodes if n["Node Type"] == "Limit"
+             and any(c["Node Type"] == "Index Scan"
+                     and c.get("Index Name") == "job_runs_queue_claim_idx"
+                     for c in n.get("Plans", []))]
+    assert first, [(n["Node Type"], n.get("Index Name")) for n in nodes]
+
+
+VERDICT_TYPES = {"now": "timestamptz", "every": "boolean", "cap": "integer",
+                 "schedules": "text[]", "timezones": "text[]", "names": "text[]",
+                 "befores": "timestamptz[]", "errors": "text[]"}
+
+
+@pytest.mark.parametrize("plan", ["custom", "generic"])
+def test_a_verdict_on_many_overdue_jobs_reads_each_once_and_the_listed_again(
+        db: psycopg.Connection[Any], plan: str) -> None:
+    # 500 every-minute jobs defined an hour ago, never succeeded: all overdue (a queue
+    # nobody claims leaves every job so). Each is read once, from its schedule's range of
+    # job_definitions_verdict_idx, and only the 20 listed are read again (by id): the
+    # verdict once joined every judged job back to its definition, a second read of all
+    # of them (and counted and sorted them all through a window: 0.5 s for 100,000).
+    jobs = 500
+    db.execute("INSERT INTO job_definitions (name, schedule, kind, command, created_at, "
+               "schedule_since, cursor_at, next_due_at) "
+               "SELECT 'job-' || g, '* * * * *', 'command', 'true', now() - interval '1 hour', "
+               "now() - interval '1 hour', now(), now() + interval '1 minute' "
+               "FROM generate_series(1, %s) AS g", (jobs,))
+    now = db.execute("SELECT now()").fetchone()
+    assert now is not None
+    before = now[0].replace(second=0, microsecond=0) - dt.timedelta(minutes=1)
+    params = {"now": now[0], "every": False, "cap": 20, "schedules": ["* * * * *"],
+              "timezones": ["UTC"], "names": [None], "befores": [before], "errors": [None]}
+    rows = db.execute(sql.query("job_problems"), params).fetchall()
+    assert len(rows) == 20
+    assert {row[-1] for row in rows} == {jobs}  # (the column overdue_jobs)
+    if plan == "custom":
+        row = db.execute(b"EXPLAIN (ANALYZE, FORMAT JSON) " + sql.query("job_problems").encode(),
+                         params).fetchone()
+        assert row is not None
+        doc = row[0] if isinstance(row[0], list) else json.loads(row[0])
+        nodes = list(_nodes(doc[0]["Plan"]))
+    else:
+        nodes = _generic_plan(db, "job_problems", params, VERDICT_TYPES, analyze=True)
+    read = sum(n["Actual Rows"] * n["Actual Loops"] for n in nodes
+               if n.get("Relation Name") == "job_definitions")
+    assert read == jobs + 20, [(n["Node Type"], n.get("Index Name"), n["Actual Rows"],
+                                    n["Actual Loops"]) for n in nodes
+                                   if n.get("Relation Name") == "job_definitions"]

@@ -12,8 +12,14 @@ SELECT
         AS ticks_last_hour,
     (SELECT count(*) FROM job_runs_queue
      WHERE cronjobs_run_is_due(status, eligible_at, %(now)s)) AS backlog,
-    (SELECT min(eligible_at) FROM job_runs_queue
-     WHERE cronjobs_run_is_due(status, eligible_at, %(now)s)) AS backlog_oldest,
+    -- (the first due entry of each half of job_runs_queue_claim_idx, backfills apart: a
+    -- min() over the due runs read every one of them, 100,000 in a queue nobody claims)
+    (SELECT min(o.eligible_at) FROM (VALUES (false), (true)) AS b (backfill)
+     CROSS JOIN LATERAL (
+         SELECT q.eligible_at FROM job_runs_queue AS q
+         WHERE (q.trigger = 'backfill') = b.backfill
+           AND cronjobs_run_is_due(q.status, q.eligible_at, %(now)s)
+         ORDER BY q.eligible_at LIMIT 1) AS o) AS backlog_oldest,
     (SELECT count(*) FROM job_runs_queue WHERE status = 'running') AS running,
     (SELECT count(*) FROM job_runs_queue
      WHERE status = 'failed' AND updated_at > %(now)s - interval '1 day') AS failed_last_day,
@@ -142,7 +148,7 @@ WHERE s.h AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason 
 -- name: job_problems
 -- The verdict on the jobs, judged here: what is wrong with which job, the most serious
 -- first, at most %(cap)s jobs (NULL: all), each row with the counts of all of them
--- (a window over every job with a problem, before the limit). A job has a problem when it
+-- (counted over every job with a problem, before the limit). A job has a problem when it
 -- has dead runs nobody acknowledged, is invalid (as stored, or its schedule cannot be
 -- evaluated: %(errors)s), or is overdue: not paused, and the slot before its latest
 -- (%(befores)s, per schedule of health_schedules) came after it was defined (or its
@@ -152,6 +158,12 @@ WHERE s.h AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason 
 -- leaves the answer open, the job's index is probed for the exact one, for that job alone.
 -- With %(every)s, every job so probed is returned too (its exact last success, for
 -- `status`), a problem or not.
+-- The cost is the jobs judged: when 100,000 jobs are overdue at once (a queue nobody
+-- claims: every job's slot came and went), each is read once, from the range of its
+-- schedule, and kept as a few narrow columns; the counts are one pass over them, the order
+-- a top-N, and only the jobs listed are read again for the rest of their columns (the
+-- definitions once joined every judged job to its row, counted over a window and sorted
+-- them all: 0.5 s for 100,000).
 WITH keys AS (
     SELECT * FROM unnest(%(schedules)s::text[], %(timezones)s::text[], %(names)s::text[],
                          %(befores)s::timestamptz[], %(errors)s::text[])
@@ -163,7 +175,9 @@ WITH keys AS (
     -- judged below out of it, where it would make the planner read every job it passes)
     SELECT d.*, k.before, k.error FROM keys AS k
     CROSS JOIN LATERAL (
-        SELECT * FROM job_definitions AS d
+        SELECT d.id, d.name, d.created_at, d.schedule_since, d.last_succeeded_at, d.cursor_at,
+               d.next_due_at
+        FROM job_definitions AS d
         WHERE d.schedule = k.schedule AND d.timezone = k.timezone
           AND greatest(d.created_at, d.schedule_since, d.last_succeeded_at) < k.before
           AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
@@ -174,7 +188,9 @@ WITH keys AS (
     -- jobs that may be overdue, by job_definitions_unsucceeded_idx and the due index)
     SELECT d.*, k.before, k.error FROM keys AS k
     CROSS JOIN LATERAL (
-        SELECT * FROM job_definitions AS d
+        SELECT d.id, d.name, d.created_at, d.schedule_since, d.last_succeeded_at, d.cursor_at,
+               d.next_due_at
+        FROM job_definitions AS d
         WHERE d.name = k.name AND d.schedule = k.schedule AND d.timezone = k.timezone
           AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
           AND (k.error IS NOT NULL
@@ -182,12 +198,19 @@ WITH keys AS (
         OFFSET 0) AS d
     WHERE k.name IS NOT NULL
     UNION ALL
+    -- (per key too: a join of the keys to the definitions could read the definitions
+    -- first, every one, to find that no schedule failed)
     SELECT d.*, k.before, k.error FROM keys AS k
-    JOIN job_definitions AS d ON d.schedule = k.schedule AND d.timezone = k.timezone
+    CROSS JOIN LATERAL (
+        SELECT d.id, d.name, d.created_at, d.schedule_since, d.last_succeeded_at, d.cursor_at,
+               d.next_due_at
+        FROM job_definitions AS d
+        WHERE d.schedule = k.schedule AND d.timezone = k.timezone
+          AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
+        OFFSET 0) AS d
     WHERE k.name IS NULL AND k.error IS NOT NULL
-      AND d.removed_at IS NULL AND d.paused_at IS NULL AND d.invalid_reason IS NULL
 ), judged AS (
-    SELECT m.id, m.before, m.error,
+    SELECT m.id, m.name, m.before, m.error,
            CASE WHEN m.error IS NULL AND m.last_succeeded_at IS NOT NULL
                      AND m.last_succeeded_at + interval '1 minute' >= m.before
                 THEN (SELECT r.finished_at FROM job_runs AS r
@@ -205,42 +228,54 @@ WITH keys AS (
     FROM job_runs
     WHERE cronjobs_run_dead_unacknowledged(status, acknowledged_at, finished_at)
     GROUP BY definition_id
-), found AS (
-    SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since,
-           d.paused_at, coalesce(d.invalid_reason, j.error) AS invalid_reason,
-           CASE WHEN j.id IS NULL THEN d.last_succeeded_at ELSE j.last_success_at END
-               AS last_success_at,
-           coalesce(dead.n, 0) AS dead_unacknowledged, dead.latest AS latest_dead_id,
-           d.cursor_at, d.next_due_at,
-           j.before AS overdue_since,
-           (j.error IS NULL AND j.before IS NOT NULL
-            AND (j.last_success_at IS NULL OR j.last_success_at < j.before)) AS overdue
-    FROM (SELECT id FROM judged
-          UNION SELECT definition_id FROM dead
-          UNION SELECT id FROM job_definitions
-          WHERE invalid_reason IS NOT NULL AND removed_at IS NULL) AS ids
-    JOIN job_definitions AS d ON d.id = ids.id
-    LEFT JOIN dead ON dead.definition_id = d.id
-    LEFT JOIN judged AS j ON j.id = d.id
-    WHERE d.removed_at IS NULL
+), others AS (
+    -- the jobs with a problem no schedule above found: dead runs nobody acknowledged, or
+    -- invalid as stored (few, each read by id: a join could read every definition)
+    SELECT d.* FROM (SELECT definition_id AS id FROM dead
+                     UNION SELECT id FROM job_definitions
+                     WHERE invalid_reason IS NOT NULL AND removed_at IS NULL) AS ids
+    CROSS JOIN LATERAL (
+        SELECT d.id, d.name, d.invalid_reason, d.last_succeeded_at AS last_success_at
+        FROM job_definitions AS d
+        WHERE d.id = ids.id AND d.removed_at IS NULL
+        OFFSET 0) AS d
+    WHERE NOT EXISTS (SELECT FROM judged AS j WHERE j.id = ids.id)
 ), problems AS (
-    SELECT f.*, (f.dead_unacknowledged > 0 OR f.invalid_reason IS NOT NULL OR f.overdue)
-               AS problem
-    FROM found AS f
+    SELECT v.*, coalesce(dead.n, 0) AS dead_unacknowledged, dead.latest AS latest_dead_id,
+           (dead.n > 0 OR v.invalid_reason IS NOT NULL OR v.overdue) IS TRUE AS problem
+    FROM (SELECT j.id, j.name, j.error AS invalid_reason, j.last_success_at,
+                 j.before AS overdue_since,
+                 (j.error IS NULL AND j.before IS NOT NULL
+                  AND (j.last_success_at IS NULL OR j.last_success_at < j.before)) AS overdue
+          FROM judged AS j
+          UNION ALL
+          SELECT o.id, o.name, o.invalid_reason, o.last_success_at, NULL, false
+          FROM others AS o) AS v
+    LEFT JOIN dead ON dead.definition_id = v.id
+), counts AS (
+    SELECT count(*) FILTER (WHERE problem) AS jobs_with_problems,
+           count(*) FILTER (WHERE dead_unacknowledged > 0) AS dead_jobs,
+           coalesce(sum(dead_unacknowledged), 0)::bigint AS dead_runs,
+           count(*) FILTER (WHERE invalid_reason IS NOT NULL) AS invalid_jobs,
+           count(*) FILTER (WHERE overdue) AS overdue_jobs
+    FROM problems
+), listed AS (
+    -- the most serious first: dead runs nobody acknowledged (the latest death first),
+    -- invalid jobs, then overdue ones (the longest without a success first)
+    SELECT * FROM problems
+    WHERE problem OR %(every)s
+    ORDER BY problem DESC, dead_unacknowledged > 0 DESC, latest_dead_id DESC NULLS LAST,
+             invalid_reason IS NOT NULL DESC, last_success_at ASC NULLS FIRST, name
+    LIMIT %(cap)s
 )
-SELECT p.*,
-       count(*) FILTER (WHERE p.problem) OVER () AS jobs_with_problems,
-       count(*) FILTER (WHERE p.dead_unacknowledged > 0) OVER () AS dead_jobs,
-       coalesce(sum(p.dead_unacknowledged) OVER (), 0)::bigint AS dead_runs,
-       count(*) FILTER (WHERE p.invalid_reason IS NOT NULL) OVER () AS invalid_jobs,
-       count(*) FILTER (WHERE p.overdue) OVER () AS overdue_jobs
-FROM problems AS p
-WHERE p.problem OR %(every)s
--- the most serious first: dead runs nobody acknowledged (the latest death first), invalid
--- jobs, then overdue ones (the longest without a success first)
-ORDER BY p.problem DESC, p.dead_unacknowledged > 0 DESC, p.latest_dead_id DESC NULLS LAST,
-         p.invalid_reason IS NOT NULL DESC, p.last_success_at ASC NULLS FIRST, p.name
-LIMIT %(cap)s;
+SELECT d.id, d.name, d.schedule, d.timezone, d.created_at, d.schedule_since, d.paused_at,
+       l.invalid_reason, l.last_success_at, l.dead_unacknowledged, l.latest_dead_id,
+       d.cursor_at, d.next_due_at, l.overdue_since, l.overdue, l.problem, c.*
+FROM listed AS l
+JOIN job_definitions AS d ON d.id = l.id
+CROSS JOIN counts AS c
+ORDER BY l.problem DESC, l.dead_unacknowledged > 0 DESC, l.latest_dead_id DESC NULLS LAST,
+         l.invalid_reason IS NOT NULL DESC, l.last_success_at ASC NULLS FIRST, l.name;
 
 -- name: last_success
 -- A job's latest success, exactly: the newest entries of its index in each partition.
